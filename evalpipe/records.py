@@ -1,0 +1,137 @@
+"""The records that cross stage boundaries: task data → prompt → completion → prediction → scores.
+
+Every record is a small frozen dataclass so a stage can never mutate what an earlier stage
+produced; that is what lets a run be resumed or re-scored from stored answers and still give the
+same numbers. Anything a record holds must be JSON-serialisable through :func:`to_jsonable`,
+because every record ends up in ``samples.jsonl``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(frozen=True, order=True)
+class Span:
+    """A labelled half-open interval ``[start, end)``.
+
+    The unit (token index or character offset) is fixed by whoever produced the span and is
+    documented there; NCBI gold and predictions are token spans, parsers work in characters.
+    """
+
+    start: int
+    end: int
+    label: str
+
+
+@dataclass(frozen=True)
+class Example:
+    """One evaluated item.
+
+    ``inputs`` is what templates see (and nothing else: templates never see gold), ``gold`` is
+    what metrics see, ``meta`` is provenance (file and line) used in error messages and reports.
+    """
+
+    id: str
+    inputs: Mapping[str, Any]
+    gold: Any
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    """Everything about decoding that can change an answer (and therefore the cache key)."""
+
+    max_tokens: int
+    temperature: float = 0.0
+    top_p: float | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A rendered request: chat ``messages`` *or* completion ``text``, never both."""
+
+    params: GenerationParams
+    messages: tuple[Message, ...] | None = None
+    text: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.messages is None) == (self.text is None):
+            raise ValueError("a Prompt has exactly one of messages (chat) or text (completions)")
+
+    @property
+    def endpoint(self) -> Literal["chat", "completions"]:
+        return "chat" if self.messages is not None else "completions"
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What the backend got back for one prompt.
+
+    A request that failed for good is still a Completion: ``text`` is None and ``error`` says
+    why. The runner records it on the sample, the run goes on, and a later run retries it.
+    """
+
+    text: str | None
+    finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    latency_s: float = 0.0
+    attempts: int = 1
+    error: str | None = None
+    endpoint_url: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.text is not None
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A parsed answer. A failed parse is a value (``failed=True``), never an exception.
+
+    ``value`` is the task's structured prediction (spans, a label, codes, text); when ``failed``
+    it is the task's "predicts nothing" value so metrics can still count the sample (its gold
+    items become false negatives). ``diagnostics`` are counters and flags that the run summary
+    aggregates (e.g. ``wrapper_missing``, ``unknown_tags``).
+    """
+
+    value: Any
+    failed: bool = False
+    diagnostics: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScoreSheet:
+    """Output of a task's scorer: corpus metrics plus one dict of per-sample values."""
+
+    corpus: Mapping[str, float]
+    per_sample: Sequence[Mapping[str, float]]
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Convert records (dataclasses, tuples, mappings) into plain JSON types."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        items = sorted(obj) if isinstance(obj, (set, frozenset)) else obj
+        return [to_jsonable(v) for v in items]
+    return obj

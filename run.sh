@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# evalpipe entry point. The first call makes .venv and installs the project into it; later calls
+# skip that (the install is redone only when pyproject.toml changes).
+#   ./run.sh            the main job (the demo suite; see README)
+#   ./run.sh test       the test suite
+#   ./run.sh X ...      `evalpipe X ...` inside the virtual environment
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$here"
+venv="$here/.venv"
+python_bin="${EVALPIPE_PYTHON:-python3}"
+stamp="$venv/.evalpipe-installed"
+want="$(cat pyproject.toml run.sh | sha256sum | cut -d' ' -f1)"
+
+bootstrap() {
+    if [ ! -x "$venv/bin/python" ]; then
+        echo "evalpipe: creating virtual environment in .venv (once)" >&2
+        "$python_bin" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "evalpipe needs Python >= 3.11 (set EVALPIPE_PYTHON)")'
+        "$python_bin" -m venv "$venv"
+    fi
+    if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+        echo "evalpipe: installing evalpipe and its dependencies into .venv" >&2
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2 || true
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[test]" >&2
+        echo "$want" > "$stamp"
+    fi
+}
+
+bootstrap
+export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
+
+if [ "${1:-}" = "test" ]; then
+    shift
+    set +e
+    "$venv/bin/python" -m pytest "$@"
+    rc=$?
+    set -e
+    if [ "$rc" -eq 5 ]; then
+        echo "evalpipe: pytest collected no tests; treating that as a failure" >&2
+        exit 1
+    fi
+    exit "$rc"
+fi
+
+if [ "$#" -eq 0 ]; then
+    set -- demo
+fi
+exec "$venv/bin/evalpipe" "$@"
