@@ -1,0 +1,145 @@
+"""The response store: every answer is committed to SQLite the moment it arrives.
+
+Why SQLite in WAL mode with one transaction per answer: a run killed with SIGKILL at any moment
+loses at most the requests that were in flight, never an answer that was already received, and a
+reader (``evalpipe score``) can open the store while a run is writing. ``synchronous=NORMAL`` in
+WAL mode keeps every committed row across a process crash (only an OS crash or power loss can
+drop the last commits), at a cost of tens of microseconds per answer.
+
+Only successful answers are stored. A request that failed for good is not, so re-running the same
+command sends exactly the failed and never-sent prompts again.
+
+The key is a SHA-256 over everything that can change an answer — model, endpoint kind, rendered
+messages or prompt text, generation parameters — and nothing that cannot (the URL of the server:
+a restarted server on another port must not invalidate finished work).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from evalpipe.records import Completion, Prompt, Usage, to_jsonable
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    text TEXT NOT NULL,
+    finish_reason TEXT,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    latency_s REAL,
+    attempts INTEGER,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS plan (
+    task TEXT NOT NULL,
+    sample_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    prompt TEXT NOT NULL,
+    PRIMARY KEY (task, sample_id)
+);
+"""
+
+
+def cache_key(model: str, prompt: Prompt) -> str:
+    payload = {
+        "model": model,
+        "endpoint": prompt.endpoint,
+        "messages": to_jsonable(prompt.messages) if prompt.messages is not None else None,
+        "text": prompt.text,
+        "params": to_jsonable(asdict(prompt.params)),
+    }
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class ResponseStore:
+    """A SQLite file of answers keyed by :func:`cache_key`."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=10000")
+        self._db.executescript(SCHEMA)
+
+    def get(self, key: str) -> Completion | None:
+        row = self._db.execute(
+            "SELECT text, finish_reason, prompt_tokens, completion_tokens, latency_s, attempts"
+            " FROM responses WHERE key = ?",
+            (key,),
+        ).fetchone()
+        if row is None:
+            return None
+        text, finish, p_tok, c_tok, latency, attempts = row
+        return Completion(
+            text=text,
+            finish_reason=finish,
+            usage=Usage(p_tok, c_tok),
+            latency_s=latency or 0.0,
+            attempts=attempts or 1,
+        )
+
+    def get_many(self, keys: list[str]) -> dict[str, Completion]:
+        found: dict[str, Completion] = {}
+        for key in dict.fromkeys(keys):
+            completion = self.get(key)
+            if completion is not None:
+                found[key] = completion
+        return found
+
+    def put(self, key: str, model: str, completion: Completion) -> None:
+        """Store a successful answer in its own committed transaction."""
+        if not completion.ok:
+            raise ValueError("only successful completions are stored")
+        self._db.execute(
+            "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                key,
+                model,
+                completion.text,
+                completion.finish_reason,
+                completion.usage.prompt_tokens,
+                completion.usage.completion_tokens,
+                completion.latency_s,
+                completion.attempts,
+                time.time(),
+            ),
+        )
+
+    def write_plan(self, task: str, rows: list[tuple[str, str, str]]) -> None:
+        """Record which prompt (and key) each sample of ``task`` uses, replacing an older plan.
+
+        Written before the first request, so a run directory can be re-scored later from the
+        store alone — even if it was killed, and even if the template has changed since.
+        """
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("DELETE FROM plan WHERE task = ?", (task,))
+            self._db.executemany(
+                "INSERT INTO plan VALUES (?, ?, ?, ?, ?)",
+                [(task, sid, i, key, prompt) for i, (sid, key, prompt) in enumerate(rows)],
+            )
+
+    def read_plan(self, task: str) -> list[tuple[str, str, str]]:
+        """(sample id, key, prompt JSON) in evaluation order."""
+        return list(
+            self._db.execute(
+                "SELECT sample_id, key, prompt FROM plan WHERE task = ? ORDER BY position", (task,)
+            )
+        )
+
+    def __len__(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    def close(self) -> None:
+        self._db.close()

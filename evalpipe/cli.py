@@ -1,0 +1,254 @@
+"""Command line: ``evalpipe run | score | show | tasks | demo``.
+
+Every user-facing failure (bad data, template, endpoint, options) ends as one clear line on
+stderr and a non-zero exit code — never a traceback — and never prints an API key.
+
+Exit codes: 0 success; 1 a problem stopped the run before it finished (bad input, unreachable
+endpoint); 2 bad command-line usage; 3 the run finished but some requests failed for good
+(re-running the same command retries only those); 130 interrupted (Ctrl-C; re-run to resume).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from evalpipe.backends.base import Backend, BackendError
+from evalpipe.config import RunConfig
+from evalpipe.data.errors import DataError
+from evalpipe.prompting import TemplateError
+from evalpipe.results import DEFAULT_ROOT, RunDir
+from evalpipe.runner import RunError, RunOutcome, execute, rescore
+from evalpipe.tasks.registry import all_tasks, resolve, suites
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
+out = Console()
+err = Console(stderr=True)
+
+EXIT_FAILED_REQUESTS = 3
+EXIT_INTERRUPTED = 130
+USER_ERRORS = (RunError, BackendError, DataError, TemplateError, FileNotFoundError, KeyError, ValueError)
+
+
+def _fail(exc: BaseException) -> typer.Exit:
+    message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+    return typer.Exit(1)
+
+
+def make_backend(config: RunConfig) -> Backend:
+    """The OpenAI-compatible backend for ``--base-url`` (vLLM server, OpenAI, other APIs)."""
+    from evalpipe.backends.openai_compat import OpenAICompatBackend, OpenAICompatConfig
+
+    if not config.base_url:
+        raise RunError("no endpoint: pass --base-url URL (or set EVALPIPE_BASE_URL), "
+                       "e.g. --base-url http://127.0.0.1:8000/v1 for a local vLLM server")
+    return OpenAICompatBackend(OpenAICompatConfig(
+        base_url=config.base_url,
+        model=config.model,
+        api_key_env=config.api_key_env,
+        concurrency=config.concurrency,
+        timeout_s=config.timeout_s,
+        max_retries=config.max_retries,
+    ))
+
+
+def metrics_table(metrics: dict[str, dict[str, float]], title: str | None = None) -> Table:
+    table = Table(title=title, show_lines=False)
+    table.add_column("task", style="bold")
+    names: list[str] = []
+    for values in metrics.values():
+        for name in values:
+            if name not in names:
+                names.append(name)
+    for name in names:
+        table.add_column(name, justify="right")
+    for task, values in metrics.items():
+        cells = []
+        for name in names:
+            value = values.get(name)
+            if value is None:
+                cells.append("–")
+            elif name in ("n", "errors"):
+                cells.append(str(int(value)))
+            else:
+                cells.append(f"{value:.4f}")
+        table.add_row(task, *cells)
+    return table
+
+
+def _parse_data(pairs: list[str]) -> dict[str, str]:
+    data: dict[str, str] = {}
+    for pair in pairs:
+        task, sep, path = pair.partition("=")
+        if not sep or not task or not path:
+            raise typer.BadParameter(f"--data expects TASK=PATH, got {pair!r}")
+        data[task] = path
+    return data
+
+
+def _report(outcome: RunOutcome, compat: str | None) -> int:
+    out.print(metrics_table(outcome.metrics, title=f"{outcome.run_dir.path}" + (f" [{compat}]" if compat else "")))
+    out.print(f"results: {outcome.run_dir.path}  (answers sent {outcome.sent}, from store {outcome.cached})")
+    failed = sum(int(t.metrics.get("errors", 0)) for t in outcome.tasks)
+    if failed:
+        err.print(f"[yellow]{failed} sample(s) have no answer (see summary.json); "
+                  "re-run the same command to retry only those[/]")
+        return EXIT_FAILED_REQUESTS
+    return 0
+
+
+@app.command()
+def run(
+    task: Annotated[list[str], typer.Option("--task", "-t", help="Task name (repeatable); see `evalpipe tasks`.")] = [],
+    suite: Annotated[list[str], typer.Option("--suite", help="Suite name (repeatable).")] = [],
+    model: Annotated[Optional[str], typer.Option(envvar="EVALPIPE_MODEL", help="Model name as the endpoint serves it.")] = None,
+    base_url: Annotated[Optional[str], typer.Option(envvar="EVALPIPE_BASE_URL", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")] = None,
+    endpoint: Annotated[str, typer.Option(help="chat (instruction-tuned models) or completions (base models).")] = "chat",
+    api_key_env: Annotated[str, typer.Option(help="Name of the environment variable holding the API key (its value is never written anywhere). Unset = 'EMPTY', fine for local servers.")] = "OPENAI_API_KEY",
+    shots: Annotated[Optional[int], typer.Option(help="Few-shot examples (default: the task's, 5 for NCBI).")] = None,
+    fewshot_seed: Annotated[Optional[int], typer.Option(help="Draw shots at random from the train split with this seed (default: the first K).")] = None,
+    fewshot_as_turns: Annotated[bool, typer.Option(help="Give shots as user/assistant chat turns instead of one message.")] = False,
+    system_role: Annotated[bool, typer.Option(help="Send the system prompt as a system message (--no-system-role merges it into the first user turn).")] = True,
+    temperature: Annotated[float, typer.Option(help="0 = greedy (default).")] = 0.0,
+    top_p: Annotated[Optional[float], typer.Option()] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Sampling seed passed to the endpoint.")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option(help="Override the task's max_tokens.")] = None,
+    split: Annotated[Optional[str], typer.Option(help="Evaluated split (default: the task's test split).")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N samples, in file order.")] = None,
+    ids: Annotated[Optional[str], typer.Option(help="Comma-separated sample ids to evaluate.")] = None,
+    data: Annotated[list[str], typer.Option("--data", help="TASK=PATH: read the task's evaluated file from PATH (repeatable).")] = [],
+    data_dir: Annotated[Optional[str], typer.Option(help="Folder holding the data files under their distributed names.")] = None,
+    concurrency: Annotated[int, typer.Option(help="Requests in flight at most.")] = 64,
+    timeout: Annotated[float, typer.Option(help="Seconds per request attempt.")] = 120.0,
+    max_retries: Annotated[int, typer.Option(help="Retries per request for retryable failures.")] = 6,
+    compat: Annotated[Optional[str], typer.Option(help="Score like a reference implementation, e.g. evalscope.")] = None,
+    allow_external_endpoint: Annotated[bool, typer.Option(help="Allow credentialed (PhysioNet) data to go to a non-local endpoint.")] = False,
+    run_name: Annotated[Optional[str], typer.Option(help="Run directory name (default: derived from the options, so the same command resumes).")] = None,
+    results_dir: Annotated[Path, typer.Option(help="Where run directories go.")] = DEFAULT_ROOT,
+) -> None:
+    """Evaluate a model on tasks; resumes if the same run was interrupted."""
+    if not model:
+        raise typer.BadParameter("--model is required (or set EVALPIPE_MODEL)", param_hint="--model")
+    if endpoint not in ("chat", "completions"):
+        raise typer.BadParameter("--endpoint must be chat or completions", param_hint="--endpoint")
+    if limit is not None and limit < 1:
+        raise typer.BadParameter("--limit must be at least 1", param_hint="--limit")
+    if concurrency < 1:
+        raise typer.BadParameter("--concurrency must be at least 1", param_hint="--concurrency")
+    try:
+        specs = resolve(task, suite)
+    except KeyError as exc:
+        raise _fail(exc)
+    config = RunConfig(
+        tasks=tuple(s.name for s in specs), model=model, base_url=base_url, endpoint=endpoint,
+        api_key_env=api_key_env, shots=shots, fewshot_seed=fewshot_seed, fewshot_as_turns=fewshot_as_turns,
+        system_role=system_role, temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_tokens,
+        split=split, limit=limit, ids=tuple(i.strip() for i in ids.split(",") if i.strip()) if ids else None,
+        data=_parse_data(data), data_dir=data_dir, concurrency=concurrency, timeout_s=timeout,
+        max_retries=max_retries, compat=compat, allow_external_endpoint=allow_external_endpoint,
+        run_name=run_name,
+    )
+    from evalpipe.progress import make_progress
+
+    def announce(run: RunDir, total: int, pending: int) -> None:
+        err.print(f"run {run.path}: {total} prompts, {total - pending} already answered, {pending} to send",
+                  highlight=False)
+
+    try:
+        outcome = asyncio.run(execute(config, make_backend, results_dir, make_progress(err), announce))
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted: every answer received so far is saved; "
+                  "run the same command again to resume[/]")
+        raise typer.Exit(EXIT_INTERRUPTED)
+    except USER_ERRORS as exc:
+        raise _fail(exc)
+    raise typer.Exit(_report(outcome, compat))
+
+
+@app.command()
+def score(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory, e.g. results/ncbi_disease__my-model__1a2b3c4d5e")],
+    compat: Annotated[Optional[str], typer.Option(help="Score like a reference implementation, e.g. evalscope.")] = None,
+) -> None:
+    """Re-parse and re-score a run's stored answers (no model needed)."""
+    try:
+        outcome = rescore(run_dir, compat)
+    except USER_ERRORS as exc:
+        raise _fail(exc)
+    _report(outcome, compat)
+
+
+@app.command()
+def show(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+    compat: Annotated[Optional[str], typer.Option(help="Show the metrics of a compatibility scoring.")] = None,
+) -> None:
+    """Print a run's metrics as a table."""
+    try:
+        metrics = RunDir(run_dir).read_metrics(compat)
+    except (FileNotFoundError, ValueError) as exc:
+        raise _fail(exc)
+    out.print(metrics_table(metrics, title=str(run_dir) + (f" [{compat}]" if compat else "")))
+
+
+@app.command()
+def tasks() -> None:
+    """List tasks and suites."""
+    table = Table(title="tasks")
+    for column in ("task", "shots", "max tokens", "metrics", "compat modes", "suites", "description"):
+        table.add_column(column)
+    for spec in all_tasks().values():
+        table.add_row(
+            spec.name, str(spec.default_shots), str(spec.max_tokens), ", ".join(spec.metrics),
+            ", ".join(k for k in spec.scorings if k != "default") or "–", ", ".join(spec.suites),
+            spec.description + (" [credentialed data]" if spec.credentialed else ""),
+        )
+    out.print(table)
+    suite_table = Table(title="suites")
+    suite_table.add_column("suite")
+    suite_table.add_column("tasks")
+    for name, members in suites().items():
+        suite_table.add_row(name, ", ".join(members))
+    out.print(suite_table)
+
+
+@app.command()
+def demo(
+    limit: Annotated[int, typer.Option(help="Samples per task.")] = 20,
+    model: Annotated[Optional[str], typer.Option(envvar="EVALPIPE_MODEL")] = None,
+    base_url: Annotated[Optional[str], typer.Option(envvar="EVALPIPE_BASE_URL")] = None,
+    results_dir: Annotated[Path, typer.Option()] = DEFAULT_ROOT,
+) -> None:
+    """The main job of ./run.sh: the demo suite (tasks whose data ships) on a short limit."""
+    if not base_url or not model:
+        err.print(
+            "evalpipe is installed. To evaluate a model, point it at an OpenAI-compatible endpoint:\n"
+            "  EVALPIPE_BASE_URL=http://127.0.0.1:8000/v1 EVALPIPE_MODEL=my-model ./run.sh\n"
+            "or run a task directly:\n"
+            "  ./run.sh run --task ncbi_disease --base-url http://127.0.0.1:8000/v1 --model my-model\n"
+            "`./run.sh tasks` lists what can be evaluated; `./run.sh test` runs the tests.",
+            highlight=False,
+        )
+        tasks()
+        return
+    run(task=[], suite=["demo"], model=model, base_url=base_url, limit=limit, results_dir=results_dir,
+        endpoint="chat", api_key_env="OPENAI_API_KEY", shots=None, fewshot_seed=None, fewshot_as_turns=False,
+        system_role=True, temperature=0.0, top_p=None, seed=None, max_tokens=None, split=None, ids=None,
+        data=[], data_dir=None, concurrency=64, timeout=120.0, max_retries=6, compat=None,
+        allow_external_endpoint=False, run_name=None)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""The resolved options of a run, as recorded in ``config.json``.
+
+Everything needed to re-render the exact prompts lives here, which is what lets ``evalpipe score``
+re-score a run from its stored answers without a model, and lets the same command resume.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    tasks: tuple[str, ...]
+    model: str
+    base_url: str | None = None
+    endpoint: Literal["chat", "completions"] = "chat"
+    api_key_env: str = "OPENAI_API_KEY"
+    #: None = the task's default
+    shots: int | None = None
+    fewshot_seed: int | None = None
+    fewshot_as_turns: bool = False
+    system_role: bool = True
+    temperature: float = 0.0
+    top_p: float | None = None
+    seed: int | None = None
+    #: None = the task's default
+    max_tokens: int | None = None
+    split: str | None = None
+    limit: int | None = None
+    ids: tuple[str, ...] | None = None
+    #: task name → file (``--data TASK=PATH``)
+    data: dict[str, str] = field(default_factory=dict)
+    data_dir: str | None = None
+    concurrency: int = 64
+    timeout_s: float = 120.0
+    max_retries: int = 6
+    compat: str | None = None
+    allow_external_endpoint: bool = False
+    run_name: str | None = None
+
+    #: options that change which answers a model gives; they name the run directory
+    ANSWER_FIELDS = (
+        "tasks", "model", "endpoint", "shots", "fewshot_seed", "fewshot_as_turns", "system_role",
+        "temperature", "top_p", "seed", "max_tokens", "split", "data", "data_dir",
+    )
+
+    def answer_hash(self) -> str:
+        payload = {name: getattr(self, name) for name in self.ANSWER_FIELDS}
+        blob = json.dumps(payload, sort_keys=True, default=list)
+        return hashlib.sha256(blob.encode()).hexdigest()[:10]
+
+    def default_run_name(self) -> str:
+        """Deterministic, so re-running the same command finds (and resumes) the same run."""
+        label = "+".join(self.tasks) if len(self.tasks) <= 3 else f"{len(self.tasks)}tasks"
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", self.model).strip("-") or "model"
+        return f"{label}__{slug}__{self.answer_hash()}"
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["tasks"] = list(self.tasks)
+        out["ids"] = list(self.ids) if self.ids is not None else None
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunConfig:
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["tasks"] = tuple(kwargs.get("tasks", ()))
+        if kwargs.get("ids") is not None:
+            kwargs["ids"] = tuple(kwargs["ids"])
+        return cls(**kwargs)
+
+
+def data_paths_for(config: RunConfig, task: str) -> dict[str, Path]:
+    return {"eval": Path(config.data[task])} if task in config.data else {}

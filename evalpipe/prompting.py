@@ -1,0 +1,148 @@
+"""Render task templates into prompts: sandboxed Jinja, strict variables, few-shot selection.
+
+Templates live in ``prompts/`` and export macros (see ``prompts/README.md``):
+
+``prompt(example, shots)``      the whole task as one user message (the default chat form)
+``turn(example)``               optional: one example's user turn when shots are chat turns
+``completion(example, shots)``  optional: plain text for base models (``--endpoint completions``)
+``system()``                    optional: a system message
+
+Why macros rather than one template with ``if mode == …`` branches: each form stays readable on
+its own, and the Python side only assembles turns, so a new task never needs runner code.
+
+The environment is sandboxed (templates may come from users) and uses ``StrictUndefined``: a
+misspelt field is an error when the first prompt is rendered — all prompts are rendered before
+any request is sent, so a template bug never costs a half-finished run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from evalpipe.records import Example, GenerationParams, Message, Prompt
+from evalpipe.tasks.base import TaskSpec
+
+PROMPTS_DIR = Path(os.environ.get("EVALPIPE_PROMPTS_DIR", Path(__file__).resolve().parent.parent / "prompts"))
+
+
+class TemplateError(ValueError):
+    """A template that is missing, does not compile, lacks a macro, or fails to render."""
+
+
+@dataclass(frozen=True)
+class PromptOptions:
+    endpoint: Literal["chat", "completions"] = "chat"
+    fewshot_as_turns: bool = False
+    system_role: bool = True
+
+
+@cache
+def _environment(prompts_dir: Path) -> ImmutableSandboxedEnvironment:
+    return ImmutableSandboxedEnvironment(
+        loader=jinja2.FileSystemLoader(str(prompts_dir)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+    )
+
+
+def template_path(spec: TaskSpec, prompts_dir: Path = PROMPTS_DIR) -> Path:
+    return prompts_dir / spec.template
+
+
+def template_sha256(spec: TaskSpec, prompts_dir: Path = PROMPTS_DIR) -> str:
+    return hashlib.sha256(template_path(spec, prompts_dir).read_bytes()).hexdigest()
+
+
+def select_shots(
+    pool: Sequence[Example], k: int, seed: int | None, evaluated_ids: set[str] | frozenset[str] = frozenset()
+) -> tuple[Example, ...]:
+    """Pick ``k`` shots from ``pool``: the first ``k`` (seed None) or a seeded random sample.
+
+    The pool is the task's train split; an example whose id is also evaluated is never a shot
+    (a shot that is also a test item leaks its answer).
+    """
+    candidates = [ex for ex in pool if ex.id not in evaluated_ids]
+    if k < 0:
+        raise ValueError("the number of shots cannot be negative")
+    if k > len(candidates):
+        raise ValueError(f"asked for {k} shots but the shot pool has only {len(candidates)} examples")
+    if seed is None:
+        return tuple(candidates[:k])
+    return tuple(random.Random(seed).sample(candidates, k))
+
+
+class PromptRenderer:
+    """Renders one task's examples with fixed shots into :class:`Prompt` records."""
+
+    def __init__(
+        self,
+        spec: TaskSpec,
+        shots: Sequence[Example],
+        params: GenerationParams,
+        options: PromptOptions = PromptOptions(),
+        prompts_dir: Path = PROMPTS_DIR,
+    ) -> None:
+        self.spec = spec
+        self.params = params
+        self.options = options
+        path = template_path(spec, prompts_dir)
+        if not path.is_file():
+            raise TemplateError(f"{path}: template for task {spec.name!r} not found")
+        try:
+            template = _environment(prompts_dir).get_template(spec.template)
+            self._module = template.make_module({"task": dict(spec.template_vars)})
+        except jinja2.TemplateError as exc:
+            raise TemplateError(f"{path}: {_describe(exc)}") from exc
+        self._path = path
+        needed = "completion" if options.endpoint == "completions" else "prompt"
+        if not hasattr(self._module, needed):
+            raise TemplateError(f"{path}: the template has no `{needed}` macro, needed for the {options.endpoint} form")
+        self._shots = [{"inputs": dict(s.inputs), "target": spec.shot_target(s)} for s in shots]
+
+    def _call(self, macro: str, *args: Any) -> str:
+        try:
+            return str(getattr(self._module, macro)(*args))
+        except jinja2.TemplateError as exc:
+            raise TemplateError(f"{self._path}: macro {macro}: {_describe(exc)}") from exc
+
+    def render(self, example: Example) -> Prompt:
+        inputs = dict(example.inputs)
+        if self.options.endpoint == "completions":
+            text = self._call("completion", inputs, self._shots)
+            params = self.params
+            if self.spec.completion_stop and not params.stop:
+                params = GenerationParams(**{**params.__dict__, "stop": self.spec.completion_stop})
+            return Prompt(params=params, text=text)
+        messages: list[Message] = []
+        system = self._call("system") if hasattr(self._module, "system") else ""
+        if self.options.fewshot_as_turns and self._shots:
+            turn = "turn" if hasattr(self._module, "turn") else None
+            for shot in self._shots:
+                user = self._call(turn, shot["inputs"]) if turn else self._call("prompt", shot["inputs"], [])
+                messages += [Message("user", user), Message("assistant", shot["target"])]
+            final = self._call(turn, inputs) if turn else self._call("prompt", inputs, [])
+            messages.append(Message("user", final))
+        else:
+            messages.append(Message("user", self._call("prompt", inputs, self._shots)))
+        if system.strip():
+            if self.options.system_role:
+                messages.insert(0, Message("system", system))
+            else:  # models whose chat template rejects a system role
+                messages[0] = Message("user", f"{system}\n\n{messages[0].content}")
+        return Prompt(params=self.params, messages=tuple(messages))
+
+
+def _describe(exc: jinja2.TemplateError) -> str:
+    line = getattr(exc, "lineno", None)
+    return f"line {line}: {exc.message}" if line else str(exc.message or exc)

@@ -1,0 +1,102 @@
+"""A run directory on disk: ``results/<run>/``.
+
+``config.json``      resolved options, package version, git commit, template and data sha256, seeds
+``responses.sqlite`` every answer, committed as it arrives (see :mod:`evalpipe.cache`)
+``samples.jsonl``    one record per evaluated sample: prompt, answer, prediction, gold, scores, …
+``metrics.json``     task → metric → number
+``summary.json``     diagnostics, token usage, latency percentiles, backend counters
+
+A compatibility scoring (``--compat NAME``) writes ``samples.NAME.jsonl`` / ``metrics.NAME.json``
+/ ``summary.NAME.json`` beside the default files, so both views of one run stay available.
+Files other than the store are written atomically (temp file + rename): a crash never leaves a
+half-written ``metrics.json`` that looks complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+DEFAULT_ROOT = Path("results")
+
+
+class RunDir:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def _suffixed(self, stem: str, ext: str, compat: str | None) -> Path:
+        return self.path / (f"{stem}.{compat}{ext}" if compat else f"{stem}{ext}")
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / "config.json"
+
+    @property
+    def store_path(self) -> Path:
+        return self.path / "responses.sqlite"
+
+    def samples_path(self, compat: str | None = None) -> Path:
+        return self._suffixed("samples", ".jsonl", compat)
+
+    def metrics_path(self, compat: str | None = None) -> Path:
+        return self._suffixed("metrics", ".json", compat)
+
+    def summary_path(self, compat: str | None = None) -> Path:
+        return self._suffixed("summary", ".json", compat)
+
+    def exists(self) -> bool:
+        return self.config_path.is_file()
+
+    def write_json(self, path: Path, data: Any) -> None:
+        _atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+
+    def write_samples(self, records: Iterable[Mapping[str, Any]], compat: str | None = None) -> None:
+        lines = (json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        _atomic_write(self.samples_path(compat), "".join(lines))
+
+    def read_json(self, path: Path) -> Any:
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    def read_config(self) -> dict[str, Any]:
+        if not self.config_path.is_file():
+            raise FileNotFoundError(f"{self.path}: not a run directory (no config.json)")
+        return self.read_json(self.config_path)
+
+    def read_metrics(self, compat: str | None = None) -> dict[str, dict[str, float]]:
+        path = self.metrics_path(compat)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no metrics yet (run `evalpipe score {self.path}`)")
+        return self.read_json(path)
+
+    def read_samples(self, compat: str | None = None) -> list[dict[str, Any]]:
+        path = self.samples_path(compat)
+        with path.open(encoding="utf-8") as handle:
+            return [json.loads(line) for line in handle if line.strip()]
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def git_commit(repo: Path) -> str | None:
+    """The commit of the evalpipe checkout, with ``-dirty`` if it has uncommitted changes."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=5,
+        )
+        return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None

@@ -1,0 +1,424 @@
+"""Wire the stages together: load → render → (store | backend) → parse → score → results.
+
+The runner knows no task by name; everything task-specific comes from the :class:`TaskSpec`.
+Order of work is chosen so that mistakes cost nothing:
+
+1. load and validate every task's data, select shots, render every prompt (bad data or a broken
+   template fails here, before any request);
+2. write the plan (sample → prompt → cache key) into the run's response store;
+3. look every key up in the store; only the missing ones are sent (that is resume);
+4. send them concurrently; each answer is committed to the store the moment it arrives;
+5. parse and score everything, write ``samples.jsonl``, ``metrics.json`` and ``summary.json``.
+
+``evalpipe score`` is steps 3 and 5 without a backend, reading the plan from the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from evalpipe import __version__
+from evalpipe.backends.base import Backend, BackendError
+from evalpipe.cache import ResponseStore, cache_key
+from evalpipe.config import RunConfig, data_paths_for
+from evalpipe.data.errors import DataError
+from evalpipe.endpoints import is_local_url
+from evalpipe.prompting import PromptOptions, PromptRenderer, select_shots, template_path, template_sha256
+from evalpipe.records import Completion, Example, GenerationParams, Prediction, Prompt, to_jsonable
+from evalpipe.results import RunDir, git_commit
+from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
+from evalpipe.tasks.registry import get_task
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class RunError(RuntimeError):
+    """A user-facing problem that stops a run before (or instead of) sending requests."""
+
+
+class ProgressSink(Protocol):
+    def start(self, total: int, cached: int) -> None: ...
+    def advance(self, completion: Completion) -> None: ...
+    def close(self) -> None: ...
+
+
+class NullProgress:
+    def start(self, total: int, cached: int) -> None: ...
+    def advance(self, completion: Completion) -> None: ...
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class PreparedTask:
+    spec: TaskSpec
+    data: TaskData
+    examples: tuple[Example, ...]
+    shots: tuple[Example, ...]
+    prompts: tuple[Prompt, ...]
+    keys: tuple[str, ...]
+    max_tokens: int
+
+
+@dataclass
+class TaskOutcome:
+    name: str
+    metrics: dict[str, float]
+    summary: dict[str, Any]
+    records: list[dict[str, Any]] = field(repr=False)
+
+
+@dataclass
+class RunOutcome:
+    run_dir: RunDir
+    tasks: list[TaskOutcome]
+    sent: int = 0
+    cached: int = 0
+
+    @property
+    def metrics(self) -> dict[str, dict[str, float]]:
+        return {t.name: t.metrics for t in self.tasks}
+
+
+# ---- 1. prepare ------------------------------------------------------------------------------
+
+def _subset(examples: tuple[Example, ...], config: RunConfig, task: str) -> tuple[Example, ...]:
+    if config.ids is not None:
+        wanted = list(dict.fromkeys(config.ids))
+        by_id = {ex.id: ex for ex in examples}
+        missing = [i for i in wanted if i not in by_id]
+        if missing:
+            shown = ", ".join(missing[:5]) + (" …" if len(missing) > 5 else "")
+            raise RunError(f"task {task}: unknown sample id(s): {shown} (ids look like {examples[0].id!r})")
+        examples = tuple(by_id[i] for i in wanted)
+    if config.limit is not None:
+        examples = examples[: config.limit]
+    return examples
+
+
+def prepare_task(spec: TaskSpec, config: RunConfig) -> PreparedTask:
+    options = LoadOptions(
+        split=config.split,
+        paths=data_paths_for(config, spec.name),
+        data_dir=Path(config.data_dir) if config.data_dir else None,
+    )
+    data = spec.load(options)
+    examples = _subset(data.examples, config, spec.name)
+    k = spec.default_shots if config.shots is None else config.shots
+    try:
+        shots = select_shots(data.shot_pool, k, config.fewshot_seed, {ex.id for ex in data.examples})
+    except ValueError as exc:
+        raise RunError(f"task {spec.name}: {exc}") from None
+    max_tokens = config.max_tokens or spec.max_tokens
+    params = GenerationParams(
+        max_tokens=max_tokens, temperature=config.temperature, top_p=config.top_p, seed=config.seed
+    )
+    renderer = PromptRenderer(
+        spec, shots, params,
+        PromptOptions(endpoint=config.endpoint, fewshot_as_turns=config.fewshot_as_turns,
+                      system_role=config.system_role),
+    )
+    prompts = tuple(renderer.render(ex) for ex in examples)
+    keys = tuple(cache_key(config.model, p) for p in prompts)
+    return PreparedTask(spec, data, examples, shots, prompts, keys, max_tokens)
+
+
+def prepare(config: RunConfig) -> list[PreparedTask]:
+    if not config.tasks:
+        raise RunError("no task given (use --task NAME or --suite NAME; `evalpipe tasks` lists them)")
+    return [prepare_task(get_task(name), config) for name in config.tasks]
+
+
+def check_endpoint_policy(prepared: Sequence[PreparedTask], config: RunConfig) -> None:
+    """Refuse to send credentialed data to a non-local endpoint unless explicitly allowed."""
+    credentialed = [p.spec.name for p in prepared if p.spec.credentialed]
+    if not credentialed or config.base_url is None or config.allow_external_endpoint:
+        return
+    if not is_local_url(config.base_url):
+        raise RunError(
+            f"task(s) {', '.join(credentialed)} use credentialed data (PhysioNet DUA) and "
+            f"{config.base_url} is not a loopback or private address; pass --allow-external-endpoint "
+            "only if your data use agreement permits sending the data there"
+        )
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _task_record(p: PreparedTask, config: RunConfig) -> dict[str, Any]:
+    return {
+        "template": str(template_path(p.spec).relative_to(REPO_ROOT))
+        if template_path(p.spec).is_relative_to(REPO_ROOT) else str(template_path(p.spec)),
+        "template_sha256": template_sha256(p.spec),
+        "data_files": {str(f): _sha256(Path(f)) for f in p.data.files},
+        "split": p.data.split,
+        "n": len(p.examples),
+        "shots": [s.id for s in p.shots],
+        "fewshot_seed": config.fewshot_seed,
+        "max_tokens": p.max_tokens,
+        "credentialed": p.spec.credentialed,
+    }
+
+
+def write_config(run: RunDir, config: RunConfig, prepared: Sequence[PreparedTask],
+                 backend: Backend | None) -> None:
+    previous = run.read_config() if run.exists() else {}
+    run.write_json(run.config_path, {
+        "config": config.to_json(),
+        "evalpipe_version": __version__,
+        "git_commit": git_commit(REPO_ROOT),
+        "tasks": {p.spec.name: _task_record(p, config) for p in prepared},
+        "backend": dict(backend.describe()) if backend is not None else previous.get("backend"),
+        "allow_external_endpoint": config.allow_external_endpoint,
+        "created": previous.get("created", time.strftime("%Y-%m-%dT%H:%M:%S%z")),
+        "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    })
+
+
+def _prompt_json(prompt: Prompt) -> str:
+    return json.dumps(to_jsonable(prompt), ensure_ascii=False)
+
+
+# ---- 3./4. fetch -----------------------------------------------------------------------------
+
+async def fetch_answers(
+    pending: Mapping[str, Prompt],
+    backend: Backend,
+    store: ResponseStore,
+    progress: ProgressSink,
+) -> dict[str, Completion]:
+    """Send every pending prompt once; commit each good answer to the store on arrival."""
+    results: dict[str, Completion] = {}
+
+    async def one(key: str, prompt: Prompt) -> None:
+        completion = await backend.complete(prompt)
+        if completion.ok:
+            store.put(key, backend.model, completion)
+        results[key] = completion
+        progress.advance(completion)
+
+    tasks = [asyncio.ensure_future(one(k, p)) for k, p in pending.items()]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+    return results
+
+
+# ---- 5. parse and score ----------------------------------------------------------------------
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+def score_task(
+    name: str,
+    spec: TaskSpec,
+    examples: Sequence[Example],
+    prompts_json: Sequence[str],
+    answers: Sequence[Completion | None],
+    compat: str | None,
+) -> TaskOutcome:
+    """Parse every answer, score the corpus, and build per-sample records.
+
+    A sample without an answer (request failed for good, or never sent) is scored with the
+    scoring's "no answer" prediction, so its gold items count against the model.
+    """
+    scoring = spec.scoring(compat)
+    predictions: list[Prediction] = []
+    for example, completion in zip(examples, answers):
+        if completion is None or not completion.ok:
+            predictions.append(scoring.empty(example))
+        else:
+            predictions.append(scoring.parse(completion.text or "", example))
+    sheet = scoring.score(examples, predictions)
+
+    n = len(examples)
+    errors = sum(1 for c in answers if c is None or not c.ok)
+    answered = n - errors
+    parse_failures = sum(
+        1 for c, p in zip(answers, predictions) if c is not None and c.ok and p.failed
+    )
+    metrics = {k: float(v) for k, v in sheet.corpus.items()}
+    metrics["parse_failure_rate"] = parse_failures / answered if answered else 0.0
+    metrics["n"] = n
+    metrics["errors"] = errors
+
+    diagnostics: dict[str, float] = {}
+    records = []
+    for i, (example, completion, prediction) in enumerate(zip(examples, answers, predictions)):
+        if completion is not None and completion.ok:
+            for key, value in prediction.diagnostics.items():
+                if isinstance(value, (bool, int, float)):
+                    diagnostics[key] = diagnostics.get(key, 0) + value
+        records.append({
+            "task": name,
+            "id": example.id,
+            "prompt": json.loads(prompts_json[i]),
+            "answer": completion.text if completion is not None else None,
+            "prediction": to_jsonable(prediction.value),
+            "parse_failed": prediction.failed if completion is not None and completion.ok else None,
+            "gold": to_jsonable(example.gold),
+            "scores": dict(sheet.per_sample[i]) if i < len(sheet.per_sample) else {},
+            "diagnostics": to_jsonable(prediction.diagnostics),
+            "error": None if completion is not None and completion.ok else (
+                completion.error if completion is not None else "not sent yet"),
+            "usage": to_jsonable(completion.usage) if completion is not None else None,
+            "latency_s": completion.latency_s if completion is not None else None,
+            "attempts": completion.attempts if completion is not None else 0,
+            "meta": to_jsonable(example.meta),
+        })
+    ok = [c for c in answers if c is not None and c.ok]
+    latencies = sorted(c.latency_s for c in ok)
+    summary = {
+        "scoring": compat or "default",
+        "diagnostics": diagnostics,
+        "parse_failures": parse_failures,
+        "prompt_tokens": sum(c.usage.prompt_tokens or 0 for c in ok),
+        "completion_tokens": sum(c.usage.completion_tokens or 0 for c in ok),
+        "latency_s": {f"p{q}": _percentile(latencies, q) for q in (50, 90, 99)},
+        "error_kinds": _error_kinds(answers),
+    }
+    return TaskOutcome(name=name, metrics=metrics, summary=summary, records=records)
+
+
+def _error_kinds(answers: Sequence[Completion | None]) -> dict[str, int]:
+    kinds: dict[str, int] = {}
+    for c in answers:
+        if c is None:
+            kinds["not sent"] = kinds.get("not sent", 0) + 1
+        elif not c.ok:
+            kinds[c.error or "unknown"] = kinds.get(c.error or "unknown", 0) + 1
+    return kinds
+
+
+def write_outcome(run: RunDir, outcome: RunOutcome, compat: str | None, extra: Mapping[str, Any]) -> None:
+    run.write_samples((r for t in outcome.tasks for r in t.records), compat)
+    run.write_json(run.metrics_path(compat), outcome.metrics)
+    run.write_json(run.summary_path(compat), {
+        **{t.name: t.summary for t in outcome.tasks},
+        "_run": {"sent": outcome.sent, "cached": outcome.cached, **extra},
+    })
+
+
+# ---- the two entry points --------------------------------------------------------------------
+
+def run_dir_for(config: RunConfig, results_root: Path) -> RunDir:
+    return RunDir(results_root / (config.run_name or config.default_run_name()))
+
+
+async def execute(
+    config: RunConfig,
+    backend_factory: Callable[[RunConfig], Backend],
+    results_root: Path,
+    progress: ProgressSink | None = None,
+    on_prepared: Callable[[RunDir, int, int], None] | None = None,
+) -> RunOutcome:
+    """Run (or resume) an evaluation and write its results. Raises RunError/BackendError early."""
+    progress = progress or NullProgress()
+    prepared = prepare(config)
+    check_endpoint_policy(prepared, config)
+    for p in prepared:
+        p.spec.scoring(config.compat)  # an unknown --compat fails before any request
+    run = run_dir_for(config, results_root)
+    run.path.mkdir(parents=True, exist_ok=True)
+    store = ResponseStore(run.store_path)
+    backend: Backend | None = None
+    try:
+        for p in prepared:
+            store.write_plan(p.spec.name, [
+                (ex.id, key, _prompt_json(prompt)) for ex, key, prompt in zip(p.examples, p.keys, p.prompts)
+            ])
+        all_keys = [k for p in prepared for k in p.keys]
+        answers: dict[str, Completion] = store.get_many(all_keys)
+        pending = {k: prompt for p in prepared for k, prompt in zip(p.keys, p.prompts) if k not in answers}
+        if on_prepared is not None:
+            on_prepared(run, len(dict.fromkeys(all_keys)), len(pending))
+        if pending:
+            backend = backend_factory(config)
+            await backend.preflight()
+        write_config(run, config, prepared, backend)
+        sent = 0
+        stats: Mapping[str, Any] = {}
+        if pending:
+            assert backend is not None
+            progress.start(total=len(dict.fromkeys(all_keys)), cached=len(dict.fromkeys(all_keys)) - len(pending))
+            try:
+                fresh = await fetch_answers(pending, backend, store, progress)
+            finally:
+                progress.close()
+            answers.update(fresh)
+            sent = len(pending)
+            stats = backend.stats()
+        outcome = RunOutcome(run_dir=run, tasks=[], sent=sent, cached=len(dict.fromkeys(all_keys)) - sent)
+        for p in prepared:
+            prompts_json = [_prompt_json(prompt) for prompt in p.prompts]
+            outcome.tasks.append(score_task(
+                p.spec.name, p.spec, p.examples, prompts_json, [answers.get(k) for k in p.keys], config.compat
+            ))
+        write_outcome(run, outcome, config.compat, {"backend": dict(stats)})
+        return outcome
+    finally:
+        if backend is not None:
+            await backend.aclose()
+        store.close()
+
+
+def rescore(run_path: Path, compat: str | None = None) -> RunOutcome:
+    """Re-parse and re-score a run's stored answers; no model, no network.
+
+    Uses the plan recorded in the store (which prompt each sample used), so it works for a run that
+    was killed before writing results, and is unaffected by later template edits. The data files
+    must be unchanged since the run (their sha256 is checked).
+    """
+    run = RunDir(run_path)
+    recorded = run.read_config()
+    config = RunConfig.from_json(recorded["config"])
+    if not run.store_path.is_file():
+        raise RunError(f"{run.path}: no responses.sqlite; nothing to score")
+    store = ResponseStore(run.store_path)
+    try:
+        outcome = RunOutcome(run_dir=run, tasks=[])
+        for name in config.tasks:
+            spec = get_task(name)
+            spec.scoring(compat)
+            task_info = recorded.get("tasks", {}).get(name, {})
+            for path, digest in task_info.get("data_files", {}).items():
+                if Path(path).is_file() and _sha256(Path(path)) != digest:
+                    raise DataError(path, None, None, "changed since the run (sha256 differs); re-scoring "
+                                    "would compare answers against different gold")
+            options = LoadOptions(split=task_info.get("split", config.split),
+                                  paths=data_paths_for(config, name),
+                                  data_dir=Path(config.data_dir) if config.data_dir else None)
+            by_id = {ex.id: ex for ex in spec.load(options).examples}
+            plan = store.read_plan(name)
+            if not plan:
+                raise RunError(f"{run.path}: no plan stored for task {name}")
+            examples = [by_id[sid] for sid, _, _ in plan]
+            answers = store.get_many([key for _, key, _ in plan])
+            outcome.cached += len(answers)
+            outcome.tasks.append(score_task(
+                name, spec, examples, [prompt for _, _, prompt in plan],
+                [answers.get(key) for _, key, _ in plan], compat,
+            ))
+        write_outcome(run, outcome, compat, {"rescored": True})
+        return outcome
+    finally:
+        store.close()

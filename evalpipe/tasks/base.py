@@ -1,0 +1,91 @@
+"""What a task is: data, a template, generation settings, and one or more ways to score.
+
+A task is a declarative :class:`TaskSpec`; the runner knows no task by name. Adding a task means
+adding a template in ``prompts/``, a module in ``evalpipe/tasks/`` that builds a ``TaskSpec`` and
+calls :func:`evalpipe.tasks.registry.register`, and tests — never editing the runner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalpipe.records import Example, Prediction, ScoreSheet
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """What the user said about where data lives and which part of it to evaluate."""
+
+    split: str | None = None
+    #: explicit files per data role (``--data TASK=PATH`` fills role "eval")
+    paths: Mapping[str, Path] = field(default_factory=dict)
+    data_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class TaskData:
+    """The evaluated examples, the pool shots are drawn from, and the files read (for hashing)."""
+
+    examples: tuple[Example, ...]
+    shot_pool: tuple[Example, ...]
+    files: tuple[Path, ...]
+    split: str
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """One way of turning raw answers into numbers: a parser plus a corpus scorer.
+
+    ``parse`` is pure and never raises; ``score`` receives every evaluated example with its
+    prediction (a failed or missing answer arrives as a failed Prediction, so its gold items
+    still count) and returns corpus metrics plus per-sample values.
+    """
+
+    parse: Callable[[str, Example], Prediction]
+    score: Callable[[Sequence[Example], Sequence[Prediction]], ScoreSheet]
+    #: the prediction that stands for "no answer" (request failed for good)
+    empty: Callable[[Example], Prediction]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    description: str
+    #: template file name under ``prompts/``
+    template: str
+    load: Callable[[LoadOptions], TaskData]
+    #: how a shot's answer is written in the prompt
+    shot_target: Callable[[Example], str]
+    #: scorings by name; "default" is required, others are compatibility modes
+    scorings: Mapping[str, Scoring]
+    #: metric names in display order (the scorer may add more)
+    metrics: tuple[str, ...]
+    max_tokens: int
+    default_shots: int = 0
+    #: static values every render sees as ``task.*`` (entity descriptions, label lists)
+    template_vars: Mapping[str, Any] = field(default_factory=dict)
+    #: stop sequences for the plain completion form (base models)
+    completion_stop: tuple[str, ...] = ()
+    suites: tuple[str, ...] = ()
+    #: data under a credentialed licence (PhysioNet): never sent to a non-local endpoint by default
+    credentialed: bool = False
+    #: how to cite the data; shown by ``evalpipe tasks``
+    citation: str = ""
+
+    def __post_init__(self) -> None:
+        if "default" not in self.scorings:
+            raise ValueError(f"task {self.name!r} needs a 'default' scoring")
+
+    def scoring(self, compat: str | None) -> Scoring:
+        name = compat or "default"
+        try:
+            return self.scorings[name]
+        except KeyError:
+            modes = ", ".join(sorted(k for k in self.scorings if k != "default")) or "none"
+            raise ValueError(
+                f"task {self.name!r} has no compatibility mode {name!r} (it has: {modes})"
+            ) from None

@@ -1,0 +1,163 @@
+"""The runner's wiring: results on disk, resume, re-scoring, errors before requests."""
+
+import asyncio
+import json
+from dataclasses import replace
+
+import pytest
+
+from evalpipe.cache import ResponseStore
+from evalpipe.config import RunConfig
+from evalpipe.data.errors import DataError
+from evalpipe.runner import RunError, check_endpoint_policy, execute, prepare, rescore
+from evalpipe.tasks.base import LoadOptions
+from evalpipe.tasks.registry import get_task
+from tests.support.scripted_backend import ScriptedBackend, query_text
+
+SPEC = get_task("ncbi_disease")
+GOLD = {ex.inputs["text"]: SPEC.shot_target(ex) for ex in SPEC.load(LoadOptions()).examples}
+
+
+def perfect(prompt):
+    return GOLD[query_text(prompt)]
+
+
+def run(config, backend, tmp_path):
+    return asyncio.run(execute(config, lambda _: backend, tmp_path))
+
+
+def config(**kw):
+    base = dict(tasks=("ncbi_disease",), model="m", base_url="http://127.0.0.1:1/v1", limit=30)
+    base.update(kw)
+    return RunConfig(**base)
+
+
+def test_perfect_answers_score_one_and_results_are_complete(tmp_path):
+    backend = ScriptedBackend(perfect)
+    outcome = run(config(), backend, tmp_path)
+    m = outcome.metrics["ncbi_disease"]
+    assert m["precision"] == m["recall"] == m["f1"] == m["partial_f1"] == m["accuracy"] == 1.0
+    assert m["parse_failure_rate"] == 0.0 and m["n"] == 30 and m["errors"] == 0
+    run_dir = outcome.run_dir.path
+    assert json.loads((run_dir / "metrics.json").read_text()) == {"ncbi_disease": m}
+    cfg = json.loads((run_dir / "config.json").read_text())
+    task = cfg["tasks"]["ncbi_disease"]
+    assert task["shots"] == [f"train-{i}" for i in range(5)]
+    assert len(task["template_sha256"]) == 64 and all(len(v) == 64 for v in task["data_files"].values())
+    assert cfg["config"]["model"] == "m" and cfg["evalpipe_version"]
+    samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    assert [s["id"] for s in samples] == [f"test-{i}" for i in range(30)]
+    first = samples[0]
+    for field in ("prompt", "answer", "prediction", "gold", "scores", "diagnostics", "error", "usage", "latency_s"):
+        assert field in first
+    assert first["prediction"] == [{"start": 6, "end": 9, "label": "Disease"}, {"start": 12, "end": 17, "label": "Disease"}]
+    assert first["scores"] == {"tp": 2, "fp": 0, "fn": 0}
+    assert first["prompt"]["messages"][0]["role"] == "user"
+
+
+def test_resume_sends_only_failed_and_unsent_prompts(tmp_path):
+    flaky = ScriptedBackend(lambda p: RuntimeError("HTTP 500 after 3 attempts") if "telangiectasia" in query_text(p) else perfect(p))
+    first = run(config(), flaky, tmp_path)
+    failed = first.metrics["ncbi_disease"]["errors"]
+    assert failed >= 1 and len(flaky.calls) == 30
+    samples = first.run_dir.read_samples()
+    assert sum(1 for s in samples if s["error"]) == failed
+    # the failed samples' gold entities count as false negatives
+    assert first.metrics["ncbi_disease"]["recall"] < 1.0
+    second_backend = ScriptedBackend(perfect)
+    second = run(config(), second_backend, tmp_path)
+    assert len(second_backend.calls) == failed
+    assert second.metrics["ncbi_disease"]["f1"] == 1.0
+    third_backend = ScriptedBackend(perfect)
+    run(config(limit=40), third_backend, tmp_path)
+    assert len(third_backend.calls) == 10  # same run directory, only the 10 new samples
+
+
+def test_fully_cached_run_needs_no_endpoint(tmp_path):
+    run(config(), ScriptedBackend(perfect), tmp_path)
+
+    def no_backend(_):
+        raise AssertionError("backend must not be created when every answer is stored")
+
+    outcome = asyncio.run(execute(config(), no_backend, tmp_path))
+    assert outcome.sent == 0 and outcome.cached == 30
+
+
+def test_rescore_reproduces_metrics_and_compat_writes_beside(tmp_path):
+    answers = {}
+
+    def sloppy(prompt):
+        text = query_text(prompt)
+        answers[text] = GOLD[text].replace("</disease> <disease>", " ")  # merges adjacent entities
+        return answers[text]
+
+    outcome = run(config(limit=200), ScriptedBackend(sloppy), tmp_path)
+    path = outcome.run_dir.path
+    again = rescore(path)
+    assert again.metrics == outcome.metrics
+    compat = rescore(path, "evalscope")
+    assert set(compat.metrics["ncbi_disease"]) >= {"precision", "recall", "f1", "accuracy", "n", "errors"}
+    assert (path / "metrics.evalscope.json").is_file() and (path / "samples.evalscope.jsonl").is_file()
+    assert json.loads((path / "metrics.json").read_text()) == outcome.metrics  # default left intact
+
+
+def test_rescore_after_kill_before_results_uses_stored_plan(tmp_path):
+    outcome = run(config(limit=10), ScriptedBackend(perfect), tmp_path)
+    for name in ("samples.jsonl", "metrics.json", "summary.json"):
+        (outcome.run_dir.path / name).unlink()
+    assert rescore(outcome.run_dir.path).metrics == outcome.metrics
+
+
+def test_rescore_refuses_changed_gold(tmp_path):
+    data = tmp_path / "mine.tsv"
+    data.write_text("Cancer\tB-Disease\nhere\tO\n")
+    cfg = config(data={"ncbi_disease": str(data)}, limit=None)
+    outcome = run(cfg, ScriptedBackend(lambda p: "<response>Cancer here</response>"), tmp_path / "r")
+    data.write_text("Cancer\tO\nhere\tO\n")
+    with pytest.raises(DataError, match="changed since the run"):
+        rescore(outcome.run_dir.path)
+
+
+def test_bad_data_fails_before_any_request(tmp_path):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("a\tO\nb\tI-Disease\n")
+    created = []
+    with pytest.raises(DataError, match="bad.tsv:2"):
+        asyncio.run(execute(config(data={"ncbi_disease": str(bad)}), lambda c: created.append(c), tmp_path))
+    assert created == []
+
+
+def test_unknown_compat_and_ids_fail_before_any_request(tmp_path):
+    with pytest.raises(ValueError, match="no compatibility mode 'nope'"):
+        asyncio.run(execute(config(compat="nope"), lambda c: pytest.fail("no backend"), tmp_path))
+    with pytest.raises(RunError, match="unknown sample id"):
+        asyncio.run(execute(config(ids=("test-1", "zzz")), lambda c: pytest.fail("no backend"), tmp_path))
+
+
+def test_ids_select_samples_in_given_order(tmp_path):
+    outcome = run(config(ids=("test-5", "test-2"), limit=None), ScriptedBackend(perfect), tmp_path)
+    assert [s["id"] for s in outcome.run_dir.read_samples()] == ["test-5", "test-2"]
+
+
+def test_store_commits_each_answer(tmp_path):
+    seen = []
+
+    def responder(prompt):
+        store = ResponseStore(next(tmp_path.glob("*/responses.sqlite")))
+        seen.append(len(store))  # answers already committed when the next request goes out
+        store.close()
+        return perfect(prompt)
+
+    run(config(limit=5, concurrency=1), ScriptedBackend(responder), tmp_path)
+    assert seen == [0, 1, 2, 3, 4]
+
+
+def test_credentialed_tasks_stay_on_local_endpoints():
+    prepared = prepare(config(limit=1))
+    secret = [replace(p, spec=replace(p.spec, credentialed=True)) for p in prepared]
+    check_endpoint_policy(secret, config(base_url="http://127.0.0.1:8000/v1"))
+    check_endpoint_policy(secret, config(base_url="http://10.1.2.3:8000/v1"))
+    with pytest.raises(RunError, match="credentialed"):
+        check_endpoint_policy(secret, config(base_url="https://93.184.216.34/v1"))
+    check_endpoint_policy(secret, config(base_url="https://93.184.216.34/v1", allow_external_endpoint=True))
+    check_endpoint_policy(prepared, config(base_url="https://93.184.216.34/v1"))  # public data may go anywhere
