@@ -1,0 +1,425 @@
+"""Parse an LLM's XML-tagged answer into entity spans over the *original* source text.
+
+The model is shown a source text and asked to answer ``<response>`` + the same text with each
+entity wrapped in a tag (``<disease>…</disease>``; CMeEE nests them: ``<sym><bod>腹部</bod>疼痛</sym>``)
++ ``</response>``. Models rarely copy the text exactly, so spans are never read off the answer's
+own offsets: the answer's tag-stripped text is *aligned* to the source and each entity is
+carried over through that alignment. Everything is in characters (no tokenisation, so it works
+for Chinese); :func:`char_spans_to_token_spans` snaps the result onto a task's tokens.
+
+:func:`parse_tagged_answer` is pure and never raises for any ``str``/``None`` answer. The rules:
+
+1. **Reasoning.** Everything up to the last ``</think>`` is dropped. An unclosed ``<think>``
+   (truncated reasoning) drops the text after it up to the next wrapper tag, or to the end.
+2. **Wrapper.** The content is the text between the first ``<response>`` (any case, attributes
+   allowed) and the next ``</response>``, or the end of the answer when it was truncated. Chatter
+   outside is ignored. With no opening wrapper the content is the first fenced code block if
+   there is one, else the text before a stray ``</response>``, else the whole answer, and
+   ``wrapper_missing`` is set. Code-fence markers (```` ```xml ````, ```` ``` ````) are then
+   removed (``code_fence``).
+3. **Tags.** ``<name attr…>``, ``</name>`` and ``<name/>`` with ASCII names, matched
+   case-insensitively; a tag whose name is in ``tag_map`` may have blanks after ``<``
+   (``< disease >``). Names not in ``tag_map`` (``<gene>``, ``<b>``) delimit nothing but their
+   text is kept; each opening, self-closing or unmatched closing one counts in ``unknown_tags``.
+   Tags nest; a closing tag closes the innermost open element of the same name.
+4. **Broken tags** (each counts once in ``tags_unbalanced``): a closing tag whose name matches
+   no open element closes the innermost open entity if the names are near-misses
+   (``</diseases>`` for ``<disease>``: one is a prefix of the other, or similarity ≥ 0.8);
+   otherwise it is ignored. An entity tag still open when its enclosing element closes, or at
+   the end, is **dropped**: guessing where it was meant to end would invent a boundary, and a
+   dropped entity is scored as the false negative it is. Empty entities yield nothing.
+5. **Entity references** (``&amp;``, ``&lt;``, ``&#233;``) are unescaped when the source contains
+   the character and not the reference itself.
+6. **Alignment.** Both texts are reduced to *keys*: whitespace removed, each character NFKC-
+   normalised and lower-cased (``，``≡``,``, ``Ａ``≡``a``), each key character remembering its
+   original offset. Equal keys map one-to-one (the usual case: only spacing differed, so
+   ``T-cell`` finds ``T - cell``). Otherwise :class:`difflib.SequenceMatcher` matching blocks of
+   ≥ 3 characters are the alignment (shorter ones are mostly coincidence), and only the first
+   ``2·|source| + 1000`` key characters of the answer are aligned (so a runaway 1 MB answer costs
+   no more than a normal one). Because the alignment is positional, an entity whose text occurs
+   twice in the source maps to the occurrence at its place in the answer. When the texts are too
+   big for that (product of lengths > 4·10⁶) each entity's key text is searched in the source in
+   answer order instead.
+7. **Entity mapping.** An entity is kept if at least half of its key characters are aligned; its
+   span runs from its first to its last aligned character, extended at either end over as many
+   *unaligned* source characters as it had unaligned characters there (so ``tumour`` vs source
+   ``tumor`` covers the whole word), and must not be more than about twice the entity's length.
+   Other entities are dropped and counted in ``unaligned_entities``.
+8. **Failure.** ``failed`` is True when the tag-stripped content is empty (``empty``) or when
+   neither text is mostly explained by the other: aligned characters cover < 50 % of the
+   source's *and* < 50 % of the answer's key characters. So "I'm sorry, I can't help" fails,
+   while an untagged verbatim copy (no entities), a truncated copy or a bare list of entities
+   that all occur in the source are valid predictions. A failed parse has no spans.
+
+``text_altered`` is True whenever the tag-stripped content differs from the source other than in
+whitespace (before normalisation). Diagnostics always hold the same keys so run summaries can
+aggregate them: ``empty``, ``wrapper_missing``, ``code_fence`` (bool), ``tags_unbalanced``,
+``unknown_tags``, ``unaligned_entities`` (int), ``text_altered`` (bool), ``unknown_tag_names``
+(sorted tuple, at most 20), ``source_coverage`` and ``answer_coverage`` (floats in [0, 1]).
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import re
+import unicodedata
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from evalpipe.records import Prediction, Span
+
+__all__ = ["TaggedParse", "char_spans_to_token_spans", "parse_tagged_answer", "to_prediction", "token_offsets"]
+
+MIN_BLOCK = 3  # shorter matching blocks are treated as coincidence
+MIN_COVERAGE = 0.5  # below this on both sides the answer is not a copy of the source
+MAX_NAMES = 20  # unknown tag names kept in diagnostics
+SEQUENCE_MATCHER_BUDGET = 4_000_000  # len(answer keys) * len(source keys) above which we search instead
+
+# Every quantifier is bounded or followed by a disjoint class, so matching stays linear on 1 MB junk.
+_NAME = r"[A-Za-z][A-Za-z0-9_.:-]{0,63}(?![A-Za-z0-9_.:-])"
+_TAG_RE = re.compile(r"<([ \t]{0,4})(/?)([ \t]{0,4})(" + _NAME + r")([^<>\n]{0,256})>")
+_FENCE_RE = re.compile(r"```(?:[A-Za-z0-9_+-]{0,20}[ \t]{0,20}\r?\n)?")
+_ENTITY_RE = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
+_NORM_CACHE: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class TaggedParse:
+    """Result of :func:`parse_tagged_answer`.
+
+    ``spans`` are character spans over the source text (half-open), labelled with the mapped
+    entity type and sorted; empty when ``failed``. ``diagnostics`` always has the keys listed in
+    the module docstring, so per-sample values can be summed over a run without key checks.
+    """
+
+    spans: tuple[Span, ...]
+    diagnostics: Mapping[str, Any]
+    failed: bool
+
+
+def _diagnostics() -> dict[str, Any]:
+    return {
+        "empty": False, "wrapper_missing": False, "code_fence": False, "tags_unbalanced": 0,
+        "unknown_tags": 0, "unaligned_entities": 0, "text_altered": False,
+        "unknown_tag_names": (), "source_coverage": 0.0, "answer_coverage": 0.0,
+    }
+
+
+def _tag_re(name: str, closing: bool) -> re.Pattern[str]:
+    slash = r"/[ \t]{0,4}" if closing else ""
+    return re.compile(r"<[ \t]{0,4}" + slash + re.escape(name) + r"(?![A-Za-z0-9_.:-])[^<>\n]{0,256}>", re.I)
+
+
+def _strip_think(text: str, wrapper: str) -> str:
+    """Drop reasoning: it may quote tags and text, which must not be read as the answer."""
+    closes = list(_tag_re("think", True).finditer(text))
+    if closes:
+        return text[closes[-1].end():]
+    opened = _tag_re("think", False).search(text)
+    if opened is None:
+        return text
+    after = _tag_re(wrapper, False).search(text, opened.end()) if wrapper else None
+    return text[: opened.start()] + (text[after.start():] if after else "")
+
+
+def _extract_content(text: str, wrapper: str, diag: dict[str, Any]) -> str:
+    """The part of the answer that should be the tagged copy of the source (rule 2)."""
+    fence = _FENCE_RE.search(text)
+    diag["code_fence"] = fence is not None
+    opened = _tag_re(wrapper, False).search(text) if wrapper else None
+    if opened is not None:
+        closed = _tag_re(wrapper, True).search(text, opened.end())
+        content = text[opened.end(): closed.start() if closed else len(text)]
+    else:
+        diag["wrapper_missing"] = bool(wrapper)
+        closed = _tag_re(wrapper, True).search(text) if wrapper else None
+        if fence is not None:
+            end = _FENCE_RE.search(text, fence.end())
+            content = text[fence.end(): end.start() if end else len(text)]
+        else:
+            content = text[: closed.start()] if closed else text
+    return _FENCE_RE.sub("", content)
+
+
+def _unescape(piece: str, source: str) -> str:
+    """Unescape ``&amp;``-style references only where the source has the raw character."""
+    if "&" not in piece:
+        return piece
+
+    def repl(m: re.Match[str]) -> str:
+        raw = html.unescape(m.group(0))
+        return raw if raw != m.group(0) and raw in source and m.group(0) not in source else m.group(0)
+
+    return _ENTITY_RE.sub(repl, piece)
+
+
+@lru_cache(maxsize=4096)
+def _near_miss(a: str, b: str) -> bool:
+    return a.startswith(b) or b.startswith(a) or difflib.SequenceMatcher(None, a, b).ratio() >= 0.8
+
+
+class _OpenElements:
+    """Stack of open tags with per-name counts, so each tag costs amortised O(1) even on junk."""
+
+    def __init__(self, tag_map: Mapping[str, str]) -> None:
+        self.tag_map = tag_map
+        self.items: list[tuple[str, int]] = []  # (lower-case name, start offset in stripped text)
+        self.known: list[int] = []  # stack indices of entity (tag_map) elements
+        self.count: dict[str, int] = {}
+
+    def push(self, name: str, start: int) -> None:
+        if name in self.tag_map:
+            self.known.append(len(self.items))
+        self.items.append((name, start))
+        self.count[name] = self.count.get(name, 0) + 1
+
+    def find(self, name: str) -> int | None:
+        """Index of the innermost open element called ``name``; the scan only visits what closes."""
+        if not self.count.get(name):
+            return None
+        return next(i for i in range(len(self.items) - 1, -1, -1) if self.items[i][0] == name)
+
+    def pop_to(self, index: int) -> list[tuple[str, int]]:
+        popped = self.items[index:]
+        del self.items[index:]
+        while self.known and self.known[-1] >= index:
+            self.known.pop()
+        for name, _ in popped:
+            self.count[name] -= 1
+        return popped
+
+
+def _read_tags(content: str, tag_map: Mapping[str, str], ignore: set[str], source: str,
+               diag: dict[str, Any]) -> tuple[str, list[tuple[int, int, str]]]:
+    """Strip tags from ``content``; return that text and entity spans over it (rules 3-5)."""
+    pieces: list[str] = []
+    length = 0
+    stack = _OpenElements(tag_map)
+    entities: list[tuple[int, int, str]] = []
+    unknown: set[str] = set()
+    last = 0
+
+    def note_unknown(name: str) -> None:
+        diag["unknown_tags"] += 1
+        unknown.add(name)
+
+    for m in _TAG_RE.finditer(content):
+        blank_before, slash, blank_after, raw_name, attrs = m.groups()
+        name = raw_name.lower()
+        known = name in tag_map
+        if not known and (blank_before or blank_after) and name not in ignore:
+            continue  # "< b" is more likely text than a tag: leave it in the text
+        piece = _unescape(content[last:m.start()], source)
+        pieces.append(piece)
+        length += len(piece)
+        last = m.end()
+        if name in ignore and not known:
+            continue  # stray wrapper/think markup inside the content
+        if slash:
+            _close(name, length, stack, entities, diag, note_unknown)
+        elif attrs.rstrip().endswith("/"):  # <name/>: an empty element
+            if not known:
+                note_unknown(name)
+        else:
+            stack.push(name, length)
+            if not known:
+                note_unknown(name)
+    pieces.append(_unescape(content[last:], source))
+    diag["tags_unbalanced"] += len(stack.known)
+    diag["unknown_tag_names"] = tuple(sorted(unknown))[:MAX_NAMES]
+    return "".join(pieces), entities
+
+
+def _close(name: str, pos: int, stack: _OpenElements, entities: list[tuple[int, int, str]],
+           diag: dict[str, Any], note_unknown: Callable[[str], None]) -> None:
+    """Apply one closing tag to the open elements (rules 3-4)."""
+    match = stack.find(name)
+    if match is None:
+        inner = stack.known[-1] if stack.known else None
+        if inner is not None and _near_miss(name, stack.items[inner][0]):
+            match = inner
+            diag["tags_unbalanced"] += 1
+        elif name in stack.tag_map:
+            diag["tags_unbalanced"] += 1
+            return
+        else:
+            note_unknown(name)
+            return
+    (open_name, start), *inside = stack.pop_to(match)
+    # entities left open inside the element closing now are dropped
+    diag["tags_unbalanced"] += sum(1 for n, _ in inside if n in stack.tag_map)
+    if open_name in stack.tag_map and pos > start:
+        entities.append((start, pos, stack.tag_map[open_name]))
+
+
+def _norm(ch: str) -> str:
+    key = _NORM_CACHE.get(ch)
+    if key is None:
+        folded = unicodedata.normalize("NFKC", ch).lower()
+        key = "".join(c for c in folded if not c.isspace() and unicodedata.category(c) != "Cf")
+        _NORM_CACHE[ch] = key
+    return key
+
+
+def _keys(text: str, limit: int | None = None) -> tuple[str, list[int]]:
+    """Whitespace-free normalised key of ``text`` and each key character's offset in ``text``."""
+    keys: list[str] = []
+    offsets: list[int] = []
+    for i, ch in enumerate(text):
+        if ch.isspace():
+            continue
+        for k in _norm(ch):
+            keys.append(k)
+            offsets.append(i)
+        if limit is not None and len(keys) >= limit:
+            break
+    return "".join(keys), offsets
+
+
+def _ngram_coverage(x: str, y: str, n: int = 16) -> float:
+    """Share of ``x``'s n-character chunks found in ``y``: a cheap coverage for big texts."""
+    if len(x) < n or len(y) < n:
+        return 1.0 if x and x in y else 0.0
+    grams = {y[i:i + n] for i in range(len(y) - n + 1)}
+    chunks = [x[i:i + n] for i in range(0, len(x) - n + 1, n)]
+    return sum(c in grams for c in chunks) / len(chunks)
+
+
+def _align_blocks(a: str, s: str) -> list[tuple[int, int, int]]:
+    matcher = difflib.SequenceMatcher(None, a, s, autojunk=False)
+    return [(i, j, n) for i, j, n in matcher.get_matching_blocks()
+            if n >= MIN_BLOCK or (n and n in (len(a), len(s)))]
+
+
+def _align_search(a: str, s: str, ranges: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """Fallback for big texts: find each entity's key in the source, in answer order."""
+    blocks: list[tuple[int, int, int]] = []
+    cursor = 0
+    for k0, k1 in sorted(ranges, key=lambda r: (r[0], -r[1])):
+        if k1 > k0:
+            j = s.find(a[k0:k1], cursor)
+            if j >= 0:
+                blocks.append((k0, j, k1 - k0))
+                cursor = j
+    return blocks
+
+
+def _map_entity(k0: int, k1: int, a2s: list[int], s_used: list[bool]) -> tuple[int, int] | None:
+    """Key range of an entity in the answer → inclusive key range in the source (rule 7)."""
+    hits = [k for k in range(k0, k1) if a2s[k] >= 0]
+    if not hits or 2 * len(hits) < k1 - k0:
+        return None
+    lo, hi = a2s[hits[0]], a2s[hits[-1]]
+    for _ in range(hits[0] - k0):
+        if lo == 0 or s_used[lo - 1]:
+            break
+        lo -= 1
+    for _ in range(k1 - 1 - hits[-1]):
+        if hi + 1 >= len(s_used) or s_used[hi + 1]:
+            break
+        hi += 1
+    return (lo, hi) if hi - lo + 1 <= 2 * (k1 - k0) + 2 else None
+
+
+def _align_entities(stripped: str, source: str, entities: list[tuple[int, int, str]],
+                    diag: dict[str, Any]) -> list[Span]:
+    """Carry entity spans over the stripped answer onto the source (rules 6-7)."""
+    s_keys, s_off = _keys(source)
+    a_keys, a_off = _keys(stripped, 2 * len(s_keys) + 1000)
+    ranges = [(bisect_left(a_off, e0), bisect_left(a_off, e1)) for e0, e1, _ in entities]
+    if a_keys == s_keys:
+        blocks = [(0, 0, len(a_keys))]
+        diag["source_coverage"] = diag["answer_coverage"] = 1.0
+    elif len(a_keys) * len(s_keys) <= SEQUENCE_MATCHER_BUDGET:
+        blocks = _align_blocks(a_keys, s_keys)
+        matched = sum(n for _, _, n in blocks)
+        diag["source_coverage"] = matched / len(s_keys) if s_keys else 0.0
+        diag["answer_coverage"] = matched / len(a_keys) if a_keys else 0.0
+    else:
+        blocks = _align_search(a_keys, s_keys, ranges)
+        diag["source_coverage"] = _ngram_coverage(s_keys, a_keys)
+        diag["answer_coverage"] = _ngram_coverage(a_keys, s_keys)
+    a2s = [-1] * len(a_keys)
+    s_used = [False] * len(s_keys)
+    for i, j, n in blocks:
+        for d in range(n):
+            if a2s[i + d] < 0 and not s_used[j + d]:
+                a2s[i + d] = j + d
+                s_used[j + d] = True
+    spans: set[Span] = set()
+    for (e0, e1, label), (k0, k1) in zip(entities, ranges):
+        if not stripped[e0:e1].strip():
+            continue  # whitespace-only entity: nothing to find
+        mapped = _map_entity(k0, k1, a2s, s_used) if k1 > k0 else None
+        if mapped is None:
+            diag["unaligned_entities"] += 1
+        else:
+            spans.add(Span(s_off[mapped[0]], s_off[mapped[1]] + 1, label))
+    return sorted(spans)
+
+
+def parse_tagged_answer(answer: str | None, source_text: str, tag_map: Mapping[str, str], *,
+                        wrapper: str = "response") -> TaggedParse:
+    """Parse ``answer`` into entity spans over ``source_text`` (see the module docstring).
+
+    ``tag_map`` maps tag names (matched case-insensitively) to the entity type used as the span
+    label, e.g. ``{"disease": "Disease"}``. ``wrapper`` is the tag around the answer; ``""``
+    means the answer has none. Never raises: a useless answer is ``failed=True``, not an error.
+    """
+    diag = _diagnostics()
+    source = source_text if isinstance(source_text, str) else ""
+    tags = {str(k).lower(): str(v) for k, v in (tag_map or {}).items()}
+    wrapper = (wrapper or "").lower()
+    text = answer if isinstance(answer, str) else ""
+    text = _strip_think(text, wrapper)
+    content = _extract_content(text, wrapper, diag)
+    stripped, entities = _read_tags(content, tags, {wrapper, "think"} - {""}, source, diag)
+    if not stripped.strip():
+        diag["empty"] = True
+        return TaggedParse(spans=(), diagnostics=diag, failed=True)
+    diag["text_altered"] = "".join(stripped.split()) != "".join(source.split())
+    spans = _align_entities(stripped, source, entities, diag)
+    failed = max(diag["source_coverage"], diag["answer_coverage"]) < MIN_COVERAGE
+    return TaggedParse(spans=() if failed else tuple(spans), diagnostics=diag, failed=failed)
+
+
+def to_prediction(parse: TaggedParse) -> Prediction:
+    """Wrap a parse as a :class:`Prediction` whose value is the character spans."""
+    return Prediction(value=parse.spans, failed=parse.failed, diagnostics=dict(parse.diagnostics))
+
+
+def token_offsets(tokens: Sequence[str], sep: str = " ") -> list[tuple[int, int]]:
+    """Character ``(start, end)`` of each token in ``sep.join(tokens)``: how task text was built."""
+    offsets: list[tuple[int, int]] = []
+    pos = 0
+    for token in tokens:
+        offsets.append((pos, pos + len(token)))
+        pos += len(token) + len(sep)
+    return offsets
+
+
+def char_spans_to_token_spans(spans: Iterable[Span], token_offsets: Sequence[tuple[int, int]]
+                              ) -> tuple[tuple[Span, ...], int]:
+    """Snap character spans to token spans ``[first, last + 1)`` over every token they overlap.
+
+    Gold is per token, so a span that cuts a token is widened to whole tokens rather than
+    dropped; how often that happened is returned as the second value so a run can report it.
+    Spans that overlap no token (only whitespace) are dropped; identical results are merged.
+    """
+    starts = [s for s, _ in token_offsets]
+    ends = [e for _, e in token_offsets]
+    out: set[Span] = set()
+    cut = 0
+    for span in spans:
+        first = bisect_right(ends, span.start)  # first token ending after the span starts
+        last = bisect_left(starts, span.end) - 1  # last token starting before the span ends
+        if first > last:
+            continue
+        if starts[first] < span.start or ends[last] > span.end:
+            cut += 1
+        out.add(Span(first, last + 1, span.label))
+    return tuple(sorted(out)), cut
