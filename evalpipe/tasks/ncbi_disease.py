@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalpipe.compat.evalscope_ner import evalscope_predicted_tags, evalscope_scores
+from evalpipe.compat.evalscope_ner import evalscope_predicted_tags, evalscope_score_sheet
 from evalpipe.data.conll import read_conll
 from evalpipe.data.errors import DataError
-from evalpipe.metrics.spans import partial_micro_prf, spans_to_bio, strict_counts, strict_micro_prf, token_accuracy, bio_to_spans
+from evalpipe.metrics.spans import bio_to_spans, span_score_sheet, spans_to_bio, token_accuracy
 from evalpipe.parsers.xml_tags import char_spans_to_token_spans, parse_tagged_answer, token_offsets
 from evalpipe.records import Example, Prediction, ScoreSheet, Span
 from evalpipe.tasks.base import LoadOptions, Scoring, TaskData, TaskSpec
@@ -109,28 +109,18 @@ def empty_prediction(example: Example) -> Prediction:
 
 
 def score(examples: Sequence[Example], predictions: Sequence[Prediction]) -> ScoreSheet:
-    """Strict micro P/R/F1 over (start, end, type); partial-overlap F1; token accuracy.
+    """Strict micro P/R/F1 over (start, end, type), partial-overlap F1, token accuracy.
 
-    A failed parse predicts no entity, so its gold entities are false negatives.
+    See :func:`evalpipe.metrics.spans.span_score_sheet` for the span metrics; ``accuracy`` is
+    seqeval's token accuracy (O tokens included) of the predicted spans written as IOB2. A failed
+    parse predicts no entity, so its gold entities are false negatives.
     """
     golds = [ex.gold.spans for ex in examples]
     preds = [tuple(p.value) for p in predictions]
-    strict = strict_micro_prf(golds, preds)
-    partial = partial_micro_prf(golds, preds)
+    sheet = span_score_sheet(golds, preds)
     pred_tags = [spans_to_bio(p, len(ex.gold.tags)) for ex, p in zip(examples, preds)]
     accuracy = token_accuracy([ex.gold.tags for ex in examples], pred_tags)
-    per_sample = []
-    for gold, pred in zip(golds, preds):
-        tp, fp, fn = strict_counts(gold, pred)
-        per_sample.append({"tp": tp, "fp": fp, "fn": fn})
-    corpus = {
-        "precision": strict.precision,
-        "recall": strict.recall,
-        "f1": strict.f1,
-        "partial_f1": partial.f1,
-        "accuracy": accuracy,
-    }
-    return ScoreSheet(corpus=corpus, per_sample=per_sample)
+    return ScoreSheet(corpus={**sheet.corpus, "accuracy": accuracy}, per_sample=sheet.per_sample)
 
 
 # ---- evalscope compatibility -----------------------------------------------------------------
@@ -145,13 +135,7 @@ def empty_evalscope(example: Example) -> Prediction:
 
 
 def score_evalscope(examples: Sequence[Example], predictions: Sequence[Prediction]) -> ScoreSheet:
-    gold_tags = [list(ex.gold.tags) for ex in examples]
-    pred_tags = [list(p.value) for p in predictions]
-    corpus = evalscope_scores(gold_tags, pred_tags)
-    per_sample = [
-        {"token_matches": sum(g == p for g, p in zip(gt, pt))} for gt, pt in zip(gold_tags, pred_tags)
-    ]
-    return ScoreSheet(corpus=corpus, per_sample=per_sample)
+    return evalscope_score_sheet([list(ex.gold.tags) for ex in examples], [list(p.value) for p in predictions])
 
 
 SPEC = register(
