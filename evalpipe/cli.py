@@ -130,6 +130,12 @@ def run(
     timeout: Annotated[float, typer.Option(help="Seconds per request attempt.")] = 120.0,
     max_retries: Annotated[int, typer.Option(help="Retries per request for retryable failures.")] = 6,
     compat: Annotated[Optional[str], typer.Option(help="Score like a reference implementation, e.g. evalscope.")] = None,
+    rouge_stemmer: Annotated[bool, typer.Option(help="ROUGE with Porter stemming.")] = False,
+    bertscore_model: Annotated[Optional[str], typer.Option(help="BERTScore encoder (local path or hub name).")] = None,
+    bertscore_layers: Annotated[Optional[int], typer.Option(help="BERTScore layer (required for an unknown local encoder).")] = None,
+    bertscore_idf: Annotated[bool, typer.Option(help="BERTScore with idf weighting.")] = False,
+    bertscore_baseline: Annotated[Optional[str], typer.Option(help="BERTScore baseline file for rescaling.")] = None,
+    umls_extractor: Annotated[Optional[str], typer.Option(help="UMLS concept extractor: scispacy, or none.")] = None,
     allow_external_endpoint: Annotated[bool, typer.Option(help="Allow credentialed (PhysioNet) data to go to a non-local endpoint.")] = False,
     run_name: Annotated[Optional[str], typer.Option(help="Run directory name (default: derived from the options, so the same command resumes).")] = None,
     results_dir: Annotated[Path, typer.Option(help="Where run directories go.")] = DEFAULT_ROOT,
@@ -148,14 +154,34 @@ def run(
     except KeyError as exc:
         raise _fail(exc)
     config = RunConfig(
-        tasks=tuple(s.name for s in specs), model=model, base_url=base_url, endpoint=endpoint,
+        tasks=tuple(s.name for s in specs), suites=tuple(suite), model=model, base_url=base_url, endpoint=endpoint,
         api_key_env=api_key_env, shots=shots, fewshot_seed=fewshot_seed, fewshot_as_turns=fewshot_as_turns,
         system_role=system_role, temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_tokens,
         split=split, limit=limit, ids=tuple(i.strip() for i in ids.split(",") if i.strip()) if ids else None,
         data=_parse_data(data), data_dir=data_dir, concurrency=concurrency, timeout_s=timeout,
         max_retries=max_retries, compat=compat, allow_external_endpoint=allow_external_endpoint,
         run_name=run_name,
+        metric_options=_metric_options(rouge_stemmer, bertscore_model, bertscore_layers, bertscore_idf,
+                                       bertscore_baseline, umls_extractor),
     )
+    raise typer.Exit(_execute(config, results_dir))
+
+
+def _metric_options(rouge_stemmer: bool, bertscore_model: str | None, bertscore_layers: int | None,
+                    bertscore_idf: bool, bertscore_baseline: str | None, umls_extractor: str | None) -> dict:
+    """Only the options the user set, so config.json shows what was asked for."""
+    given = {
+        "rouge_stemmer": rouge_stemmer or None,
+        "bertscore_model": bertscore_model,
+        "bertscore_num_layers": bertscore_layers,
+        "bertscore_idf": bertscore_idf or None,
+        "bertscore_baseline": bertscore_baseline,
+        "umls_extractor": umls_extractor,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def _execute(config: RunConfig, results_dir: Path) -> int:
     from evalpipe.progress import make_progress
 
     def announce(run: RunDir, total: int, pending: int) -> None:
@@ -167,20 +193,28 @@ def run(
     except KeyboardInterrupt:
         err.print("[yellow]interrupted: every answer received so far is saved; "
                   "run the same command again to resume[/]")
-        raise typer.Exit(EXIT_INTERRUPTED)
+        return EXIT_INTERRUPTED
     except USER_ERRORS as exc:
         raise _fail(exc)
-    raise typer.Exit(_report(outcome, compat))
+    return _report(outcome, config.compat)
 
 
 @app.command()
 def score(
     run_dir: Annotated[Path, typer.Argument(help="A run directory, e.g. results/ncbi_disease__my-model__1a2b3c4d5e")],
     compat: Annotated[Optional[str], typer.Option(help="Score like a reference implementation, e.g. evalscope.")] = None,
+    rouge_stemmer: Annotated[bool, typer.Option(help="ROUGE with Porter stemming.")] = False,
+    bertscore_model: Annotated[Optional[str], typer.Option(help="BERTScore encoder (local path or hub name).")] = None,
+    bertscore_layers: Annotated[Optional[int], typer.Option(help="BERTScore layer.")] = None,
+    bertscore_idf: Annotated[bool, typer.Option(help="BERTScore with idf weighting.")] = False,
+    bertscore_baseline: Annotated[Optional[str], typer.Option(help="BERTScore baseline file for rescaling.")] = None,
+    umls_extractor: Annotated[Optional[str], typer.Option(help="UMLS concept extractor: scispacy, or none.")] = None,
 ) -> None:
     """Re-parse and re-score a run's stored answers (no model needed)."""
+    options = _metric_options(rouge_stemmer, bertscore_model, bertscore_layers, bertscore_idf,
+                              bertscore_baseline, umls_extractor)
     try:
-        outcome = rescore(run_dir, compat)
+        outcome = rescore(run_dir, compat, options)
     except USER_ERRORS as exc:
         raise _fail(exc)
     _report(outcome, compat)
@@ -215,8 +249,8 @@ def tasks() -> None:
     suite_table = Table(title="suites")
     suite_table.add_column("suite")
     suite_table.add_column("tasks")
-    for name, members in suites().items():
-        suite_table.add_row(name, ", ".join(members))
+    for name, suite in suites().items():
+        suite_table.add_row(name, ", ".join(suite.tasks))
     out.print(suite_table)
 
 
@@ -239,11 +273,10 @@ def demo(
         )
         tasks()
         return
-    run(task=[], suite=["demo"], model=model, base_url=base_url, limit=limit, results_dir=results_dir,
-        endpoint="chat", api_key_env="OPENAI_API_KEY", shots=None, fewshot_seed=None, fewshot_as_turns=False,
-        system_role=True, temperature=0.0, top_p=None, seed=None, max_tokens=None, split=None, ids=None,
-        data=[], data_dir=None, concurrency=64, timeout=120.0, max_retries=6, compat=None,
-        allow_external_endpoint=False, run_name=None)
+    specs = resolve([], ["demo"])
+    config = RunConfig(tasks=tuple(s.name for s in specs), suites=("demo",), model=model, base_url=base_url,
+                       limit=limit)
+    raise typer.Exit(_execute(config, results_dir))
 
 
 def main() -> None:

@@ -18,6 +18,8 @@ from typing import Any, Literal
 class RunConfig:
     tasks: tuple[str, ...]
     model: str
+    #: suites asked for (their aggregates are computed); their tasks are already in ``tasks``
+    suites: tuple[str, ...] = ()
     base_url: str | None = None
     endpoint: Literal["chat", "completions"] = "chat"
     api_key_env: str = "OPENAI_API_KEY"
@@ -41,6 +43,8 @@ class RunConfig:
     timeout_s: float = 120.0
     max_retries: int = 6
     compat: str | None = None
+    #: scoring settings (see evalpipe.metrics.options.MetricOptions)
+    metric_options: dict[str, Any] = field(default_factory=dict)
     allow_external_endpoint: bool = False
     run_name: str | None = None
 
@@ -64,6 +68,7 @@ class RunConfig:
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["tasks"] = list(self.tasks)
+        out["suites"] = list(self.suites)
         out["ids"] = list(self.ids) if self.ids is not None else None
         return out
 
@@ -72,6 +77,7 @@ class RunConfig:
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
         kwargs["tasks"] = tuple(kwargs.get("tasks", ()))
+        kwargs["suites"] = tuple(kwargs.get("suites", ()))
         if kwargs.get("ids") is not None:
             kwargs["ids"] = tuple(kwargs["ids"])
         return cls(**kwargs)

@@ -31,11 +31,12 @@ from evalpipe.cache import ResponseStore, cache_key
 from evalpipe.config import RunConfig, data_paths_for
 from evalpipe.data.errors import DataError
 from evalpipe.endpoints import is_local_url
+from evalpipe.metrics.options import MetricOptions
 from evalpipe.prompting import PromptOptions, PromptRenderer, select_shots, template_path, template_sha256
 from evalpipe.records import Completion, Example, GenerationParams, Prediction, Prompt, to_jsonable
 from evalpipe.results import RunDir, git_commit
-from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
-from evalpipe.tasks.registry import get_task
+from evalpipe.tasks.base import IncompleteSuite, LoadOptions, TaskData, TaskSpec
+from evalpipe.tasks.registry import get_task, suites
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,10 +82,26 @@ class RunOutcome:
     tasks: list[TaskOutcome]
     sent: int = 0
     cached: int = 0
+    #: suite name → aggregate metrics (e.g. CLUE level scores)
+    aggregates: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: suite name → why its aggregate was not computed
+    incomplete: dict[str, str] = field(default_factory=dict)
 
     @property
     def metrics(self) -> dict[str, dict[str, float]]:
-        return {t.name: t.metrics for t in self.tasks}
+        return {**{t.name: t.metrics for t in self.tasks}, **self.aggregates}
+
+    def add_aggregates(self, suite_names: Sequence[str]) -> None:
+        by_task = {t.name: t.metrics for t in self.tasks}
+        known = suites()
+        for name in suite_names:
+            suite = known.get(name)
+            if suite is None or suite.aggregate is None:
+                continue
+            try:
+                self.aggregates[name] = suite.aggregate(by_task)
+            except IncompleteSuite as exc:
+                self.incomplete[name] = str(exc)
 
 
 # ---- 1. prepare ------------------------------------------------------------------------------
@@ -103,13 +120,17 @@ def _subset(examples: tuple[Example, ...], config: RunConfig, task: str) -> tupl
     return examples
 
 
-def prepare_task(spec: TaskSpec, config: RunConfig) -> PreparedTask:
-    options = LoadOptions(
-        split=config.split,
-        paths=data_paths_for(config, spec.name),
+def load_options(config: RunConfig, task: str, split: str | None = None) -> LoadOptions:
+    return LoadOptions(
+        split=split if split is not None else config.split,
+        paths=data_paths_for(config, task),
         data_dir=Path(config.data_dir) if config.data_dir else None,
+        seed=config.seed if config.seed is not None else 0,
     )
-    data = spec.load(options)
+
+
+def prepare_task(spec: TaskSpec, config: RunConfig) -> PreparedTask:
+    data = spec.load(load_options(config, spec.name))
     examples = _subset(data.examples, config, spec.name)
     k = spec.default_shots if config.shots is None else config.shots
     try:
@@ -235,6 +256,7 @@ def score_task(
     prompts_json: Sequence[str],
     answers: Sequence[Completion | None],
     compat: str | None,
+    options: MetricOptions = MetricOptions(),
 ) -> TaskOutcome:
     """Parse every answer, score the corpus, and build per-sample records.
 
@@ -248,7 +270,7 @@ def score_task(
             predictions.append(scoring.empty(example))
         else:
             predictions.append(scoring.parse(completion.text or "", example))
-    sheet = scoring.score(examples, predictions)
+    sheet = scoring.score(examples, predictions, options)
 
     n = len(examples)
     errors = sum(1 for c in answers if c is None or not c.ok)
@@ -314,7 +336,8 @@ def write_outcome(run: RunDir, outcome: RunOutcome, compat: str | None, extra: M
     run.write_json(run.metrics_path(compat), outcome.metrics)
     run.write_json(run.summary_path(compat), {
         **{t.name: t.summary for t in outcome.tasks},
-        "_run": {"sent": outcome.sent, "cached": outcome.cached, **extra},
+        "_run": {"sent": outcome.sent, "cached": outcome.cached, "incomplete_suites": outcome.incomplete,
+                 **extra},
     })
 
 
@@ -368,11 +391,14 @@ async def execute(
             sent = len(pending)
             stats = backend.stats()
         outcome = RunOutcome(run_dir=run, tasks=[], sent=sent, cached=len(dict.fromkeys(all_keys)) - sent)
+        options = MetricOptions.from_json(config.metric_options)
         for p in prepared:
             prompts_json = [_prompt_json(prompt) for prompt in p.prompts]
             outcome.tasks.append(score_task(
-                p.spec.name, p.spec, p.examples, prompts_json, [answers.get(k) for k in p.keys], config.compat
+                p.spec.name, p.spec, p.examples, prompts_json, [answers.get(k) for k in p.keys],
+                config.compat, options,
             ))
+        outcome.add_aggregates(config.suites)
         write_outcome(run, outcome, config.compat, {"backend": dict(stats)})
         return outcome
     finally:
@@ -381,12 +407,23 @@ async def execute(
         store.close()
 
 
-def rescore(run_path: Path, compat: str | None = None) -> RunOutcome:
-    """Re-parse and re-score a run's stored answers; no model, no network.
+@dataclass(frozen=True)
+class StoredTask:
+    """One task of a run rebuilt from its store: what ``score`` needs, without any model."""
+
+    spec: TaskSpec
+    examples: tuple[Example, ...]
+    prompts_json: tuple[str, ...]
+    answers: tuple[Completion | None, ...]
+
+
+def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
+    """Rebuild every task of a run from its recorded plan and stored answers.
 
     Uses the plan recorded in the store (which prompt each sample used), so it works for a run that
     was killed before writing results, and is unaffected by later template edits. The data files
-    must be unchanged since the run (their sha256 is checked).
+    must be unchanged since the run (their sha256 is checked) — otherwise answers would be
+    compared against different gold.
     """
     run = RunDir(run_path)
     recorded = run.read_config()
@@ -395,30 +432,50 @@ def rescore(run_path: Path, compat: str | None = None) -> RunOutcome:
         raise RunError(f"{run.path}: no responses.sqlite; nothing to score")
     store = ResponseStore(run.store_path)
     try:
-        outcome = RunOutcome(run_dir=run, tasks=[])
+        tasks = []
         for name in config.tasks:
             spec = get_task(name)
-            spec.scoring(compat)
             task_info = recorded.get("tasks", {}).get(name, {})
             for path, digest in task_info.get("data_files", {}).items():
                 if Path(path).is_file() and _sha256(Path(path)) != digest:
                     raise DataError(path, None, None, "changed since the run (sha256 differs); re-scoring "
                                     "would compare answers against different gold")
-            options = LoadOptions(split=task_info.get("split", config.split),
-                                  paths=data_paths_for(config, name),
-                                  data_dir=Path(config.data_dir) if config.data_dir else None)
-            by_id = {ex.id: ex for ex in spec.load(options).examples}
+            by_id = {ex.id: ex for ex in spec.load(load_options(config, name, task_info.get("split"))).examples}
             plan = store.read_plan(name)
             if not plan:
                 raise RunError(f"{run.path}: no plan stored for task {name}")
-            examples = [by_id[sid] for sid, _, _ in plan]
+            missing = [sid for sid, _, _ in plan if sid not in by_id]
+            if missing:
+                raise RunError(f"{run.path}: task {name}: sample ids not in the data any more: {missing[:5]}")
             answers = store.get_many([key for _, key, _ in plan])
-            outcome.cached += len(answers)
-            outcome.tasks.append(score_task(
-                name, spec, examples, [prompt for _, _, prompt in plan],
-                [answers.get(key) for _, key, _ in plan], compat,
+            tasks.append(StoredTask(
+                spec=spec,
+                examples=tuple(by_id[sid] for sid, _, _ in plan),
+                prompts_json=tuple(prompt for _, _, prompt in plan),
+                answers=tuple(answers.get(key) for _, key, _ in plan),
             ))
-        write_outcome(run, outcome, compat, {"rescored": True})
-        return outcome
+        return config, tasks
     finally:
         store.close()
+
+
+def rescore(run_path: Path, compat: str | None = None, metric_options: Mapping[str, Any] | None = None) -> RunOutcome:
+    """Re-parse and re-score a run's stored answers; no model, no network.
+
+    ``metric_options`` override the recorded ones for this scoring (and are recorded in the
+    summary). See :func:`load_stored` for what must hold for a run to be re-scored.
+    """
+    config, tasks = load_stored(run_path)
+    options = MetricOptions.from_json({**config.metric_options, **(metric_options or {})})
+    for task in tasks:
+        task.spec.scoring(compat)  # unknown mode → error before any work
+    run = RunDir(run_path)
+    outcome = RunOutcome(run_dir=run, tasks=[])
+    for task in tasks:
+        outcome.cached += sum(1 for a in task.answers if a is not None)
+        outcome.tasks.append(score_task(
+            task.spec.name, task.spec, task.examples, task.prompts_json, task.answers, compat, options,
+        ))
+    outcome.add_aggregates(config.suites)
+    write_outcome(run, outcome, compat, {"rescored": True, "metric_options": options.to_json()})
+    return outcome

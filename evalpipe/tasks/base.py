@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Example, Prediction, ScoreSheet
 
 
@@ -23,6 +24,8 @@ class LoadOptions:
     #: explicit files per data role (``--data TASK=PATH`` fills role "eval")
     paths: Mapping[str, Path] = field(default_factory=dict)
     data_dir: Path | None = None
+    #: seed for any sampling a loader does (e.g. LongHealth distractor documents)
+    seed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -41,14 +44,17 @@ class Scoring:
 
     ``parse`` is pure and never raises; ``score`` receives every evaluated example with its
     prediction (a failed or missing answer arrives as a failed Prediction, so its gold items
-    still count) and returns corpus metrics plus per-sample values.
+    still count) and the run's metric options, and returns corpus metrics plus per-sample values.
     """
 
     parse: Callable[[str, Example], Prediction]
-    score: Callable[[Sequence[Example], Sequence[Prediction]], ScoreSheet]
+    score: Callable[[Sequence[Example], Sequence[Prediction], MetricOptions], ScoreSheet]
     #: the prediction that stands for "no answer" (request failed for good)
     empty: Callable[[Example], Prediction]
     description: str = ""
+    #: corpus metrics that are the plain mean of the same key in ``per_sample``; a bootstrap can
+    #: resample those values directly instead of calling ``score`` again (BERTScore is costly)
+    mean_metrics: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -89,3 +95,22 @@ class TaskSpec:
             raise ValueError(
                 f"task {self.name!r} has no compatibility mode {name!r} (it has: {modes})"
             ) from None
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    """A named group of tasks, optionally with an aggregate score over its members' metrics.
+
+    ``aggregate`` receives task name → metrics for the members that were run and returns the
+    suite's own metrics (e.g. CLUE's level score), or raises ``IncompleteSuite`` naming what is
+    missing when the aggregate is only defined over complete suites.
+    """
+
+    name: str
+    tasks: tuple[str, ...]
+    description: str = ""
+    aggregate: Callable[[Mapping[str, Mapping[str, float]]], dict[str, float]] | None = None
+
+
+class IncompleteSuite(ValueError):
+    """A suite aggregate cannot be computed because member tasks are missing."""

@@ -21,6 +21,7 @@ from pathlib import Path
 from evalpipe.compat.evalscope_ner import evalscope_predicted_tags, evalscope_score_sheet
 from evalpipe.data.conll import read_conll
 from evalpipe.data.errors import DataError
+from evalpipe.metrics.options import MetricOptions
 from evalpipe.metrics.spans import bio_to_spans, span_score_sheet, spans_to_bio, token_accuracy
 from evalpipe.parsers.xml_tags import char_spans_to_token_spans, parse_tagged_answer, token_offsets
 from evalpipe.records import Example, Prediction, ScoreSheet, Span
@@ -108,7 +109,7 @@ def empty_prediction(example: Example) -> Prediction:
     return Prediction(value=(), failed=True, diagnostics={"no_answer": True})
 
 
-def score(examples: Sequence[Example], predictions: Sequence[Prediction]) -> ScoreSheet:
+def score(examples: Sequence[Example], predictions: Sequence[Prediction], options: MetricOptions) -> ScoreSheet:
     """Strict micro P/R/F1 over (start, end, type), partial-overlap F1, token accuracy.
 
     See :func:`evalpipe.metrics.spans.span_score_sheet` for the span metrics; ``accuracy`` is
@@ -134,7 +135,9 @@ def empty_evalscope(example: Example) -> Prediction:
     return Prediction(value=("O",) * len(example.gold.tags), failed=True, diagnostics={"no_answer": True})
 
 
-def score_evalscope(examples: Sequence[Example], predictions: Sequence[Prediction]) -> ScoreSheet:
+def score_evalscope(
+    examples: Sequence[Example], predictions: Sequence[Prediction], options: MetricOptions
+) -> ScoreSheet:
     return evalscope_score_sheet([list(ex.gold.tags) for ex in examples], [list(p.value) for p in predictions])
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from evalpipe.tasks.base import TaskSpec
+from evalpipe.tasks.base import SuiteSpec, TaskSpec
 
 _TASKS: dict[str, TaskSpec] = {}
+_SUITES: dict[str, SuiteSpec] = {}
 _loaded = False
 
 
@@ -20,6 +21,14 @@ def register(spec: TaskSpec) -> TaskSpec:
         raise ValueError(f"task {spec.name!r} registered twice")
     _TASKS[spec.name] = spec
     return spec
+
+
+def register_suite(suite: SuiteSpec) -> SuiteSpec:
+    """Register a suite explicitly (needed only for an aggregate or a fixed member order)."""
+    if suite.name in _SUITES and _SUITES[suite.name] is not suite:
+        raise ValueError(f"suite {suite.name!r} registered twice")
+    _SUITES[suite.name] = suite
+    return suite
 
 
 def load_builtin_tasks() -> None:
@@ -47,12 +56,14 @@ def get_task(name: str) -> TaskSpec:
         raise KeyError(f"unknown task {name!r}; known tasks: {', '.join(tasks)}") from None
 
 
-def suites() -> dict[str, list[str]]:
-    """Suite name → member task names, gathered from the specs' ``suites`` fields."""
-    out: dict[str, list[str]] = {}
+def suites() -> dict[str, SuiteSpec]:
+    """Every suite: those registered explicitly, plus those named in task specs' ``suites``."""
+    members: dict[str, list[str]] = {}
     for spec in all_tasks().values():
         for suite in spec.suites:
-            out.setdefault(suite, []).append(spec.name)
+            members.setdefault(suite, []).append(spec.name)
+    out = {name: SuiteSpec(name=name, tasks=tuple(tasks)) for name, tasks in members.items()}
+    out.update(_SUITES)
     return dict(sorted(out.items()))
 
 
@@ -63,7 +74,7 @@ def resolve(tasks: list[str], suite_names: list[str]) -> list[TaskSpec]:
     for suite in suite_names:
         if suite not in known_suites:
             raise KeyError(f"unknown suite {suite!r}; known suites: {', '.join(known_suites)}")
-        names.extend(known_suites[suite])
+        names.extend(known_suites[suite].tasks)
     names.extend(tasks)
     seen: dict[str, TaskSpec] = {}
     for name in names:

@@ -1,0 +1,74 @@
+"""Label metrics: accuracy and per-class / macro / micro F1.
+
+Conventions shared by every classification task:
+
+* A prediction of ``None`` is a parse failure (the answer named no valid label, or an
+  ambiguous one). It is always wrong, and it never becomes a class of its own.
+* Macro-F1 averages over the **gold label set** (the labels that occur in gold, or an explicit
+  ``labels`` list), so a label the model invented cannot add a class and move the average.
+  Its predictions still count as false positives of nothing and false negatives of the gold class.
+* Any 0/0 is 0.0; a class with no gold and no prediction inside an explicit ``labels`` list
+  scores F1 0.0 and is still averaged (pass only the labels you mean).
+* Empty input (no samples) raises ``ValueError``: a score over nothing is a bug upstream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ClassScore:
+    tp: int
+    fp: int
+    fn: int
+
+    @property
+    def precision(self) -> float:
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else 0.0
+
+    @property
+    def recall(self) -> float:
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else 0.0
+
+    @property
+    def f1(self) -> float:
+        p, r = self.precision, self.recall
+        return 2 * p * r / (p + r) if p + r else 0.0
+
+
+def _check(golds: Sequence[object], preds: Sequence[object]) -> None:
+    if len(golds) != len(preds):
+        raise ValueError(f"{len(golds)} gold labels but {len(preds)} predictions")
+    if not golds:
+        raise ValueError("no samples to score")
+
+
+def accuracy(golds: Sequence[Hashable], preds: Sequence[Hashable | None]) -> float:
+    """Fraction of samples whose prediction equals the gold label (None is always wrong)."""
+    _check(golds, preds)
+    return sum(1 for g, p in zip(golds, preds) if p is not None and p == g) / len(golds)
+
+
+def per_class(
+    golds: Sequence[Hashable], preds: Sequence[Hashable | None], labels: Sequence[Hashable] | None = None
+) -> dict[Hashable, ClassScore]:
+    """One-vs-rest tp/fp/fn for each label in ``labels`` (default: the gold labels, sorted by str)."""
+    _check(golds, preds)
+    classes = list(labels) if labels is not None else sorted(set(golds), key=str)
+    out = {}
+    for c in classes:
+        tp = sum(1 for g, p in zip(golds, preds) if g == c and p == c)
+        fp = sum(1 for g, p in zip(golds, preds) if g != c and p == c)
+        fn = sum(1 for g, p in zip(golds, preds) if g == c and p != c)
+        out[c] = ClassScore(tp, fp, fn)
+    return out
+
+
+def macro_f1(
+    golds: Sequence[Hashable], preds: Sequence[Hashable | None], labels: Sequence[Hashable] | None = None
+) -> float:
+    """Unweighted mean of per-class F1 over the gold label set (or ``labels``)."""
+    scores = per_class(golds, preds, labels)
+    return sum(s.f1 for s in scores.values()) / len(scores)

@@ -1,0 +1,1 @@
+"""Reusable test infrastructure (servers, fixtures) shared by tests and benches."""
