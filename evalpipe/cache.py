@@ -43,6 +43,7 @@ CREATE TABLE IF NOT EXISTS plan (
     position INTEGER NOT NULL,
     key TEXT NOT NULL,
     prompt TEXT NOT NULL,
+    info TEXT NOT NULL DEFAULT '{}',
     PRIMARY KEY (task, sample_id)
 );
 """
@@ -116,7 +117,7 @@ class ResponseStore:
             ),
         )
 
-    def write_plan(self, task: str, rows: list[tuple[str, str, str]]) -> None:
+    def write_plan(self, task: str, rows: list[tuple[str, str, str]], infos: list[dict] | None = None) -> None:
         """Record which prompt (and key) each sample of ``task`` uses, replacing an older plan.
 
         Written before the first request, so a run directory can be re-scored later from the
@@ -125,18 +126,19 @@ class ResponseStore:
         with self._db:
             self._db.execute("BEGIN")
             self._db.execute("DELETE FROM plan WHERE task = ?", (task,))
+            infos = infos or [{} for _ in rows]
             self._db.executemany(
-                "INSERT INTO plan VALUES (?, ?, ?, ?, ?)",
-                [(task, sid, i, key, prompt) for i, (sid, key, prompt) in enumerate(rows)],
+                "INSERT INTO plan VALUES (?, ?, ?, ?, ?, ?)",
+                [(task, sid, i, key, prompt, json.dumps(info))
+                 for i, ((sid, key, prompt), info) in enumerate(zip(rows, infos))],
             )
 
-    def read_plan(self, task: str) -> list[tuple[str, str, str]]:
-        """(sample id, key, prompt JSON) in evaluation order."""
-        return list(
-            self._db.execute(
-                "SELECT sample_id, key, prompt FROM plan WHERE task = ? ORDER BY position", (task,)
-            )
+    def read_plan(self, task: str) -> list[tuple[str, str, str, dict]]:
+        """(sample id, key, prompt JSON, info) in evaluation order; info holds e.g. truncated_tokens."""
+        rows = self._db.execute(
+            "SELECT sample_id, key, prompt, info FROM plan WHERE task = ? ORDER BY position", (task,)
         )
+        return [(sid, key, prompt, json.loads(info)) for sid, key, prompt, info in rows]
 
     def __len__(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])

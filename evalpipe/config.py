@@ -39,6 +39,10 @@ class RunConfig:
     #: task name → file (``--data TASK=PATH``)
     data: dict[str, str] = field(default_factory=dict)
     data_dir: str | None = None
+    #: the model's context length in tokens (None = ask the server, or no budgeting)
+    context_length: int | None = None
+    #: more replicas of the same model (requests go to the least busy one)
+    replicas: tuple[str, ...] = ()
     concurrency: int = 64
     timeout_s: float = 120.0
     max_retries: int = 6
@@ -51,7 +55,7 @@ class RunConfig:
     #: options that change which answers a model gives; they name the run directory
     ANSWER_FIELDS = (
         "tasks", "model", "endpoint", "shots", "fewshot_seed", "fewshot_as_turns", "system_role",
-        "temperature", "top_p", "seed", "max_tokens", "split", "data", "data_dir",
+        "temperature", "top_p", "seed", "max_tokens", "split", "data", "data_dir", "context_length",
     )
 
     def answer_hash(self) -> str:
@@ -69,6 +73,7 @@ class RunConfig:
         out = asdict(self)
         out["tasks"] = list(self.tasks)
         out["suites"] = list(self.suites)
+        out["replicas"] = list(self.replicas)
         out["ids"] = list(self.ids) if self.ids is not None else None
         return out
 
@@ -78,6 +83,7 @@ class RunConfig:
         kwargs = {k: v for k, v in data.items() if k in known}
         kwargs["tasks"] = tuple(kwargs.get("tasks", ()))
         kwargs["suites"] = tuple(kwargs.get("suites", ()))
+        kwargs["replicas"] = tuple(kwargs.get("replicas", ()))
         if kwargs.get("ids") is not None:
             kwargs["ids"] = tuple(kwargs["ids"])
         return cls(**kwargs)

@@ -21,12 +21,13 @@ import json
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from evalpipe import __version__
 from evalpipe.backends.base import Backend, BackendError
+from evalpipe.budget import EstimateCounter, TokenCounter, detect_counter, fit_prompt, server_context_length
 from evalpipe.cache import ResponseStore, cache_key
 from evalpipe.config import RunConfig, data_paths_for
 from evalpipe.data.errors import DataError
@@ -66,6 +67,13 @@ class PreparedTask:
     prompts: tuple[Prompt, ...]
     keys: tuple[str, ...]
     max_tokens: int
+    renderer: PromptRenderer
+    model: str
+    #: tokens cut from the task's long field per sample (context budgeting); all 0 if none
+    truncated: tuple[int, ...] = ()
+
+    def truncated_tokens(self) -> tuple[int, ...]:
+        return self.truncated or (0,) * len(self.examples)
 
 
 @dataclass
@@ -148,7 +156,34 @@ def prepare_task(spec: TaskSpec, config: RunConfig) -> PreparedTask:
     )
     prompts = tuple(renderer.render(ex) for ex in examples)
     keys = tuple(cache_key(config.model, p) for p in prompts)
-    return PreparedTask(spec, data, examples, shots, prompts, keys, max_tokens)
+    return PreparedTask(spec, data, examples, shots, prompts, keys, max_tokens, renderer, config.model)
+
+
+def apply_budget(p: PreparedTask, context_length: int, counter: TokenCounter) -> PreparedTask:
+    """Shorten the task's long field where a prompt would not fit the context (see evalpipe.budget)."""
+    if p.spec.long_field is None:
+        return p
+    fitted = [fit_prompt(ex, p.renderer.render, p.spec.long_field, context_length, counter) for ex in p.examples]
+    prompts = tuple(f.prompt for f in fitted)
+    return replace(
+        p,
+        examples=tuple(f.example for f in fitted),
+        prompts=prompts,
+        keys=tuple(cache_key(p.model, prompt) for prompt in prompts),
+        truncated=tuple(f.truncated_tokens for f in fitted),
+    )
+
+
+def budget_all(prepared: list[PreparedTask], config: RunConfig) -> tuple[list[PreparedTask], dict[str, Any]]:
+    """Apply context budgeting to every task with a long field; say how it was done."""
+    if not any(p.spec.long_field for p in prepared):
+        return prepared, {}
+    context_length = config.context_length or (server_context_length(config.base_url) if config.base_url else None)
+    if context_length is None:
+        return prepared, {"budget": "not applied: context length unknown (pass --context-length)"}
+    counter = detect_counter(config.base_url, config.model) if config.base_url else EstimateCounter()
+    info = {"budget": {"context_length": context_length, "token_counter": counter.kind}}
+    return [apply_budget(p, context_length, counter) for p in prepared], info
 
 
 def prepare(config: RunConfig) -> list[PreparedTask]:
@@ -257,6 +292,7 @@ def score_task(
     answers: Sequence[Completion | None],
     compat: str | None,
     options: MetricOptions = MetricOptions(),
+    truncated: Sequence[int] | None = None,
 ) -> TaskOutcome:
     """Parse every answer, score the corpus, and build per-sample records.
 
@@ -283,6 +319,7 @@ def score_task(
     metrics["n"] = n
     metrics["errors"] = errors
 
+    truncated = list(truncated) if truncated else [0] * n
     diagnostics: dict[str, float] = {}
     records = []
     for i, (example, completion, prediction) in enumerate(zip(examples, answers, predictions)):
@@ -305,6 +342,7 @@ def score_task(
             "usage": to_jsonable(completion.usage) if completion is not None else None,
             "latency_s": completion.latency_s if completion is not None else None,
             "attempts": completion.attempts if completion is not None else 0,
+            "truncated_tokens": truncated[i],
             "meta": to_jsonable(example.meta),
         })
     ok = [c for c in answers if c is not None and c.ok]
@@ -317,6 +355,8 @@ def score_task(
         "completion_tokens": sum(c.usage.completion_tokens or 0 for c in ok),
         "latency_s": {f"p{q}": _percentile(latencies, q) for q in (50, 90, 99)},
         "error_kinds": _error_kinds(answers),
+        "truncated_share": sum(1 for t in truncated if t > 0) / n if n else 0.0,
+        "truncated_tokens": sum(truncated),
     }
     return TaskOutcome(name=name, metrics=metrics, summary=summary, records=records)
 
@@ -358,6 +398,7 @@ async def execute(
     progress = progress or NullProgress()
     prepared = prepare(config)
     check_endpoint_policy(prepared, config)
+    prepared, budget_info = budget_all(prepared, config)
     for p in prepared:
         p.spec.scoring(config.compat)  # an unknown --compat fails before any request
     run = run_dir_for(config, results_root)
@@ -366,9 +407,11 @@ async def execute(
     backend: Backend | None = None
     try:
         for p in prepared:
-            store.write_plan(p.spec.name, [
-                (ex.id, key, _prompt_json(prompt)) for ex, key, prompt in zip(p.examples, p.keys, p.prompts)
-            ])
+            store.write_plan(
+                p.spec.name,
+                [(ex.id, key, _prompt_json(prompt)) for ex, key, prompt in zip(p.examples, p.keys, p.prompts)],
+                [{"truncated_tokens": t} for t in p.truncated_tokens()],
+            )
         all_keys = [k for p in prepared for k in p.keys]
         answers: dict[str, Completion] = store.get_many(all_keys)
         pending = {k: prompt for p in prepared for k, prompt in zip(p.keys, p.prompts) if k not in answers}
@@ -396,10 +439,10 @@ async def execute(
             prompts_json = [_prompt_json(prompt) for prompt in p.prompts]
             outcome.tasks.append(score_task(
                 p.spec.name, p.spec, p.examples, prompts_json, [answers.get(k) for k in p.keys],
-                config.compat, options,
+                config.compat, options, p.truncated_tokens(),
             ))
         outcome.add_aggregates(config.suites)
-        write_outcome(run, outcome, config.compat, {"backend": dict(stats)})
+        write_outcome(run, outcome, config.compat, {"backend": dict(stats), **budget_info})
         return outcome
     finally:
         if backend is not None:
@@ -415,6 +458,7 @@ class StoredTask:
     examples: tuple[Example, ...]
     prompts_json: tuple[str, ...]
     answers: tuple[Completion | None, ...]
+    truncated: tuple[int, ...] = ()
 
 
 def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
@@ -444,15 +488,16 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
             plan = store.read_plan(name)
             if not plan:
                 raise RunError(f"{run.path}: no plan stored for task {name}")
-            missing = [sid for sid, _, _ in plan if sid not in by_id]
+            missing = [sid for sid, _, _, _ in plan if sid not in by_id]
             if missing:
                 raise RunError(f"{run.path}: task {name}: sample ids not in the data any more: {missing[:5]}")
-            answers = store.get_many([key for _, key, _ in plan])
+            answers = store.get_many([key for _, key, _, _ in plan])
             tasks.append(StoredTask(
                 spec=spec,
-                examples=tuple(by_id[sid] for sid, _, _ in plan),
-                prompts_json=tuple(prompt for _, _, prompt in plan),
-                answers=tuple(answers.get(key) for _, key, _ in plan),
+                examples=tuple(by_id[sid] for sid, _, _, _ in plan),
+                prompts_json=tuple(prompt for _, _, prompt, _ in plan),
+                answers=tuple(answers.get(key) for _, key, _, _ in plan),
+                truncated=tuple(int(info.get("truncated_tokens", 0)) for _, _, _, info in plan),
             ))
         return config, tasks
     finally:
@@ -475,6 +520,7 @@ def rescore(run_path: Path, compat: str | None = None, metric_options: Mapping[s
         outcome.cached += sum(1 for a in task.answers if a is not None)
         outcome.tasks.append(score_task(
             task.spec.name, task.spec, task.examples, task.prompts_json, task.answers, compat, options,
+            task.truncated,
         ))
     outcome.add_aggregates(config.suites)
     write_outcome(run, outcome, compat, {"rescored": True, "metric_options": options.to_json()})

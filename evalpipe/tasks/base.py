@@ -74,6 +74,9 @@ class TaskSpec:
     default_shots: int = 0
     #: static values every render sees as ``task.*`` (entity descriptions, label lists)
     template_vars: Mapping[str, Any] = field(default_factory=dict)
+    #: the input field that may be shortened (from the end) to fit the model's context, e.g. a
+    #: discharge letter; never the instructions or the question (see evalpipe.budget)
+    long_field: str | None = None
     #: stop sequences for the plain completion form (base models)
     completion_stop: tuple[str, ...] = ()
     suites: tuple[str, ...] = ()

@@ -1,0 +1,157 @@
+"""Context budgeting: make long prompts fit the model's context by cutting one designated field.
+
+Level 2 clinical inputs (discharge letters) run to thousands of words. A prompt whose tokens plus
+``max_tokens`` exceed the context would be rejected by the server (or silently cut at the wrong
+end), so before any request each such prompt is re-rendered with its task's *long field* (e.g.
+the discharge summary — never the instructions or the question) shortened from the end until it
+fits. How many tokens were cut is recorded per sample, and the share of truncated samples is
+reported, because a model that never saw the answer cannot be blamed for missing it.
+
+Tokens are counted with the model's own tokenizer where the server exposes one (vLLM's
+``POST /tokenize``, llama.cpp's ``POST /extras/tokenize/count``). Without one, a documented
+estimate is used — ``ceil(characters / 3.5)``, conservative for English clinical text with
+subword tokenizers — and the results say so.
+
+Chat prompts are counted as the concatenated message texts plus :data:`CHAT_OVERHEAD_TOKENS` per
+message for the chat template's role markers; a safety margin of :data:`SAFETY_TOKENS` is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+from evalpipe.records import Example, Prompt
+
+CHAT_OVERHEAD_TOKENS = 8
+SAFETY_TOKENS = 16
+CHARS_PER_TOKEN_ESTIMATE = 3.5
+
+
+class TokenCounter(Protocol):
+    #: "server" (the model's tokenizer) or "estimate" (characters / 3.5)
+    kind: str
+
+    def count(self, text: str) -> int: ...
+
+
+@dataclass(frozen=True)
+class EstimateCounter:
+    kind: str = "estimate"
+
+    def count(self, text: str) -> int:
+        return math.ceil(len(text) / CHARS_PER_TOKEN_ESTIMATE)
+
+
+class ServerCounter:
+    """Counts with an inference server's tokenizer endpoint (vLLM or llama.cpp flavour)."""
+
+    kind = "server"
+
+    def __init__(self, base_url: str, model: str, flavour: str, timeout_s: float = 30.0) -> None:
+        self.model = model
+        self.flavour = flavour
+        self.timeout_s = timeout_s
+        parts = urlsplit(base_url)
+        root = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+        self.url = root + ("/tokenize" if flavour == "vllm" else "/extras/tokenize/count")
+
+    def _post(self, payload: dict) -> dict:
+        request = urllib.request.Request(
+            self.url, data=json.dumps(payload).encode(), headers={"content-type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            return json.loads(response.read())
+
+    def count(self, text: str) -> int:
+        if self.flavour == "vllm":
+            return int(self._post({"model": self.model, "prompt": text, "add_special_tokens": False})["count"])
+        return int(self._post({"input": text})["count"])
+
+
+def detect_counter(base_url: str, model: str) -> TokenCounter:
+    """The server's tokenizer if it has a known tokenize endpoint, else the estimate."""
+    for flavour in ("vllm", "llamacpp"):
+        counter = ServerCounter(base_url, model, flavour, timeout_s=5.0)
+        try:
+            counter.count("hello")
+            return counter
+        except (urllib.error.URLError, OSError, KeyError, ValueError, TimeoutError):
+            continue
+    return EstimateCounter()
+
+
+def prompt_tokens(prompt: Prompt, counter: TokenCounter) -> int:
+    if prompt.messages is not None:
+        text = "\n".join(m.content for m in prompt.messages)
+        return counter.count(text) + CHAT_OVERHEAD_TOKENS * len(prompt.messages)
+    return counter.count(prompt.text or "")
+
+
+@dataclass(frozen=True)
+class Fitted:
+    example: Example
+    prompt: Prompt
+    #: tokens removed from the long field (0 = untouched)
+    truncated_tokens: int
+    prompt_tokens: int
+
+
+def fit_prompt(
+    example: Example,
+    render: Callable[[Example], Prompt],
+    long_field: str,
+    context_length: int,
+    counter: TokenCounter,
+    max_rounds: int = 6,
+) -> Fitted:
+    """Render ``example``; if it does not fit, shorten ``inputs[long_field]`` from the end until it does.
+
+    Each round estimates how many characters to drop from the overshoot measured in tokens and
+    the field's own characters-per-token, then re-counts; it stops when the prompt fits or after
+    ``max_rounds`` (then the field is emptied, which always fits unless the rest is too long —
+    in that case the prompt is returned as is and the server's error will be recorded).
+    """
+    prompt = render(example)
+    max_tokens = prompt.params.max_tokens
+    limit = context_length - max_tokens - SAFETY_TOKENS
+    used = prompt_tokens(prompt, counter)
+    if used <= limit:
+        return Fitted(example, prompt, 0, used)
+    original = str(example.inputs[long_field])
+    original_tokens = counter.count(original)
+    text = original
+    current = example
+    for _ in range(max_rounds):
+        overshoot = used - limit
+        field_tokens = max(counter.count(text), 1)
+        chars_per_token = max(len(text) / field_tokens, 1.0)
+        cut = math.ceil((overshoot + 1) * chars_per_token)
+        text = text[: max(len(text) - cut, 0)]
+        current = replace(example, inputs={**example.inputs, long_field: text})
+        prompt = render(current)
+        used = prompt_tokens(prompt, counter)
+        if used <= limit or not text:
+            break
+    removed = original_tokens - counter.count(text)
+    return Fitted(current, prompt, max(removed, 0), used)
+
+
+def server_context_length(base_url: str, timeout_s: float = 5.0) -> int | None:
+    """The context length a server reports in ``GET /models`` (vLLM: ``max_model_len``), if any."""
+    try:
+        with urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=timeout_s) as response:
+            data = json.loads(response.read())
+    except (urllib.error.URLError, OSError, ValueError, TimeoutError):
+        return None
+    for entry in data.get("data", []) if isinstance(data, dict) else []:
+        value = entry.get("max_model_len") if isinstance(entry, dict) else None
+        if isinstance(value, int) and value > 0:
+            return value
+    return None

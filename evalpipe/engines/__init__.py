@@ -1,0 +1,1 @@
+"""Local inference engines that evalpipe starts and stops itself (llama.cpp, vLLM)."""
