@@ -105,7 +105,7 @@ def _diagnostics() -> dict[str, Any]:
     return {
         "empty": False, "wrapper_missing": False, "code_fence": False, "tags_unbalanced": 0,
         "unknown_tags": 0, "unaligned_entities": 0, "text_altered": False,
-        "unknown_tag_names": (), "source_coverage": 0.0, "answer_coverage": 0.0,
+        "unknown_tag_names": (), "source_coverage": 0.0, "answer_coverage": 0.0, "fullwidth_tags": 0,
     }
 
 
@@ -362,6 +362,28 @@ def _align_entities(stripped: str, source: str, entities: list[tuple[int, int, s
     return sorted(spans)
 
 
+_FULLWIDTH_TAG_RE = re.compile(r"[<＜][ \t　]{0,4}([/／]?)[ \t　]{0,4}([A-Za-z][A-Za-z0-9_-]{0,40})[ \t　]{0,4}[>＞]")
+
+
+def _fold_fullwidth_tags(text: str, names: set[str], diag: dict[str, Any]) -> str:
+    """Rewrite ``＜dis＞…＜／dis＞`` (full-width brackets, as Chinese IMEs type them) as ASCII tags.
+
+    Only brackets around a *known* tag name are folded: a literal ``＜`` in clinical text
+    (``血压＜90``) stays text. Each folded tag is counted in ``fullwidth_tags``.
+    """
+    if "＜" not in text and "＞" not in text:
+        return text
+
+    def repl(m: re.Match[str]) -> str:
+        whole, slash, name = m.group(0), m.group(1), m.group(2)
+        if name.lower() not in names or not any(c in whole for c in "＜＞／"):
+            return whole
+        diag["fullwidth_tags"] += 1
+        return f"<{'/' if slash else ''}{name}>"
+
+    return _FULLWIDTH_TAG_RE.sub(repl, text)
+
+
 def parse_tagged_answer(answer: str | None, source_text: str, tag_map: Mapping[str, str], *,
                         wrapper: str = "response") -> TaggedParse:
     """Parse ``answer`` into entity spans over ``source_text`` (see the module docstring).
@@ -375,6 +397,7 @@ def parse_tagged_answer(answer: str | None, source_text: str, tag_map: Mapping[s
     tags = {str(k).lower(): str(v) for k, v in (tag_map or {}).items()}
     wrapper = (wrapper or "").lower()
     text = answer if isinstance(answer, str) else ""
+    text = _fold_fullwidth_tags(text, set(tags) | {wrapper, "think"} - {""}, diag)
     text = _strip_think(text, wrapper)
     content = _extract_content(text, wrapper, diag)
     stripped, entities = _read_tags(content, tags, {wrapper, "think"} - {""}, source, diag)

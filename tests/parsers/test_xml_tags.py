@@ -49,7 +49,7 @@ def test_clean_answer():
     assert p.diagnostics == {
         "empty": False, "wrapper_missing": False, "code_fence": False, "tags_unbalanced": 0,
         "unknown_tags": 0, "unaligned_entities": 0, "text_altered": False,
-        "unknown_tag_names": (), "source_coverage": 1.0, "answer_coverage": 1.0,
+        "unknown_tag_names": (), "source_coverage": 1.0, "answer_coverage": 1.0, "fullwidth_tags": 0,
     }
 
 
@@ -418,3 +418,11 @@ def test_fuzz_never_raises(seed):
         assert 0 <= cut <= len(p.spans)
         assert all(0 <= t.start < t.end <= len(offs) for t in tok)
     assert sum(spans_seen) > 20  # the damaged copies really reach span mapping
+
+
+def test_fullwidth_tag_brackets_are_read_as_tags_but_fullwidth_text_is_not():
+    source = "急性阑尾炎，血压＜90"
+    parsed = parse_tagged_answer("＜response＞＜dis＞急性阑尾炎＜／dis＞，血压＜90＜/response＞", source, {"dis": "dis"})
+    assert [(s.start, s.end, s.label) for s in parsed.spans] == [(0, 5, "dis")]
+    assert parsed.diagnostics["fullwidth_tags"] == 4
+    assert parsed.diagnostics["text_altered"] is False  # the literal ＜ in 血压＜90 stayed text
