@@ -1,0 +1,216 @@
+"""CLUE level 2 · LongHealth (Adams et al. 2024): multiple-choice questions over long patient letters.
+
+Data (public, not redistributed): ``benchmark_v5.json`` from github.com/kbressem/LongHealth
+(structure: :mod:`evalpipe.data.longhealth`). Three tasks, each question asked ``REPEATS`` times
+(the reference asks 5 times, with fresh document order / distractors each time):
+
+* ``clue_longhealth_task1`` — the question's answer letters plus the patient's *other* letters,
+  options A–E, gold = the correct option;
+* ``clue_longhealth_task2`` — the answer letters plus ``DISTRACTORS`` letters of *other*
+  patients, options A–F (F: "Question cannot be answered with provided documents"), gold = the
+  correct option;
+* ``clue_longhealth_task3`` — the distractors only, options A–F, gold = F.
+
+Documents are fitted into a context budget by :func:`evalpipe.data.context_budget.fit_documents`
+(answer letters first, never dropped — cut only if they alone exceed the budget, which is flagged
+``answer_truncated`` in the sample's meta; other letters whole, while they fit), then shuffled.
+The budget is ``DEFAULT_CONTEXT_CHARS`` characters of documents (separators included) — about
+7k tokens, the reference's 8k-token setting less the prompt around the documents.
+:func:`build_examples` takes any budget and :class:`~evalpipe.data.context_budget.Measure`, so a
+token budget is a drop-in change.
+
+Every random choice (document order, which other letters, distractors) comes from a
+``random.Random`` seeded with ``LoadOptions.seed``, the task, patient, question and repeat, so two
+runs with the same seed see identical prompts, and each task's sampling is independent of the
+others and of ``--limit``. Examples are ordered repeat-major (``--limit 400`` = one pass over all
+questions). Zero-shot; 50 new tokens.
+
+Scorings: ``default`` — :func:`evalpipe.parsers.choice.parse_choice`, accuracy. ``clue`` — the
+reference's ``The correct answer is (\\w):`` and its substring-based gold letter (quirks 4, 5 of
+:mod:`evalpipe.compat.clue`), accuracy. Task 2&3 accuracy is a suite aggregate
+(:mod:`evalpipe.tasks.clue_suites`).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalpipe.compat.clue import stated_letter, substring_gold_letter
+from evalpipe.data.clue_files import DataFile, locate, problem_locating
+from evalpipe.data.context_budget import CHARACTERS, Document, Measure, fit_documents
+from evalpipe.data.errors import DataError
+from evalpipe.data.longhealth import Patient, read_longhealth
+from evalpipe.metrics.options import MetricOptions
+from evalpipe.parsers.choice import parse_choice
+from evalpipe.records import Example, Prediction, ScoreSheet
+from evalpipe.tasks.base import LoadOptions, Scoring, TaskData, TaskSpec
+from evalpipe.tasks.clue_common import ALL, CITATION, LEVEL2
+from evalpipe.tasks.registry import register
+
+TASK_NAMES = {1: "clue_longhealth_task1", 2: "clue_longhealth_task2", 3: "clue_longhealth_task3"}
+REPEATS = 5
+DISTRACTORS = 10
+DEFAULT_CONTEXT_CHARS = 24_000
+#: must equal the join in prompts/clue/longhealth.j2 (a test checks it)
+SEPARATOR = "\n\n--------------\n\n"
+UNANSWERABLE = "Question cannot be answered with provided documents"
+FILE = DataFile(
+    name="benchmark_v5.json", dataset="LongHealth", subdir="LongHealth",
+    published="https://github.com/kbressem/LongHealth (data/benchmark_v5.json)", credentialed=False,
+)
+
+
+@dataclass(frozen=True)
+class ChoiceGold:
+    """The gold letter, and the letter CLUE's reference would take as gold (substring rule)."""
+
+    letter: str
+    clue_letter: str | None
+
+
+def _options(question_options: dict[str, str], with_unanswerable: bool) -> dict[str, str]:
+    return {**question_options, "F": UNANSWERABLE} if with_unanswerable else dict(question_options)
+
+
+def _rng(task: int, seed: int | None, patient: str, number: str, repeat: int) -> random.Random:
+    # a str seed is hashed deterministically (sha512), unlike hash(), so runs agree
+    return random.Random(f"clue_longhealth|task{task}|seed={seed}|{patient}|{number}|repeat={repeat}")
+
+
+def build_examples(
+    patients: Sequence[Patient],
+    task: int,
+    seed: int | None,
+    budget: int = DEFAULT_CONTEXT_CHARS,
+    measure: Measure = CHARACTERS,
+    repeats: int = REPEATS,
+) -> tuple[Example, ...]:
+    """Every (repeat, patient, question) prompt of one task, documents fitted to ``budget``."""
+    if task not in TASK_NAMES:
+        raise ValueError(f"LongHealth task must be 1, 2 or 3, not {task}")
+    pool = [(p.id, Document(f"{p.id}/{tid}", text)) for p in patients for tid, text in p.texts.items()]
+    examples = []
+    for repeat in range(repeats):
+        for patient in patients:
+            others = [doc for owner, doc in pool if owner != patient.id]
+            for question in patient.questions:
+                rng = _rng(task, seed, patient.id, question.number, repeat)
+                answer_docs = [Document(f"{patient.id}/{tid}", patient.texts[tid]) for tid in question.answer_texts]
+                if task == 1:
+                    optional = [Document(f"{patient.id}/{tid}", text) for tid, text in patient.texts.items()
+                                if tid not in question.answer_texts]
+                    rng.shuffle(optional)
+                else:
+                    optional = rng.sample(others, min(DISTRACTORS, len(others)))
+                required = [] if task == 3 else answer_docs
+                fitted = fit_documents(required, optional, budget, SEPARATOR, measure)
+                documents = list(fitted.documents)
+                rng.shuffle(documents)
+                options = _options(dict(question.options), with_unanswerable=task != 1)
+                gold = ChoiceGold("F", "F") if task == 3 else ChoiceGold(
+                    question.gold, substring_gold_letter(options, question.correct))
+                examples.append(Example(
+                    id=f"r{repeat}-{patient.id}-q{question.number}",
+                    inputs={
+                        "documents": [d.text for d in documents],
+                        "question": question.question,
+                        "options": [{"letter": k, "text": v} for k, v in options.items()],
+                    },
+                    gold=gold,
+                    meta={
+                        "patient": patient.id, "question": question.number, "repeat": repeat,
+                        "documents": [d.id for d in documents],
+                        "answer_documents": [d.id for d in answer_docs] if task != 3 else [],
+                        "answer_truncated": fitted.truncated, "skipped_documents": fitted.skipped,
+                        "context_size": fitted.used, "context_measure": measure.name,
+                    },
+                ))
+    return tuple(examples)
+
+
+def _loader(task: int):
+    def load(options: LoadOptions) -> TaskData:
+        if (options.split or "test") != "test":
+            raise DataError(FILE.name, None, "split", f"unknown split {options.split!r} (only test)")
+        path = locate(FILE, options.paths.get("eval"), options.data_dir)
+        patients = read_longhealth(path)
+        return TaskData(examples=build_examples(patients, task, options.seed), shot_pool=(),
+                        files=(Path(path),), split="test")
+
+    return load
+
+
+def data_problem(options: LoadOptions) -> str | None:
+    return problem_locating(FILE, options.paths.get("eval"), options.data_dir)
+
+
+def option_map(example: Example) -> dict[str, str]:
+    return {o["letter"]: o["text"] for o in example.inputs["options"]}
+
+
+def shot_target(example: Example) -> str:
+    letter = example.gold.letter
+    return f"The correct answer is {letter}: {option_map(example)[letter]}"
+
+
+def parse(answer: str, example: Example) -> Prediction:
+    return parse_choice(answer, option_map(example))
+
+
+def parse_clue(answer: str, example: Example) -> Prediction:
+    letter = stated_letter(answer)
+    return Prediction(letter, letter is None, {"no_stated_answer": letter is None})
+
+
+def empty(example: Example) -> Prediction:
+    return Prediction(None, True, {"no_answer": True})
+
+
+def _accuracy_sheet(golds: Sequence[str | None], predictions: Sequence[Prediction]) -> ScoreSheet:
+    """Accuracy: the share of samples whose letter equals the gold letter (no letter is wrong)."""
+    per_sample = [{"accuracy": float(p.value is not None and p.value == g)} for g, p in zip(golds, predictions)]
+    value = sum(s["accuracy"] for s in per_sample) / len(per_sample) if per_sample else 0.0
+    return ScoreSheet(corpus={"accuracy": value}, per_sample=per_sample)
+
+
+def score(examples: Sequence[Example], predictions: Sequence[Prediction], options: MetricOptions) -> ScoreSheet:
+    return _accuracy_sheet([ex.gold.letter for ex in examples], predictions)
+
+
+def score_clue(examples: Sequence[Example], predictions: Sequence[Prediction], options: MetricOptions) -> ScoreSheet:
+    return _accuracy_sheet([ex.gold.clue_letter for ex in examples], predictions)
+
+
+_DESCRIPTIONS = {
+    1: "answer letters + the patient's other letters, options A–E",
+    2: "answer letters + other patients' letters, options A–F",
+    3: "other patients' letters only, options A–F, gold F (cannot be answered)",
+}
+
+SPECS = {
+    task: register(TaskSpec(
+        name=name,
+        description=f"CLUE L2 · LongHealth task {task}: {_DESCRIPTIONS[task]} (zero-shot, {REPEATS} repeats).",
+        template="clue/longhealth.j2",
+        load=_loader(task),
+        shot_target=shot_target,
+        scorings={
+            "default": Scoring(parse=parse, score=score, empty=empty, mean_metrics=frozenset({"accuracy"}),
+                               description="chosen letter from the usual phrasings; accuracy"),
+            "clue": Scoring(parse=parse_clue, score=score_clue, empty=empty, mean_metrics=frozenset({"accuracy"}),
+                            description="CLUE reference: 'The correct answer is (\\w):', substring gold; accuracy"),
+        },
+        metrics=("accuracy",),
+        max_tokens=50,
+        default_shots=0,
+        completion_stop=("\n\n",),
+        suites=(LEVEL2, ALL),
+        credentialed=False,
+        citation="Adams L, Busch F, Han T, et al. LongHealth: A Question Answering Benchmark with Long Clinical "
+        "Documents. arXiv:2401.14490, 2024. " + CITATION,
+    ))
+    for task, name in TASK_NAMES.items()
+}

@@ -1,0 +1,89 @@
+"""CLUE level 1 · MeQSum (Ben Abacha & Demner-Fushman 2019): summarise a patient's question.
+
+Data: ships with evalpipe (``data/meqsum/meqsum.jsonl``, CC BY 4.0, see ``data/meqsum/SOURCE.md``);
+``--data clue_meqsum=PATH`` or a ``meqsum.jsonl`` in ``--data-dir`` replaces it. JSON lines with
+``CHQ`` (the consumer health question) and ``Summary`` (the reference question); ``id`` is the
+sample id (the row index when absent).
+
+Shots: no train split exists; the reference's 3 shot rows (``random.seed(1)`` shuffle) are held
+out of the scored set and form the shot pool (:mod:`evalpipe.tasks.clue_common`). 512 new tokens.
+
+Metrics: ROUGE-1/2/L and BERTScore P/R/F1 per sample, averaged. ``clue`` scoring differs only in
+scoring the raw (unstripped) answer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evalpipe.data.clue_files import DataFile, check_unique_ids, locate, problem_locating, read_jsonl
+from evalpipe.data.errors import DataError
+from evalpipe.records import Example
+from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
+from evalpipe.tasks.clue_common import (
+    ALL, CITATION, LEVEL1, SUMMARY_METRICS, hold_out_reference_shots, provenance, summary_scorings,
+)
+from evalpipe.tasks.registry import register
+
+NAME = "clue_meqsum"
+REFERENCE_SHOTS = 3
+SHIPPED = Path(__file__).resolve().parents[2] / "data" / "meqsum" / "meqsum.jsonl"
+FILE = DataFile(name="meqsum.jsonl", dataset="MeQSum", published="https://github.com/abachaa/MeQSum (CC BY 4.0)",
+                credentialed=False, subdir="MeQSum")
+
+
+def _check_split(options: LoadOptions) -> None:
+    if (options.split or "test") != "test":
+        raise DataError(FILE.name, None, "split", f"unknown split {options.split!r} (MeQSum has only test)")
+
+
+def load(options: LoadOptions) -> TaskData:
+    _check_split(options)
+    path = locate(FILE, options.paths.get("eval"), options.data_dir, SHIPPED)
+    records = read_jsonl(path)
+    held = hold_out_reference_shots(len(records), REFERENCE_SHOTS, path)
+    examples = []
+    for row, record in enumerate(records):
+        raw_id = record.fields.get("id")
+        examples.append(Example(
+            id=str(raw_id) if raw_id is not None else str(row),
+            inputs={"question": record.text("CHQ")},
+            gold=record.text("Summary"),
+            meta={**provenance(path, record.line, held.positions[row]), "source_file": record.fields.get("File")},
+        ))
+    check_unique_ids(records, [ex.id for ex in examples], "id")
+    return TaskData(
+        examples=tuple(examples[r] for r in held.scored),
+        shot_pool=tuple(examples[r] for r in held.shots),
+        files=(path,),
+        split="test",
+    )
+
+
+def data_problem(options: LoadOptions) -> str | None:
+    return problem_locating(FILE, options.paths.get("eval"), options.data_dir, SHIPPED)
+
+
+def reference(example: Example) -> str:
+    return str(example.gold)
+
+
+SPEC = register(
+    TaskSpec(
+        name=NAME,
+        description="CLUE L1 · MeQSum: rewrite a consumer health question as one concise question "
+        "(3-shot, 997 scored).",
+        template="clue/meqsum.j2",
+        load=load,
+        shot_target=reference,
+        scorings=summary_scorings(reference, reference, concepts=False),
+        metrics=SUMMARY_METRICS,
+        max_tokens=512,
+        default_shots=3,
+        completion_stop=("\n--------------PATIENT INQUIRY",),
+        suites=(LEVEL1, ALL),
+        credentialed=False,
+        citation="Ben Abacha A, Demner-Fushman D. On the Summarization of Consumer Health Questions. ACL 2019. "
+        "CC BY 4.0. " + CITATION,
+    )
+)

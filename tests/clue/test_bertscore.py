@@ -1,0 +1,48 @@
+"""BERTScore with the offline MiniLM encoder (one real computation), settings named in the keys."""
+
+import pytest
+
+from evalpipe.metrics.bertscore import BertScoreSetupError, bertscore_per_sample, resolve_settings
+from evalpipe.metrics.options import MetricOptions
+
+
+@pytest.fixture(scope="module")
+def minilm_rows():
+    settings = resolve_settings(MetricOptions())
+    rows = bertscore_per_sample(
+        ["The patient has pneumonia.", "Take one tablet daily.", "   "],
+        ["The patient has pneumonia.", "Stop smoking now.", "Anything at all."],
+        settings,
+    )
+    return settings, rows
+
+
+def test_identical_text_scores_one_and_encoder_is_named(minilm_rows):
+    settings, rows = minilm_rows
+    assert settings.tag == "all-MiniLM-L6-v2@L6" and settings.num_layers == 6
+    f1 = "bertscore[all-MiniLM-L6-v2@L6]_f1"
+    assert set(rows[0]) == {"bertscore[all-MiniLM-L6-v2@L6]_precision", "bertscore[all-MiniLM-L6-v2@L6]_recall", f1}
+    assert rows[0][f1] == pytest.approx(1.0, abs=1e-4)
+    assert 0.0 < rows[1][f1] < 0.9  # different sentences score lower
+    assert rows[2][f1] == 0.0  # empty candidate: 0, not sent to the encoder
+
+
+def test_settings_tags_and_layer_resolution():
+    hub = resolve_settings(MetricOptions(bertscore_model="allenai/scibert_scivocab_uncased"))
+    assert hub.num_layers == 8  # bert-score's own table: the reference's setting
+    assert hub.key("f1") == "bertscore[allenai/scibert_scivocab_uncased@L8]_f1"
+    tuned = resolve_settings(MetricOptions(bertscore_model="emilyalsentzer/Bio_ClinicalBERT", bertscore_num_layers=9,
+                                           bertscore_idf=True, bertscore_baseline="auto"))
+    assert tuned.tag == "emilyalsentzer/Bio_ClinicalBERT@L9+idf+rescaled"
+    with pytest.raises(BertScoreSetupError, match="bertscore_num_layers"):
+        resolve_settings(MetricOptions(bertscore_model="some/unknown-model"))
+
+
+def test_summary_sheet_notes_a_metric_it_did_not_compute(minilm_rows):
+    from evalpipe.tasks.clue_common import summary_score_sheet
+
+    options = MetricOptions(umls_extractor="none")
+    sheet = summary_score_sheet(["heart failure"], ["heart failure"], options, concepts=True)
+    assert not any(k.startswith("umls") for k in sheet.corpus)
+    assert "turned off" in sheet.notes["umls"]
+    assert sheet.corpus["rougeL"] == 1.0 and sheet.per_sample[0]["bertscore[all-MiniLM-L6-v2@L6]_f1"] > 0.999
