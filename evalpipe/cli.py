@@ -96,6 +96,17 @@ def _parse_data(pairs: list[str]) -> dict[str, str]:
 
 def _report(outcome: RunOutcome, compat: str | None) -> int:
     out.print(metrics_table(outcome.metrics, title=f"{outcome.run_dir.path}" + (f" [{compat}]" if compat else "")))
+    for task in outcome.tasks:
+        for metric, why in task.summary.get("not_computed", {}).items():
+            out.print(f"{task.name}: {metric} not computed: {why}", highlight=False)
+        share = task.summary.get("truncated_share", 0.0)
+        if share:
+            out.print(f"{task.name}: {share:.1%} of prompts were shortened to fit the context "
+                      f"({task.summary.get('truncated_tokens', 0)} tokens cut)", highlight=False)
+    for name, why in outcome.skipped.items():
+        out.print(f"skipped {name}: {why}", highlight=False)
+    for name, why in outcome.incomplete.items():
+        out.print(f"suite {name}: aggregate incomplete: {why}", highlight=False)
     out.print(f"results: {outcome.run_dir.path}  (answers sent {outcome.sent}, from store {outcome.cached})")
     failed = sum(int(t.metrics.get("errors", 0)) for t in outcome.tasks)
     if failed:

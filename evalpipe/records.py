@@ -119,10 +119,15 @@ class Prediction:
 
 @dataclass(frozen=True)
 class ScoreSheet:
-    """Output of a task's scorer: corpus metrics plus one dict of per-sample values."""
+    """Output of a task's scorer: corpus metrics plus one dict of per-sample values.
+
+    ``notes`` says why a metric is absent (e.g. UMLS-concept F1 without scispacy): a metric that
+    cannot be computed is left out with a reason, never reported as 0.
+    """
 
     corpus: Mapping[str, float]
     per_sample: Sequence[Mapping[str, float]]
+    notes: Mapping[str, str] = field(default_factory=dict)
 
 
 def to_jsonable(obj: Any) -> Any:

@@ -36,7 +36,7 @@ from evalpipe.metrics.options import MetricOptions
 from evalpipe.prompting import PromptOptions, PromptRenderer, select_shots, template_path, template_sha256
 from evalpipe.records import Completion, Example, GenerationParams, Prediction, Prompt, to_jsonable
 from evalpipe.results import RunDir, git_commit
-from evalpipe.tasks.base import IncompleteSuite, LoadOptions, TaskData, TaskSpec
+from evalpipe.tasks.base import IncompleteSuite, LoadOptions, PartialSuite, TaskData, TaskSpec
 from evalpipe.tasks.registry import get_task, suites
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -92,8 +92,10 @@ class RunOutcome:
     cached: int = 0
     #: suite name → aggregate metrics (e.g. CLUE level scores)
     aggregates: dict[str, dict[str, float]] = field(default_factory=dict)
-    #: suite name → why its aggregate was not computed
+    #: suite name → why its aggregate was not (fully) computed
     incomplete: dict[str, str] = field(default_factory=dict)
+    #: task name → why it was skipped (suite run without its data)
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def metrics(self) -> dict[str, dict[str, float]]:
@@ -108,6 +110,9 @@ class RunOutcome:
                 continue
             try:
                 self.aggregates[name] = suite.aggregate(by_task)
+            except PartialSuite as exc:
+                self.aggregates[name] = exc.partial
+                self.incomplete[name] = str(exc)
             except IncompleteSuite as exc:
                 self.incomplete[name] = str(exc)
 
@@ -186,10 +191,43 @@ def budget_all(prepared: list[PreparedTask], config: RunConfig) -> tuple[list[Pr
     return [apply_budget(p, context_length, counter) for p in prepared], info
 
 
-def prepare(config: RunConfig) -> list[PreparedTask]:
+def _missing_data(spec: TaskSpec, config: RunConfig) -> str | None:
+    """Why the task's data is absent (cheap check), or None."""
+    if spec.data_problem is None:
+        return None
+    return spec.data_problem(load_options(config, spec.name))
+
+
+def prepare(config: RunConfig, skipped: dict[str, str] | None = None) -> list[PreparedTask]:
+    """Load, validate and render every task.
+
+    In a suite run (``config.suites``) a task whose data files are absent is skipped and the
+    reason put in ``skipped`` — users rarely hold every credentialed data set. A file that exists
+    but is malformed is always an error, and so is a missing file for a task asked for alone.
+    """
     if not config.tasks:
         raise RunError("no task given (use --task NAME or --suite NAME; `evalpipe tasks` lists them)")
-    return [prepare_task(get_task(name), config) for name in config.tasks]
+    skipped = {} if skipped is None else skipped
+    prepared = []
+    for name in config.tasks:
+        spec = get_task(name)
+        if config.suites:
+            problem = _missing_data(spec, config)
+            if problem is None:
+                try:
+                    prepared.append(prepare_task(spec, config))
+                    continue
+                except DataError as exc:
+                    if exc.line is not None or Path(exc.path).exists():
+                        raise
+                    problem = str(exc)
+            skipped[name] = problem
+            continue
+        prepared.append(prepare_task(spec, config))
+    if not prepared:
+        lines = "\n".join(f"  {name}: {why}" for name, why in skipped.items())
+        raise RunError(f"no task of the suite has its data:\n{lines}")
+    return prepared
 
 
 def check_endpoint_policy(prepared: Sequence[PreparedTask], config: RunConfig) -> None:
@@ -229,10 +267,12 @@ def _task_record(p: PreparedTask, config: RunConfig) -> dict[str, Any]:
 
 
 def write_config(run: RunDir, config: RunConfig, prepared: Sequence[PreparedTask],
-                 backend: Backend | None) -> None:
+                 backend: Backend | None, skipped: Mapping[str, str] | None = None) -> None:
     previous = run.read_config() if run.exists() else {}
+    ran = replace(config, tasks=tuple(p.spec.name for p in prepared))
     run.write_json(run.config_path, {
-        "config": config.to_json(),
+        "config": ran.to_json(),
+        "skipped_tasks": dict(skipped or {}),
         "evalpipe_version": __version__,
         "git_commit": git_commit(REPO_ROOT),
         "tasks": {p.spec.name: _task_record(p, config) for p in prepared},
@@ -355,6 +395,7 @@ def score_task(
         "completion_tokens": sum(c.usage.completion_tokens or 0 for c in ok),
         "latency_s": {f"p{q}": _percentile(latencies, q) for q in (50, 90, 99)},
         "error_kinds": _error_kinds(answers),
+        "not_computed": dict(sheet.notes),
         "truncated_share": sum(1 for t in truncated if t > 0) / n if n else 0.0,
         "truncated_tokens": sum(truncated),
     }
@@ -377,7 +418,7 @@ def write_outcome(run: RunDir, outcome: RunOutcome, compat: str | None, extra: M
     run.write_json(run.summary_path(compat), {
         **{t.name: t.summary for t in outcome.tasks},
         "_run": {"sent": outcome.sent, "cached": outcome.cached, "incomplete_suites": outcome.incomplete,
-                 **extra},
+                 "skipped_tasks": outcome.skipped, **extra},
     })
 
 
@@ -396,7 +437,8 @@ async def execute(
 ) -> RunOutcome:
     """Run (or resume) an evaluation and write its results. Raises RunError/BackendError early."""
     progress = progress or NullProgress()
-    prepared = prepare(config)
+    skipped: dict[str, str] = {}
+    prepared = prepare(config, skipped)
     check_endpoint_policy(prepared, config)
     prepared, budget_info = budget_all(prepared, config)
     for p in prepared:
@@ -420,7 +462,7 @@ async def execute(
         if pending:
             backend = backend_factory(config)
             await backend.preflight()
-        write_config(run, config, prepared, backend)
+        write_config(run, config, prepared, backend, skipped)
         sent = 0
         stats: Mapping[str, Any] = {}
         if pending:
@@ -433,7 +475,8 @@ async def execute(
             answers.update(fresh)
             sent = len(pending)
             stats = backend.stats()
-        outcome = RunOutcome(run_dir=run, tasks=[], sent=sent, cached=len(dict.fromkeys(all_keys)) - sent)
+        outcome = RunOutcome(run_dir=run, tasks=[], sent=sent, cached=len(dict.fromkeys(all_keys)) - sent,
+                             skipped=skipped)
         options = MetricOptions.from_json(config.metric_options)
         for p in prepared:
             prompts_json = [_prompt_json(prompt) for prompt in p.prompts]

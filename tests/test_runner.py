@@ -161,3 +161,21 @@ def test_credentialed_tasks_stay_on_local_endpoints():
         check_endpoint_policy(secret, config(base_url="https://93.184.216.34/v1"))
     check_endpoint_policy(secret, config(base_url="https://93.184.216.34/v1", allow_external_endpoint=True))
     check_endpoint_policy(prepared, config(base_url="https://93.184.216.34/v1"))  # public data may go anywhere
+
+
+def test_suite_run_skips_tasks_without_data_and_says_why(tmp_path):
+    cfg = RunConfig(tasks=("ncbi_disease", "clue_mednli"), suites=("demo-test",), model="m",
+                    base_url="http://127.0.0.1:1/v1", limit=3, data_dir=str(tmp_path / "nothing-here"))
+    outcome = run(cfg, ScriptedBackend(perfect), tmp_path)
+    assert [t.name for t in outcome.tasks] == ["ncbi_disease"]
+    assert "mli_test_v1.jsonl" in outcome.skipped["clue_mednli"]
+    recorded = json.loads((outcome.run_dir.path / "config.json").read_text())
+    assert recorded["config"]["tasks"] == ["ncbi_disease"] and "clue_mednli" in recorded["skipped_tasks"]
+    assert rescore(outcome.run_dir.path).metrics == outcome.metrics  # re-scoring ignores the skipped task
+
+
+def test_task_asked_for_alone_without_data_is_an_error(tmp_path):
+    cfg = RunConfig(tasks=("clue_mednli",), model="m", base_url="http://127.0.0.1:1/v1",
+                    data_dir=str(tmp_path / "nothing-here"))
+    with pytest.raises(DataError, match="mli_test_v1.jsonl"):
+        run(cfg, ScriptedBackend(perfect), tmp_path)

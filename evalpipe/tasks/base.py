@@ -84,6 +84,9 @@ class TaskSpec:
     credentialed: bool = False
     #: how to cite the data; shown by ``evalpipe tasks``
     citation: str = ""
+    #: cheap check without parsing: why ``load`` would fail for want of a file (None = data there).
+    #: A suite run skips such a task with this line instead of failing.
+    data_problem: Callable[[LoadOptions], str | None] | None = None
 
     def __post_init__(self) -> None:
         if "default" not in self.scorings:
@@ -117,3 +120,11 @@ class SuiteSpec:
 
 class IncompleteSuite(ValueError):
     """A suite aggregate cannot be computed because member tasks are missing."""
+
+
+class PartialSuite(IncompleteSuite):
+    """Some of a suite's aggregate could be computed: ``partial`` holds it, the message says what not."""
+
+    def __init__(self, message: str, partial: Mapping[str, float]) -> None:
+        super().__init__(message)
+        self.partial = dict(partial)

@@ -62,17 +62,6 @@ def hold_out_reference_shots(n_rows: int, k: int, path: Any) -> HeldOut:
 
 # ---- notes about metrics ---------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class NotedScoreSheet(ScoreSheet):
-    """A ScoreSheet plus notes (metric family → why it is absent), for summary.json / the table.
-
-    The runner reads ``corpus`` and ``per_sample`` only; ``notes`` is there for it to record
-    (``getattr(sheet, "notes", {})``) — see docs/clue.md.
-    """
-
-    notes: Mapping[str, str] = field(default_factory=dict)
-
-
 class MetricFamilies(frozenset):
     """A ``mean_metrics`` set whose members may be patterns with ``*`` (metric keys that carry an
     encoder tag, e.g. ``bertscore[*]_f1``): ``key in families`` matches them."""
@@ -102,7 +91,7 @@ SUMMARY_METRICS = ("rouge1", "rouge2", "rougeL")
 
 def summary_score_sheet(
     predictions: Sequence[str], references: Sequence[str], options: MetricOptions, concepts: bool
-) -> NotedScoreSheet:
+) -> ScoreSheet:
     """ROUGE-1/2/L, BERTScore P/R/F1 and (if ``concepts``) UMLS-concept P/R/F1 per sample, means.
 
     Definitions: :mod:`evalpipe.metrics.rouge`, :mod:`evalpipe.metrics.bertscore`,
@@ -123,7 +112,7 @@ def summary_score_sheet(
             for row, scores in zip(per_sample, concept_per_sample(predictions, references, extractor)):
                 row.update(scores)
     corpus = mean_over(per_sample, per_sample[0].keys()) if per_sample else {}
-    return NotedScoreSheet(corpus=corpus, per_sample=per_sample, notes=notes)
+    return ScoreSheet(corpus=corpus, per_sample=per_sample, notes=notes)
 
 
 def free_text(answer: str) -> Prediction:

@@ -193,6 +193,7 @@ _DESCRIPTIONS = {
 SPECS = {
     task: register(TaskSpec(
         name=name,
+        data_problem=data_problem,
         description=f"CLUE L2 · LongHealth task {task}: {_DESCRIPTIONS[task]} (zero-shot, {REPEATS} repeats).",
         template="clue/longhealth.j2",
         load=_loader(task),

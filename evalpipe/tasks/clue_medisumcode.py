@@ -134,6 +134,7 @@ def score_clue(examples: Sequence[Example], predictions: Sequence[Prediction], o
 SPEC = register(
     TaskSpec(
         name=NAME,
+        data_problem=data_problem,
         description="CLUE L2 · MeDiSumCode: list the ICD-10 codes of a MIMIC-IV discharge letter (1-shot).",
         template="clue/medisumcode.j2",
         load=load,

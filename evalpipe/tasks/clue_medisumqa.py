@@ -67,6 +67,7 @@ def reference(example: Example) -> str:
 SPEC = register(
     TaskSpec(
         name=NAME,
+        data_problem=data_problem,
         description="CLUE L2 · MeDiSumQA: answer a patient-oriented question about a discharge letter (1-shot).",
         template="clue/medisumqa.j2",
         load=load,

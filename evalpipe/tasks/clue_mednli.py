@@ -167,6 +167,7 @@ def score_clue(examples: Sequence[Example], predictions: Sequence[Prediction], o
 SPEC = register(
     TaskSpec(
         name=NAME,
+        data_problem=data_problem,
         description="CLUE L1 · MedNLI: entailment / contradiction / neutral for clinical sentence pairs "
         "(3-shot from train).",
         template="clue/mednli.j2",

@@ -71,6 +71,7 @@ def reference(example: Example) -> str:
 SPEC = register(
     TaskSpec(
         name=NAME,
+        data_problem=data_problem,
         description="CLUE L1 · MeQSum: rewrite a consumer health question as one concise question "
         "(3-shot, 997 scored).",
         template="clue/meqsum.j2",

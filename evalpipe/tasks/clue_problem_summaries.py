@@ -100,6 +100,7 @@ def clue_reference(example: Example) -> str:
 SPEC = register(
     TaskSpec(
         name=NAME,
+        data_problem=data_problem,
         description="CLUE L1 · problem summaries (BioNLP 2023 1A): list the diagnoses/problems of a "
         "progress note (3-shot).",
         template="clue/problem_summaries.j2",

@@ -39,21 +39,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from evalpipe.metrics.aggregate import level_score, pooled_accuracy
-from evalpipe.tasks.base import IncompleteSuite, SuiteSpec
+from evalpipe.tasks.base import IncompleteSuite, PartialSuite, SuiteSpec
 from evalpipe.tasks.clue_common import ALL, LEVEL1, LEVEL2
 from evalpipe.tasks.registry import register_suite
 
 Metrics = Mapping[str, Mapping[str, float]]
 
 LONGHEALTH_23 = "longhealth_task2and3_accuracy"
-
-
-class PartialSuite(IncompleteSuite):
-    """Some of a suite's aggregate could be computed: ``partial`` holds it, the message says what not."""
-
-    def __init__(self, message: str, partial: Mapping[str, float]) -> None:
-        super().__init__(message)
-        self.partial = dict(partial)
 
 
 @dataclass(frozen=True)

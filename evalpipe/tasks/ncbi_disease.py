@@ -44,7 +44,12 @@ class NerGold:
 
 
 def _split_path(options: LoadOptions, split: str) -> Path:
-    return Path(options.data_dir or DATA_DIR) / f"{split}.tsv"
+    """``--data-dir DIR`` may hold its own copy as ``DIR/ncbi_disease/<split>.tsv``; else the shipped one."""
+    if options.data_dir is not None:
+        candidate = Path(options.data_dir) / "ncbi_disease" / f"{split}.tsv"
+        if candidate.is_file():
+            return candidate
+    return DATA_DIR / f"{split}.tsv"
 
 
 def _examples(path: Path, split: str) -> tuple[Example, ...]:
