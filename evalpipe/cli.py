@@ -84,13 +84,15 @@ def metrics_table(metrics: dict[str, dict[str, float]], title: str | None = None
     return table
 
 
-def _parse_data(pairs: list[str]) -> dict[str, str]:
+def _parse_data(pairs: list[str], cdn_terms: str | None = None) -> dict[str, str]:
     data: dict[str, str] = {}
     for pair in pairs:
-        task, sep, path = pair.partition("=")
-        if not sep or not task or not path:
-            raise typer.BadParameter(f"--data expects TASK=PATH, got {pair!r}")
-        data[task] = path
+        key, sep, path = pair.partition("=")
+        if not sep or not key or not path:
+            raise typer.BadParameter(f"--data expects TASK=PATH or TASK:ROLE=PATH, got {pair!r}", param_hint="--data")
+        data[key] = str(Path(path).resolve())
+    if cdn_terms:
+        data["chip_cdn:cdn_terms"] = str(Path(cdn_terms).resolve())
     return data
 
 
@@ -135,7 +137,9 @@ def run(
     split: Annotated[Optional[str], typer.Option(help="Evaluated split (default: the task's test split).")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N samples, in file order.")] = None,
     ids: Annotated[Optional[str], typer.Option(help="Comma-separated sample ids to evaluate.")] = None,
-    data: Annotated[list[str], typer.Option("--data", help="TASK=PATH: read the task's evaluated file from PATH (repeatable).")] = [],
+    data: Annotated[list[str], typer.Option("--data", help="TASK=PATH: the task's evaluated file; TASK:ROLE=PATH another file it reads, e.g. clue_mednli:shots=mli_train_v1.jsonl (repeatable).")] = [],
+    cdn_terms: Annotated[Optional[str], typer.Option(help="CHIP-CDN: the ICD-10 term table; puts top-k candidate terms in the prompt.")] = None,
+    context_length: Annotated[Optional[int], typer.Option(help="Model context in tokens for budgeting long inputs (default: ask the server).")] = None,
     data_dir: Annotated[Optional[str], typer.Option(help="Folder holding the data files under their distributed names.")] = None,
     concurrency: Annotated[int, typer.Option(help="Requests in flight at most.")] = 64,
     timeout: Annotated[float, typer.Option(help="Seconds per request attempt.")] = 120.0,
@@ -169,7 +173,8 @@ def run(
         api_key_env=api_key_env, shots=shots, fewshot_seed=fewshot_seed, fewshot_as_turns=fewshot_as_turns,
         system_role=system_role, temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_tokens,
         split=split, limit=limit, ids=tuple(i.strip() for i in ids.split(",") if i.strip()) if ids else None,
-        data=_parse_data(data), data_dir=data_dir, concurrency=concurrency, timeout_s=timeout,
+        data=_parse_data(data, cdn_terms), data_dir=str(Path(data_dir).resolve()) if data_dir else None,
+        context_length=context_length, concurrency=concurrency, timeout_s=timeout,
         max_retries=max_retries, compat=compat, allow_external_endpoint=allow_external_endpoint,
         run_name=run_name,
         metric_options=_metric_options(rouge_stemmer, bertscore_model, bertscore_layers, bertscore_idf,

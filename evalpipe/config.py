@@ -36,7 +36,7 @@ class RunConfig:
     split: str | None = None
     limit: int | None = None
     ids: tuple[str, ...] | None = None
-    #: task name → file (``--data TASK=PATH``)
+    #: ``TASK`` or ``TASK:ROLE`` → file (``--data TASK[:ROLE]=PATH``)
     data: dict[str, str] = field(default_factory=dict)
     data_dir: str | None = None
     #: the model's context length in tokens (None = ask the server, or no budgeting)
@@ -90,4 +90,11 @@ class RunConfig:
 
 
 def data_paths_for(config: RunConfig, task: str) -> dict[str, Path]:
-    return {"eval": Path(config.data[task])} if task in config.data else {}
+    """Files for ``task`` from ``--data``: key ``TASK`` is the evaluated file (role "eval"),
+    ``TASK:ROLE`` any other file the task reads (e.g. ``clue_mednli:shots``, ``chip_cdn:cdn_terms``)."""
+    paths: dict[str, Path] = {}
+    for key, value in config.data.items():
+        name, _, role = key.partition(":")
+        if name == task:
+            paths[role or "eval"] = Path(value)
+    return paths

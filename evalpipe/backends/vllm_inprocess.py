@@ -1,0 +1,163 @@
+"""vLLM in the evalpipe process (``vllm.LLM``): the fastest path on a GPU box, no HTTP.
+
+vLLM is the optional extra ``evalpipe[vllm]`` and is imported only when this backend is built,
+so nothing else in evalpipe (and no test) needs it.
+
+Why a batcher: ``llm.chat`` / ``llm.generate`` are synchronous and fastest with many prompts at
+once, while the runner hands out one prompt per coroutine. :class:`VLLMBackend` collects the
+prompts that arrive within a short window into a batch, sorts the batch so prompts sharing a
+few-shot prefix are adjacent (prefix caching is on), runs it in a worker thread, and resolves each
+prompt's future. Answers therefore arrive — and are committed to the response store — one batch
+at a time; ``max_batch`` bounds how many answers a crash can cost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from evalpipe.backends.base import BackendError
+from evalpipe.records import Completion, Message, Prompt, Usage
+
+
+@dataclass(frozen=True)
+class VLLMConfig:
+    model: str
+    served_name: str | None = None
+    tensor_parallel_size: int = 1
+    max_model_len: int | None = None
+    dtype: str = "auto"
+    gpu_memory_utilization: float = 0.9
+    revision: str | None = None
+    max_batch: int = 512
+    batch_window_s: float = 0.05
+    seed: int = 0
+
+
+def _load_vllm() -> Any:
+    try:
+        import vllm  # noqa: PLC0415 - optional, GPU-only dependency
+    except ImportError as exc:
+        raise BackendError(
+            "the in-process vLLM backend needs vLLM: pip install 'evalpipe[vllm]' (a CUDA GPU is required); "
+            "or start a server (`evalpipe serve --engine vllm`) and use --base-url"
+        ) from exc
+    return vllm
+
+
+def _messages(messages: tuple[Message, ...]) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
+def _sort_key(prompt: Prompt) -> str:
+    if prompt.messages is not None:
+        return "\x00".join(m.content for m in prompt.messages)
+    return prompt.text or ""
+
+
+class VLLMBackend:
+    def __init__(self, config: VLLMConfig, llm: Any | None = None) -> None:
+        self.config = config
+        self.model = config.served_name or config.model
+        self._vllm = _load_vllm()
+        self._llm = llm or self._vllm.LLM(
+            model=config.model,
+            tensor_parallel_size=config.tensor_parallel_size,
+            max_model_len=config.max_model_len,
+            dtype=config.dtype,
+            gpu_memory_utilization=config.gpu_memory_utilization,
+            revision=config.revision,
+            enable_prefix_caching=True,
+            seed=config.seed,
+        )
+        self._queue: list[tuple[Prompt, asyncio.Future[Completion]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+        self._batches = 0
+        self._requests = 0
+
+    @property
+    def context_length(self) -> int | None:
+        try:
+            return int(self._llm.llm_engine.model_config.max_model_len)
+        except AttributeError:
+            return self.config.max_model_len
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._llm.get_tokenizer().encode(text, add_special_tokens=False))
+
+    async def preflight(self) -> None:
+        return None
+
+    async def complete(self, prompt: Prompt) -> Completion:
+        future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+        self._queue.append((prompt, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_soon())
+        return await future
+
+    async def _flush_soon(self) -> None:
+        await asyncio.sleep(self.config.batch_window_s)
+        while self._queue:
+            batch, self._queue = self._queue[: self.config.max_batch], self._queue[self.config.max_batch:]
+            async with self._lock:
+                await self._run_batch(batch)
+
+    def _sampling(self, prompt: Prompt) -> Any:
+        p = prompt.params
+        kwargs: dict[str, Any] = {"max_tokens": p.max_tokens, "temperature": p.temperature}
+        if p.top_p is not None:
+            kwargs["top_p"] = p.top_p
+        if p.seed is not None:
+            kwargs["seed"] = p.seed
+        if p.stop:
+            kwargs["stop"] = list(p.stop)
+        return self._vllm.SamplingParams(**kwargs)
+
+    async def _run_batch(self, batch: list[tuple[Prompt, asyncio.Future[Completion]]]) -> None:
+        batch = sorted(batch, key=lambda item: _sort_key(item[0]))
+        chats = [(p, f) for p, f in batch if p.messages is not None]
+        texts = [(p, f) for p, f in batch if p.messages is None]
+        for group, is_chat in ((chats, True), (texts, False)):
+            if not group:
+                continue
+            started = time.perf_counter()
+            try:
+                outputs = await asyncio.to_thread(self._generate, [p for p, _ in group], is_chat)
+            except Exception as exc:  # the engine failed this batch: record, never crash the run
+                for _, future in group:
+                    if not future.done():
+                        future.set_result(Completion(text=None, error=f"vLLM error: {type(exc).__name__}: {exc}"))
+                continue
+            latency = time.perf_counter() - started
+            self._batches += 1
+            self._requests += len(group)
+            for (_, future), output in zip(group, outputs):
+                first = output.outputs[0]
+                completion = Completion(
+                    text=first.text,
+                    finish_reason=getattr(first, "finish_reason", None),
+                    usage=Usage(len(output.prompt_token_ids or []), len(first.token_ids or [])),
+                    latency_s=latency,
+                )
+                if not future.done():
+                    future.set_result(completion)
+
+    def _generate(self, prompts: list[Prompt], is_chat: bool) -> list[Any]:
+        sampling = [self._sampling(p) for p in prompts]
+        if is_chat:
+            return self._llm.chat([_messages(p.messages or ()) for p in prompts], sampling, use_tqdm=False)
+        return self._llm.generate([p.text or "" for p in prompts], sampling, use_tqdm=False)
+
+    async def aclose(self) -> None:
+        if self._flusher is not None:
+            await self._flusher
+
+    def describe(self) -> Mapping[str, Any]:
+        return {"kind": "vllm-inprocess", **{k: v for k, v in self.config.__dict__.items()}}
+
+    def stats(self) -> Mapping[str, Any]:
+        return {"requests": self._requests, "batches": self._batches}
