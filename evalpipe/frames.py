@@ -1,0 +1,156 @@
+"""Runs as pandas DataFrames, for notebooks and for the report.
+
+Two shapes, chosen so that any task fits without knowing its name:
+
+* :func:`load_samples` — one row per evaluated sample of one run. Fixed columns (run, model,
+  task, id, answer, parse status, usage, latency, truncation) plus one ``score.<name>`` column
+  per per-sample score the task's scorer produced (``score.f1``, ``score.rougeL``, …). Nested
+  values (prompt, prediction, gold, diagnostics, meta) stay Python objects, so a notebook can
+  look inside them; :func:`write_parquet` turns them into JSON text first.
+* :func:`load_metrics` — long format, one row per (run, task or suite, metric): the only layout
+  in which runs with different tasks and metrics share one frame. Pivot it for a wide view:
+  ``load_metrics(runs).pivot_table(index="model", columns=["task", "metric"], values="value")``.
+
+Truncation: a sample's ``truncated_tokens`` (input tokens cut to fit the context) is read from
+the sample record, or from its diagnostics, when the run recorded it; otherwise the column is
+NaN. ``finish_reason`` likewise (``"length"`` = the answer hit ``max_tokens``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from evalpipe.results import RunDir
+
+__all__ = ["NESTED_COLUMNS", "SCORE_PREFIX", "load_metrics", "load_samples", "run_identity", "write_parquet"]
+
+#: prefix of the per-sample score columns
+SCORE_PREFIX = "score."
+#: columns holding nested Python values (JSON text in parquet)
+NESTED_COLUMNS = ("prompt", "prediction", "gold", "diagnostics", "meta")
+_FIXED_COLUMNS = (
+    "run", "model", "compat", "task", "id", "answer", "answer_chars", "parse_failed", "error",
+    "latency_s", "attempts", "prompt_tokens", "completion_tokens", "truncated_tokens", "finish_reason",
+    *NESTED_COLUMNS,
+)
+
+
+def run_identity(run: str | Path) -> dict[str, Any]:
+    """``run`` (directory name), ``model`` and the raw ``config.json`` of a run directory."""
+    run_dir = RunDir(run)
+    recorded = run_dir.read_config()
+    return {"run": run_dir.path.name, "model": recorded.get("config", {}).get("model", run_dir.path.name),
+            "config": recorded}
+
+
+def _usage(record: Mapping[str, Any], key: str) -> float:
+    usage = record.get("usage") or {}
+    value = usage.get(key)
+    return float(value) if isinstance(value, (int, float)) else float("nan")
+
+
+def _truncated_tokens(record: Mapping[str, Any]) -> float:
+    for source in (record, record.get("diagnostics") or {}):
+        value = source.get("truncated_tokens")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return float("nan")
+
+
+def _row(record: Mapping[str, Any], identity: Mapping[str, Any], compat: str | None) -> dict[str, Any]:
+    answer = record.get("answer")
+    row: dict[str, Any] = {
+        "run": identity["run"],
+        "model": identity["model"],
+        "compat": compat or "default",
+        "task": record.get("task"),
+        "id": record.get("id"),
+        "answer": answer,
+        "answer_chars": len(answer) if isinstance(answer, str) else float("nan"),
+        # None (no answer) stays missing rather than becoming False
+        "parse_failed": record.get("parse_failed"),
+        "error": record.get("error"),
+        "latency_s": record.get("latency_s"),
+        "attempts": record.get("attempts"),
+        "prompt_tokens": _usage(record, "prompt_tokens"),
+        "completion_tokens": _usage(record, "completion_tokens"),
+        "truncated_tokens": _truncated_tokens(record),
+        "finish_reason": record.get("finish_reason"),
+    }
+    for column in NESTED_COLUMNS:
+        row[column] = record.get(column)
+    for name, value in (record.get("scores") or {}).items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            row[SCORE_PREFIX + name] = float(value)
+    return row
+
+
+def load_samples(run: str | Path, compat: str | None = None) -> pd.DataFrame:
+    """Every sample of a run (its ``samples.jsonl``, or ``samples.COMPAT.jsonl``) as one frame.
+
+    Raises ``FileNotFoundError`` with the command that writes the file when it is missing.
+    """
+    run_dir = RunDir(run)
+    identity = run_identity(run)
+    path = run_dir.samples_path(compat)
+    if not path.is_file():
+        hint = f" --compat {compat}" if compat else ""
+        raise FileNotFoundError(f"{path}: no samples (run `evalpipe score {run_dir.path}{hint}` first)")
+    rows = [_row(r, identity, compat) for r in run_dir.read_samples(compat)]
+    frame = pd.DataFrame(rows)
+    for column in _FIXED_COLUMNS:
+        if column not in frame.columns:
+            frame[column] = pd.Series(dtype=object)
+    scores = sorted(c for c in frame.columns if c.startswith(SCORE_PREFIX))
+    return frame[[*_FIXED_COLUMNS, *scores]]
+
+
+def load_metrics(runs: Iterable[str | Path], compat: str | None = None) -> pd.DataFrame:
+    """The metrics of several runs in long format.
+
+    Columns: ``run``, ``model``, ``compat``, ``task`` (a task or suite name), ``kind`` (``task``
+    for a task the run evaluated, ``suite`` for a suite aggregate such as a CLUE level score),
+    ``metric``, ``value``.
+    """
+    rows = []
+    for run in runs:
+        identity = run_identity(run)
+        tasks = set(identity["config"].get("config", {}).get("tasks", []))
+        for name, values in RunDir(run).read_metrics(compat).items():
+            for metric, value in values.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    rows.append({
+                        "run": identity["run"], "model": identity["model"], "compat": compat or "default",
+                        "task": name, "kind": "task" if name in tasks else "suite",
+                        "metric": metric, "value": float(value),
+                    })
+    return pd.DataFrame(rows, columns=["run", "model", "compat", "task", "kind", "metric", "value"])
+
+
+def _json_text(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def write_parquet(frame: pd.DataFrame, path: str | Path) -> Path:
+    """Write a samples frame as parquet; nested columns become JSON text (parquet needs one type).
+
+    Needs the ``pyarrow`` package; without it this raises ``RuntimeError`` saying so, before
+    anything is written.
+    """
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise RuntimeError("writing parquet needs the pyarrow package: pip install pyarrow") from None
+    out = frame.copy()
+    for column in NESTED_COLUMNS:
+        if column in out.columns:
+            out[column] = out[column].map(_json_text)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out.to_parquet(path, index=False)
+    return path

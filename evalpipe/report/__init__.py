@@ -1,0 +1,14 @@
+"""Reports people read: leaderboard with bootstrap intervals, paired comparison, NER error analysis.
+
+Entry points (wired into the CLI as ``evalpipe report`` and ``evalpipe compare``):
+:func:`evalpipe.report.build.build_report`, :func:`evalpipe.report.build.compare_runs` and
+:func:`evalpipe.report.compare.render_compare_terminal`. Modules, one concept each:
+``bootstrap`` (intervals, paired test), ``runs`` (a run as the report reads it), ``leaderboard``,
+``operations`` (failures, tokens, latency), ``ner_errors``, ``compare``, ``plots`` (inline SVG),
+``document`` (format-neutral blocks), ``markdown`` and ``html`` (renderers), ``build``.
+"""
+
+from evalpipe.report.build import BuildResult, build_report, compare_runs
+from evalpipe.report.compare import CompareResult, render_compare_terminal
+
+__all__ = ["BuildResult", "CompareResult", "build_report", "compare_runs", "render_compare_terminal"]

@@ -1,0 +1,304 @@
+"""Entry points: ``build_report`` (``evalpipe report``) and ``compare_runs`` (``evalpipe compare``).
+
+``build_report`` reads run directories, computes bootstrap intervals, the leaderboard, the
+operations table, the NER error analysis of span tasks and — for exactly two runs — the paired
+comparison, and writes ``report.md``, ``report.html`` (self-contained), ``leaderboard.csv`` and,
+on request, ``samples.parquet`` into one folder. Nothing here knows a task by name.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from evalpipe.report.bootstrap import TaskBootstrap, bootstrap_task
+from evalpipe.report.compare import CompareResult, compare_loaded, compare_section
+from evalpipe.report.document import Cell, Document, Examples, Paragraph, Plot, Section, Table, fmt, fmt_interval
+from evalpipe.report.html import render_html
+from evalpipe.report.leaderboard import BOOKKEEPING, Leaderboard, build_leaderboard, shown_metrics
+from evalpipe.report.markdown import render_markdown
+from evalpipe.report.ner_errors import CATEGORIES, GOLD_CATEGORIES, PRED_CATEGORIES, analyse, is_span_task
+from evalpipe.report.operations import operations_table, task_operations
+from evalpipe.report.plots import metric_bars, parse_failure_bars, score_vs_length
+from evalpipe.report.runs import ReportRun, load_report_runs
+from evalpipe.tasks.base import TaskSpec
+from evalpipe.tasks.registry import all_tasks, suites
+
+__all__ = ["BuildResult", "build_document", "build_report", "compare_runs", "score_length_plots"]
+
+METHOD_TEXT = (
+    "Intervals: 95 % percentile bootstrap over samples ({resamples} resamples, seed {seed}). Each resample "
+    "recomputes the task's corpus metric as the task defines it: metrics that are per-sample means are "
+    "averaged over the resampled per-sample values ('mean'); metrics the task defines from summed "
+    "per-sample values are recomputed from the resampled sums ('sums'); micro precision/recall/F1 are "
+    "recomputed from the summed per-sample tp/fp/fn ('counts'; formulas checked against the scorer); every other metric is "
+    "recomputed by calling the task's scorer on the resample ('rescore'). Suite averages and aggregates "
+    "combine replicate b of every member task. Point values are the runs' own metrics.json."
+)
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    html: Path
+    markdown: Path
+    csv: Path
+    parquet: Path | None
+    seconds: float
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "x"
+
+
+def _runs_section(runs: Sequence[ReportRun]) -> Section:
+    rows = []
+    for run in runs:
+        recorded = run.config
+        cfg = recorded.get("config", {})
+        rows.append((
+            Cell(run.label, numeric=False), Cell(run.model, numeric=False), Cell(str(run.path), numeric=False),
+            Cell(run.compat or "default", numeric=False), Cell(", ".join(run.tasks), numeric=False),
+            Cell(str(cfg.get("endpoint", "")), numeric=False),
+            Cell(str(recorded.get("created", "")), numeric=False),
+            Cell(str(recorded.get("git_commit") or ""), numeric=False),
+            Cell(str(recorded.get("evalpipe_version", "")), numeric=False),
+        ))
+    section = Section("runs", "Runs", [Table(
+        id="runs", title="Runs", rows=tuple(rows),
+        columns=("model", "model name", "run directory", "scoring", "tasks", "endpoint", "created", "git commit",
+                 "evalpipe"),
+    )])
+    for run in runs:
+        if run.unavailable:
+            section.blocks.append(Paragraph(
+                f"{run.label}: stored answers could not be re-parsed ({run.unavailable}); intervals only for "
+                "per-sample means and counts, no NER error analysis."))
+        for note in run.notes:
+            section.blocks.append(Paragraph(f"{run.label}: {note}"))
+    return section
+
+
+def _task_metrics_table(task: str, runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBootstrap]],
+                        spec: TaskSpec | None) -> tuple[Table, list[str]]:
+    present: list[str] = []
+    for run in runs:
+        present.extend(m for m in run.metrics.get(task, {}) if m not in present and m not in BOOKKEEPING)
+    shown = shown_metrics(spec, present)
+    metrics = [*shown, *[m for m in present if m not in shown]]
+    rows, methods = [], {}
+    for run in runs:
+        if task not in run.tasks:
+            continue
+        boot = boots.get(run.label, {}).get(task)
+        cells = [Cell(run.label, numeric=False)]
+        for metric in metrics:
+            value = run.metrics.get(task, {}).get(metric)
+            ci = boot.intervals.get(metric) if boot else None
+            cells.append(Cell(fmt(value), sub=fmt_interval(ci.low, ci.high) if ci else ""))
+            if ci:
+                methods.setdefault(metric, set()).add(f"{ci.method} ({ci.resamples})" if ci.method != "none" else "none")
+        rows.append(tuple(cells))
+    note = "Interval method (resamples): " + "; ".join(
+        f"{m}: {', '.join(sorted(v))}" for m, v in methods.items()) if methods else ""
+    table = Table(id=f"metrics-{_slug(task)}", title=f"{task}: metrics with 95 % intervals",
+                  columns=("model", *metrics), rows=tuple(rows), note=note)
+    return table, shown
+
+
+def score_length_plots(task: str, runs: Sequence[ReportRun]) -> list[Plot]:
+    """Per-sample ROUGE / BERTScore vs answer length, for tasks with per-sample ROUGE scores."""
+    frames = {r.label: r.samples[r.samples["task"] == task] for r in runs if task in r.tasks}
+    columns: list[str] = []
+    for frame in frames.values():
+        columns.extend(c for c in frame.columns if c.startswith("score.") and frame[c].notna().any()
+                       and c not in columns)
+    if not any("rouge" in c.lower() for c in columns):
+        return []
+    # one ROUGE (ROUGE-L preferred) and one BERTScore (F1 preferred) per task
+    rouge = sorted((c for c in columns if "rouge" in c.lower()),
+                   key=lambda c: (not c.lower().replace("_", "").endswith("rougel"), c))
+    bert = sorted((c for c in columns if "bertscore" in c.lower()), key=lambda c: (not c.endswith("f1"), c))
+    keys = rouge[:1] + bert[:1]
+    plots = []
+    for key in keys:
+        points = {}
+        for label, frame in frames.items():
+            if key in frame.columns:
+                rows = frame[frame[key].notna() & frame["answer_chars"].notna()]
+                points[label] = (rows["answer_chars"].astype(float).tolist(), rows[key].astype(float).tolist())
+        name = key[len("score."):]
+        plots.append(Plot(id=f"plot-length-{_slug(task)}-{_slug(name)}", title=f"{task}: {name} vs answer length",
+                          svg=score_vs_length(task, name, points)))
+    return plots
+
+
+def _ner_blocks(task: str, runs: Sequence[ReportRun], per_category: int) -> list[Table | Examples]:
+    blocks: list[Table | Examples] = []
+    for i, run in enumerate(runs):
+        scored = run.scored.get(task)
+        if scored is None or not is_span_task(scored.examples, scored.predictions):
+            continue
+        analysis = analyse(task, scored.examples, scored.predictions, per_category=per_category)
+        rows = []
+        for side, categories in (("gold", GOLD_CATEGORIES), ("pred", PRED_CATEGORIES)):
+            for label in [None, *analysis.labels()]:
+                counts = {c: analysis.total(side, c, label) for c in categories}
+                total = sum(counts.values())
+                if label is not None and total == 0:
+                    continue
+                rows.append((
+                    Cell("gold entities" if side == "gold" else "predicted entities", numeric=False),
+                    Cell(label or "all types", numeric=False), Cell(str(total)),
+                    *(Cell(str(counts[c])) if c in counts else Cell("–") for c in CATEGORIES),
+                ))
+        slug = f"ner-{_slug(task)}-{i}"
+        blocks.append(Table(
+            id=slug, title=f"{task} — {run.label}: entity outcomes", rows=tuple(rows),
+            columns=("side", "type", "total", *CATEGORIES),
+            note="Each entity in exactly one category; precedence correct > type > boundary > boundary+type > "
+                 "missed/spurious (see evalpipe.report.ner_errors).",
+        ))
+        entries = []
+        for category, examples in analysis.examples.items():
+            for ex in examples:
+                other = f" | {'gold' if ex.side == 'pred' else 'pred'}: “{ex.counterpart_text}” ({ex.counterpart.label})" \
+                    if ex.counterpart else ""
+                entries.append((f"{category} — {ex.sample_id}",
+                                (f"{ex.side}: “{ex.text}” ({ex.span.label}){other}", f"context: {ex.context}")))
+        blocks.append(Examples(f"{slug}-examples", f"{task} — {run.label}: examples of each error", tuple(entries)))
+    return blocks
+
+
+def _timing_table(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBootstrap]]) -> Table:
+    rows = []
+    for run in runs:
+        for task, boot in boots.get(run.label, {}).items():
+            methods: dict[str, list[str]] = {}
+            for interval in boot.intervals.values():
+                methods.setdefault(interval.method, []).append(interval.metric)
+            rows.append((
+                Cell(run.label, numeric=False), Cell(task, numeric=False), Cell(str(boot.n)),
+                Cell("; ".join(f"{k}: {', '.join(v)}" for k, v in methods.items()), numeric=False),
+                Cell(f"{boot.seconds:.2f}"), Cell(" ".join(boot.replicates.notes), numeric=False),
+            ))
+    return Table(id="bootstrap-timing", title="Bootstrap: method per metric and time", rows=tuple(rows),
+                 columns=("model", "task", "n", "method: metrics", "seconds", "notes"))
+
+
+def _specs(runs: Sequence[ReportRun]) -> dict[str, TaskSpec]:
+    registry = all_tasks()
+    return {t: registry[t] for r in runs for t in r.tasks if t in registry}
+
+
+def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBootstrap]], board: Leaderboard,
+                   *, resamples: int, seed: int, compare: CompareResult | None = None,
+                   ner_examples: int = 3) -> Document:
+    """Every section of the report, as data (see :mod:`evalpipe.report.document`)."""
+    specs = _specs(runs)
+    title = "evalpipe report: " + ", ".join(r.label for r in runs)
+    doc = Document(title)
+    doc.sections.append(_runs_section(runs))
+    leaderboard = Section("leaderboard", "Leaderboard", [board.to_table()])
+    leaderboard.blocks.extend(Paragraph(n) for n in board.notes)
+    doc.sections.append(leaderboard)
+
+    tasks: list[str] = []
+    for run in runs:
+        tasks.extend(t for t in run.tasks if t not in tasks)
+    for task in tasks:
+        section = Section(f"task-{_slug(task)}", f"Task {task}")
+        table, shown = _task_metrics_table(task, runs, boots, specs.get(task))
+        section.blocks.append(table)
+        series = {}
+        for run in runs:
+            if task in run.tasks:
+                boot = boots.get(run.label, {}).get(task)
+                series[run.label] = {
+                    m: (run.metrics.get(task, {}).get(m),
+                        *((boot.intervals[m].low, boot.intervals[m].high) if boot and m in boot.intervals else (None, None)))
+                    for m in shown
+                }
+        section.blocks.append(Plot(f"plot-metrics-{_slug(task)}", f"{task}: metrics with 95 % intervals",
+                                   metric_bars(task, shown, series)))
+        section.blocks.extend(score_length_plots(task, runs))
+        ner = _ner_blocks(task, runs, ner_examples)
+        if ner:
+            section.blocks.append(Paragraph("NER error analysis: every gold and every predicted entity classified."))
+            section.blocks.extend(ner)
+        doc.sections.append(section)
+
+    ops = [task_operations(run, task) for run in runs for task in run.tasks]
+    rates = {r.label: {o.task: o.parse_failures / o.n if o.n else None for o in ops if o.run == r.label} for r in runs}
+    errors = {r.label: {o.task: o.error_rate for o in ops if o.run == r.label} for r in runs}
+    doc.sections.append(Section("operations", "Operations", [
+        operations_table(ops),
+        Plot("plot-parse-failures", "Parse failures and request errors", parse_failure_bars(rates, errors)),
+    ]))
+    if compare is not None:
+        doc.sections.append(compare_section(compare))
+    doc.sections.append(Section("method", "Method", [
+        Paragraph(METHOD_TEXT.format(resamples=resamples, seed=seed)), _timing_table(runs, boots)]))
+    return doc
+
+
+def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed: int = 0,
+                 compat: str | None = None, parquet: bool = False, level: float = 0.95,
+                 budget_s: float | None = 300.0, top: int = 10) -> BuildResult:
+    """Write ``report.md``, ``report.html``, ``leaderboard.csv`` (and ``samples.parquet``) into ``out``.
+
+    ``budget_s`` caps the time spent re-scoring resamples per task and run (see
+    :mod:`evalpipe.report.bootstrap`). With exactly two runs the report includes their paired
+    comparison (A = first run). Raises ``FileNotFoundError`` for a directory that is not a
+    scored run, and ``RuntimeError`` for ``parquet=True`` without pyarrow (before any work).
+    """
+    start = time.perf_counter()
+    if not runs:
+        raise ValueError("no run directory given")
+    if parquet:
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise RuntimeError("--parquet needs the pyarrow package: pip install pyarrow") from None
+    loaded = load_report_runs([Path(r) for r in runs], compat)
+    boots = {
+        run.label: {task: bootstrap_task(scored, resamples=resamples, seed=seed, level=level, budget_s=budget_s)
+                    for task, scored in run.scored.items()}
+        for run in loaded
+    }
+    compare = (compare_loaded(loaded[0], loaded[1], resamples=resamples, seed=seed, top=top, level=level,
+                              budget_s=budget_s, boots=boots) if len(loaded) == 2 else None)
+    board = build_leaderboard(loaded, boots, suites(), _specs(loaded), level)
+    doc = build_document(loaded, boots, board, resamples=resamples, seed=seed, compare=compare)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    html_path, md_path, csv_path = out / "report.html", out / "report.md", out / "leaderboard.csv"
+    html_path.write_text(render_html(doc), encoding="utf-8")
+    md_path.write_text(render_markdown(doc), encoding="utf-8")
+    board.to_frame().to_csv(csv_path, index=False)
+    parquet_path = None
+    if parquet:
+        from evalpipe.frames import write_parquet
+
+        parquet_path = write_parquet(pd.concat([r.samples for r in loaded], ignore_index=True),
+                                     out / "samples.parquet")
+    return BuildResult(html_path, md_path, csv_path, parquet_path, time.perf_counter() - start)
+
+
+def compare_runs(a: Path, b: Path, *, resamples: int = 1000, seed: int = 0, top: int = 10,
+                 out: Path | None = None, compat: str | None = None, level: float = 0.95,
+                 budget_s: float | None = 300.0) -> CompareResult:
+    """Paired comparison of run ``a`` against run ``b``; with ``out``, also compare.md/compare.html."""
+    run_a, run_b = load_report_runs([Path(a), Path(b)], compat)
+    result = compare_loaded(run_a, run_b, resamples=resamples, seed=seed, top=top, level=level, budget_s=budget_s)
+    if out is not None:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        doc = Document(f"evalpipe compare: {result.label_a} vs {result.label_b}", [compare_section(result)])
+        (out / "compare.html").write_text(render_html(doc), encoding="utf-8")
+        (out / "compare.md").write_text(render_markdown(doc), encoding="utf-8")
+    return result

@@ -1,0 +1,275 @@
+"""Two runs side by side: paired metric differences and the samples they disagree on most.
+
+Only samples both runs evaluated are compared (same task, same sample id), in run A's order;
+each run's corpus metrics are recomputed on that shared subset, so ``A`` and ``B`` in the output
+can differ from the runs' own (full) numbers. Differences are ``A - B`` with the paired
+bootstrap interval and two-sided p-value of :func:`evalpipe.report.bootstrap.paired_bootstrap`.
+
+Disagreements, per task: shared samples ranked by the absolute difference of the task's primary
+per-sample score (see :func:`evalpipe.report.leaderboard.primary_metric`; the first common
+per-sample score when the primary metric has none), then by whether the answers differ at all;
+samples with equal scores and equal answers are never shown.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table as RichTable
+
+from evalpipe.report.bootstrap import PairedDifference, ScoredTask, TaskBootstrap, paired_bootstrap, restrict
+from evalpipe.report.document import Cell, Examples, Section, Table, fmt, fmt_interval
+from evalpipe.report.leaderboard import primary_metric
+from evalpipe.report.ner_errors import gold_spans, span_text
+from evalpipe.report.runs import ReportRun
+
+__all__ = ["CompareResult", "Disagreement", "TaskComparison", "compare_section", "compare_loaded",
+           "render_compare_terminal"]
+
+_EXCERPT = 320
+_ANSWER = 600
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    task: str
+    id: str
+    score_key: str | None
+    score_a: float | None
+    score_b: float | None
+    prompt_excerpt: str
+    answer_a: str | None
+    answer_b: str | None
+    gold: str
+
+
+@dataclass(frozen=True)
+class TaskComparison:
+    task: str
+    shared: int
+    only_a: int
+    only_b: int
+    differences: tuple[PairedDifference, ...]
+    disagreements: tuple[Disagreement, ...]
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    label_a: str
+    label_b: str
+    path_a: str
+    path_b: str
+    resamples: int
+    seed: int
+    tasks: tuple[TaskComparison, ...]
+    #: tasks only one of the runs evaluated
+    unmatched: tuple[str, ...] = field(default=())
+
+    @property
+    def differences(self) -> list[tuple[str, PairedDifference]]:
+        return [(t.task, d) for t in self.tasks for d in t.differences]
+
+
+def _prompt_excerpt(prompt: Any) -> str:
+    """The tail of the last user message (or completion text): where the asked item usually is."""
+    text = ""
+    if isinstance(prompt, Mapping):
+        messages = prompt.get("messages")
+        if isinstance(messages, list):
+            users = [m.get("content", "") for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
+            text = users[-1] if users else ""
+        elif isinstance(prompt.get("text"), str):
+            text = prompt["text"]
+    text = str(text).strip()
+    return text if len(text) <= _EXCERPT else "…" + text[-_EXCERPT:]
+
+
+def _text(value: Any) -> str | None:
+    """A text cell as str or None (pandas stores a missing string as NaN)."""
+    return value if isinstance(value, str) else None
+
+
+def _cut(text: Any, limit: int = _ANSWER) -> str | None:
+    text = _text(text)
+    if text is None:
+        return None
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _gold_text(task: ScoredTask, position: int, record_gold: Any) -> str:
+    """Gold entities as ``text (type)`` for span tasks; JSON otherwise (cut to a few lines)."""
+    if task.examples:
+        example = task.examples[position]
+        spans = gold_spans(example.gold)
+        if spans is not None:
+            if not spans:
+                return "(no entity)"
+            return "; ".join(f"{span_text(example.inputs, s)} ({s.label})" for s in spans)
+    text = json.dumps(record_gold, ensure_ascii=False)
+    return _cut(text, 400) or ""
+
+
+def _score_key(task: ScoredTask, other: ScoredTask, spec: Any) -> str | None:
+    keys_a = set().union(*(set(s) for s in task.per_sample)) if task.per_sample else set()
+    keys_b = set().union(*(set(s) for s in other.per_sample)) if other.per_sample else set()
+    common = [k for k in (*task.corpus, *sorted(keys_a)) if k in keys_a and k in keys_b]
+    primary = primary_metric(spec, list(task.corpus))
+    if primary in common:
+        return primary
+    return common[0] if common else None
+
+
+def _records(run: ReportRun, task: str) -> dict[str, dict[str, Any]]:
+    rows = run.samples[run.samples["task"] == task]
+    return {str(r["id"]): r for r in rows[["id", "prompt", "answer", "gold"]].to_dict("records")}
+
+
+def _disagreements(task: str, a: ScoredTask, b: ScoredTask, run_a: ReportRun, run_b: ReportRun,
+                   spec: Any, top: int) -> list[Disagreement]:
+    key = _score_key(a, b, spec)
+    rec_a, rec_b = _records(run_a, task), _records(run_b, task)
+    ranked = []
+    for i, sample_id in enumerate(a.ids):
+        ra, rb = rec_a.get(sample_id, {}), rec_b.get(sample_id, {})
+        sa = a.per_sample[i].get(key) if key and i < len(a.per_sample) else None
+        sb = b.per_sample[i].get(key) if key and i < len(b.per_sample) else None
+        gap = abs(float(sa) - float(sb)) if sa is not None and sb is not None else 0.0
+        differ = _text(ra.get("answer")) != _text(rb.get("answer"))
+        if gap == 0 and not differ:
+            continue
+        ranked.append((-gap, not differ, i, sample_id, ra, rb, sa, sb))
+    ranked.sort(key=lambda r: r[:3])
+    out = []
+    for _, _, i, sample_id, ra, rb, sa, sb in ranked[:top]:
+        out.append(Disagreement(
+            task=task, id=sample_id, score_key=key,
+            score_a=float(sa) if sa is not None else None, score_b=float(sb) if sb is not None else None,
+            prompt_excerpt=_prompt_excerpt(ra.get("prompt") or rb.get("prompt")),
+            answer_a=_cut(ra.get("answer")), answer_b=_cut(rb.get("answer")),
+            gold=_gold_text(a, i, ra.get("gold")),
+        ))
+    return out
+
+
+def compare_loaded(run_a: ReportRun, run_b: ReportRun, *, resamples: int = 1000, seed: int = 0,
+                   top: int = 10, level: float = 0.95, budget_s: float | None = 300.0,
+                   boots: Mapping[str, Mapping[str, TaskBootstrap]] | None = None) -> CompareResult:
+    """Compare two loaded runs task by task (see the module docstring).
+
+    ``boots`` (run label → task → bootstrap) lets a report reuse the draws it already made when a
+    run's shared samples are all its samples, in order: the paired draws are then the same.
+    """
+    boots = boots or {}
+    comparisons = []
+    unmatched = sorted(set(run_a.tasks) ^ set(run_b.tasks))
+    for task in [t for t in run_a.tasks if t in run_b.tasks]:
+        a, b = run_a.scored.get(task), run_b.scored.get(task)
+        if a is None or b is None:
+            unmatched.append(task)
+            continue
+        positions_b = {sid: i for i, sid in enumerate(b.ids)}
+        shared = [(i, positions_b[sid]) for i, sid in enumerate(a.ids) if sid in positions_b]
+        notes: list[str] = []
+        if not shared:
+            comparisons.append(TaskComparison(task, 0, a.n, b.n, (), (), ("no shared samples",)))
+            continue
+        sub_a = restrict(a, [i for i, _ in shared])
+        sub_b = restrict(b, [j for _, j in shared])
+        known = (boots.get(run_a.label, {}).get(task) if sub_a is a else None,
+                 boots.get(run_b.label, {}).get(task) if sub_b is b else None)
+        diffs, paired_notes = paired_bootstrap(sub_a, sub_b, resamples=resamples, seed=seed, level=level,
+                                               budget_s=budget_s, known=known)
+        notes.extend(paired_notes)
+        spec = run_a.specs.get(task) or run_b.specs.get(task)
+        comparisons.append(TaskComparison(
+            task=task, shared=len(shared), only_a=a.n - len(shared), only_b=b.n - len(shared),
+            differences=tuple(diffs),
+            disagreements=tuple(_disagreements(task, sub_a, sub_b, run_a, run_b, spec, top)),
+            notes=tuple(dict.fromkeys(notes)),
+        ))
+    return CompareResult(
+        label_a=run_a.label, label_b=run_b.label, path_a=str(run_a.path), path_b=str(run_b.path),
+        resamples=resamples, seed=seed, tasks=tuple(comparisons), unmatched=tuple(unmatched),
+    )
+
+
+def _p(p: float | None) -> str:
+    if p is None:
+        return "–"
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
+def _diff(value: float) -> str:
+    return f"{value:+.3f}" if abs(value) < 1 or not float(value).is_integer() else f"{int(value):+d}"
+
+
+def compare_section(result: CompareResult, section_id: str = "compare") -> Section:
+    """The comparison as a report section: one table of differences, then the disagreements."""
+    section = Section(section_id, f"Comparison: A = {result.label_a}, B = {result.label_b}")
+    rows = []
+    for task, d in result.differences:
+        rows.append((
+            Cell(task, numeric=False), Cell(d.metric, numeric=False), Cell(fmt(d.a)), Cell(fmt(d.b)),
+            Cell(_diff(d.diff), bold=d.p_value is not None and d.p_value < 0.05),
+            Cell(fmt_interval(d.low, d.high)), Cell(_p(d.p_value)), Cell(str(d.resamples)),
+        ))
+    shared = "; ".join(f"{t.task}: {t.shared} shared, {t.only_a} only in A, {t.only_b} only in B" for t in result.tasks)
+    section.blocks.append(Table(
+        id=f"{section_id}-differences", title="Paired differences (A - B) on shared samples",
+        columns=("task", "metric", "A", "B", "A - B", "95 % CI", "p", "resamples"), rows=tuple(rows),
+        note=(f"Paired bootstrap, {result.resamples} resamples, seed {result.seed}; two-sided p = "
+              "min(1, 2 (min(#d*≤0, #d*≥0) + 1) / (B + 1)). Bold: p < 0.05. " + shared),
+    ))
+    entries = []
+    for t in result.tasks:
+        for d in t.disagreements:
+            score = (f"{d.score_key}: A {fmt(d.score_a)} vs B {fmt(d.score_b)}" if d.score_key else "no per-sample score")
+            entries.append((f"{t.task} / {d.id} — {score}", (
+                f"prompt: {d.prompt_excerpt}", f"gold: {d.gold}",
+                f"A: {d.answer_a if d.answer_a is not None else '(no answer)'}",
+                f"B: {d.answer_b if d.answer_b is not None else '(no answer)'}",
+            )))
+    section.blocks.append(Examples(f"{section_id}-disagreements", "Samples where A and B disagree most", tuple(entries)))
+    return section
+
+
+def render_compare_terminal(result: CompareResult, console: Console, *, show: int | None = None) -> None:
+    """Print the differences table and (up to ``show`` per task) disagreements with rich."""
+    table = RichTable(title=f"A = {_escape(result.label_a)}   B = {_escape(result.label_b)}   "
+                            f"(A - B, paired bootstrap, {result.resamples} resamples)")
+    for name, justify in (("task", "left"), ("metric", "left"), ("A", "right"), ("B", "right"),
+                          ("A - B", "right"), ("95 % CI", "right"), ("p", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for task, d in result.differences:
+        significant = d.p_value is not None and d.p_value < 0.05
+        style = ("green" if d.diff > 0 else "red") if significant else ""
+        # metric keys such as bertscore[encoder]_f1 look like rich markup: escape them
+        table.add_row(_escape(task), _escape(d.metric), fmt(d.a), fmt(d.b),
+                      f"[{style}]{_diff(d.diff)}[/]" if style else _diff(d.diff),
+                      fmt_interval(d.low, d.high) or "–", _p(d.p_value))
+    console.print(table)
+    for t in result.tasks:
+        console.print(f"{t.task}: {t.shared} shared samples, {t.only_a} only in A, {t.only_b} only in B",
+                      highlight=False)
+        for note in t.notes:
+            console.print(f"  note: {note}", highlight=False)
+        for d in t.disagreements[:show]:
+            score = _escape(f"{d.score_key}: A {fmt(d.score_a)}  B {fmt(d.score_b)}") if d.score_key else ""
+            body = (f"[bold]prompt[/] {_escape(d.prompt_excerpt)}\n[bold]gold[/]   {_escape(d.gold)}\n"
+                    f"[bold]A[/]      {_escape(d.answer_a or '(no answer)')}\n"
+                    f"[bold]B[/]      {_escape(d.answer_b or '(no answer)')}")
+            console.print(Panel(body, title=_escape(f"{t.task} / {d.id}"), subtitle=score, title_align="left"))
+    if result.unmatched:
+        console.print(f"not compared (in one run only, or no samples): {', '.join(result.unmatched)}",
+                      highlight=False)
+
+
+def _escape(text: str) -> str:
+    return escape(text)

@@ -1,0 +1,266 @@
+"""The leaderboard: models × (task, metric) with intervals, suite aggregates and suite averages.
+
+Layout follows the result tables of the CLUE paper: one row per model, one column group per
+dataset holding its metrics, and after the member datasets of a suite its aggregate (the CLUE
+level score, whatever metrics the suite's ``aggregate`` returns). The best value of each column
+is marked (bold); "best" is the highest value, or the lowest for metrics where lower is better
+(:data:`LOWER_IS_BETTER`), and ties are all marked. Nothing is marked with a single model.
+
+Which metrics a task shows: those in ``TaskSpec.metrics`` (its display order) that the runs
+have — a declared name may be a pattern with ``*`` (``bertscore[*]_f1``) — followed by any
+``family[settings]_f1`` metric (BERTScore, UMLS-concept F1: keys that name their settings and so
+cannot be declared literally); for a task no longer registered, every metric except the
+bookkeeping ones.
+
+Suite averages: for each registered suite *without* an aggregate of its own (a suite with one,
+like a CLUE level, is summarised by that aggregate) and with at least two member tasks, the
+unweighted mean of each member's *primary* metric (``TaskSpec.primary_metric`` when a task declares one; else
+``f1`` if the task has it, else the first of its leaderboard metrics containing ``f1``, else its
+first leaderboard metric). A model gets an average only if it ran every member. Intervals for averages
+and aggregates come from the same resamples: replicate ``b`` of each member task is combined
+exactly as the point values are (members are independent samples, so this is the bootstrap of
+the combined score).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from evalpipe.report.bootstrap import TaskBootstrap, percentile_interval
+from evalpipe.report.document import Cell, Table, fmt, fmt_interval
+from evalpipe.report.runs import RUNNER_METRICS, ReportRun
+from evalpipe.tasks.base import IncompleteSuite, SuiteSpec, TaskSpec
+
+__all__ = ["BOOKKEEPING", "LOWER_IS_BETTER", "Column", "Entry", "Leaderboard", "build_leaderboard",
+           "primary_metric", "shown_metrics"]
+
+#: metrics the runner adds; they belong to the operations table, not the leaderboard
+BOOKKEEPING = RUNNER_METRICS
+#: metric names (exact, or as a ``_``-separated suffix) for which a lower value is better
+LOWER_IS_BETTER = frozenset({"errors", "parse_failure_rate", "wer", "cer", "ter", "mae", "mse", "rmse",
+                             "loss", "perplexity", "fp", "fn"})
+
+
+def lower_is_better(metric: str) -> bool:
+    return metric in LOWER_IS_BETTER or metric.rsplit("_", 1)[-1] in LOWER_IS_BETTER
+
+
+@dataclass(frozen=True)
+class Column:
+    group: str
+    metric: str
+    #: ``task``, ``aggregate`` (a suite's own score) or ``average`` (mean of primary metrics)
+    kind: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.group}:{self.metric}"
+
+
+@dataclass(frozen=True)
+class Entry:
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    rows: tuple[str, ...]
+    runs: tuple[str, ...]
+    columns: tuple[Column, ...]
+    entries: Mapping[tuple[str, str], Entry]
+    notes: tuple[str, ...] = field(default=())
+
+    def entry(self, row: str, column: Column) -> Entry:
+        return self.entries.get((row, column.key), Entry(None))
+
+    def best(self, column: Column) -> set[str]:
+        """Rows holding the best value of ``column`` (empty with fewer than two values)."""
+        values = {r: self.entry(r, column).value for r in self.rows}
+        present = {r: v for r, v in values.items() if v is not None and v == v}
+        if len(present) < 2:
+            return set()
+        target = (min if lower_is_better(column.metric) else max)(present.values())
+        return {r for r, v in present.items() if abs(v - target) <= 1e-12}
+
+    def to_frame(self) -> pd.DataFrame:
+        """Wide: one row per model; ``group:metric``, ``…:ci_low``, ``…:ci_high`` per column."""
+        records = []
+        for row, run in zip(self.rows, self.runs):
+            record: dict[str, object] = {"model": row, "run": run}
+            for column in self.columns:
+                e = self.entry(row, column)
+                record[column.key] = e.value
+                record[f"{column.key}:ci_low"] = e.low
+                record[f"{column.key}:ci_high"] = e.high
+            records.append(record)
+        return pd.DataFrame(records)
+
+    def to_table(self, table_id: str = "leaderboard") -> Table:
+        groups: list[tuple[str, int]] = [("", 1)]
+        for column in self.columns:
+            label = column.group if column.kind != "average" else f"{column.group} (average)"
+            if groups[-1][0] == label and len(groups) > 1:
+                groups[-1] = (label, groups[-1][1] + 1)
+            else:
+                groups.append((label, 1))
+        best = {c.key: self.best(c) for c in self.columns}
+        rows = []
+        for row in self.rows:
+            cells = [Cell(row, numeric=False)]
+            for column in self.columns:
+                e = self.entry(row, column)
+                cells.append(Cell(fmt(e.value), bold=row in best[column.key], sub=fmt_interval(e.low, e.high)))
+            rows.append(tuple(cells))
+        return Table(
+            id=table_id, title="Leaderboard", columns=("model", *(c.metric for c in self.columns)),
+            rows=tuple(rows), groups=tuple(groups),
+            note="Bold: best in column. Brackets: 95 % bootstrap interval over samples.",
+        )
+
+
+def primary_metric(spec: TaskSpec | None, present: Sequence[str]) -> str | None:
+    """The metric that stands for a task in a suite average (see the module docstring)."""
+    declared = getattr(spec, "primary_metric", None)
+    if declared and declared in present:
+        return declared
+    order = shown_metrics(spec, present)
+    if "f1" in order:
+        return "f1"
+    return next((m for m in order if "f1" in m), order[0] if order else None)
+
+
+_TAGGED_F1 = re.compile(r".+\[.*\]_f1")
+
+
+def _matches(pattern: str, metric: str) -> bool:
+    if "*" not in pattern:
+        return pattern == metric
+    return re.fullmatch(".*".join(re.escape(p) for p in pattern.split("*")), metric) is not None
+
+
+def shown_metrics(spec: TaskSpec | None, present: Sequence[str]) -> list[str]:
+    """The task's leaderboard metrics, in its display order (see the module docstring)."""
+    shown: list[str] = []
+    for declared in (spec.metrics if spec else ()):
+        shown.extend(m for m in present if _matches(declared, m) and m not in shown)
+    if not shown:
+        return [m for m in present if m not in BOOKKEEPING]
+    # metrics whose key carries the settings that produced them (``bertscore[<encoder>]_f1``) cannot
+    # be declared by name; their F1 is shown when the spec does not name them by pattern
+    shown.extend(m for m in present if _TAGGED_F1.fullmatch(m) and m not in shown)
+    return shown
+
+
+def _present(runs: Sequence[ReportRun], task: str) -> list[str]:
+    names: list[str] = []
+    for run in runs:
+        for metric in run.metrics.get(task, {}):
+            if metric not in names:
+                names.append(metric)
+    return names
+
+
+def _common(arrays: Sequence[np.ndarray]) -> int:
+    return min((a.size for a in arrays), default=0)
+
+
+def _aggregate_replicates(suite: SuiteSpec, run: ReportRun, boots: Mapping[str, TaskBootstrap],
+                          ) -> dict[str, np.ndarray] | None:
+    """The suite aggregate recomputed on replicate b of every member, for each b."""
+    members = [t for t in suite.tasks if t in run.tasks]
+    if suite.aggregate is None or not members or any(t not in boots for t in members):
+        return None
+    arrays = [a for t in members for a in boots[t].replicates.values.values() if a.size]
+    count = _common(arrays)
+    if count == 0:
+        return None
+    out: dict[str, list[float]] = {}
+    for b in range(count):
+        by_task = {t: {**run.metrics.get(t, {}),
+                       **{m: float(v[b]) for m, v in boots[t].replicates.values.items() if v.size}}
+                   for t in members}
+        try:
+            values = suite.aggregate(by_task)
+        except (IncompleteSuite, KeyError, ValueError, ZeroDivisionError):
+            return None
+        for metric, value in values.items():
+            out.setdefault(metric, []).append(float(value))
+    return {m: np.array(v) for m, v in out.items()}
+
+
+def build_leaderboard(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str, TaskBootstrap]],
+                      suites: Mapping[str, SuiteSpec], specs: Mapping[str, TaskSpec],
+                      level: float = 0.95) -> Leaderboard:
+    """``boots``: run label → task → bootstrap; ``specs``: task → spec for registered tasks."""
+    tasks: list[str] = []
+    for run in runs:
+        tasks.extend(t for t in run.tasks if t not in tasks)
+    aggregate_names: list[str] = []
+    for run in runs:
+        aggregate_names.extend(s for s in run.aggregates if s not in aggregate_names)
+    average_names = [
+        name for name, suite in suites.items()
+        if suite.aggregate is None and len(suite.tasks) >= 2
+        and any(all(t in run.tasks for t in suite.tasks) for run in runs)
+    ]
+    primaries = {t: primary_metric(specs.get(t), _present(runs, t)) for t in tasks}
+
+    columns: list[Column] = []
+    placed: set[str] = set()
+
+    def place(task: str) -> None:
+        if task in placed or task not in tasks:
+            return
+        placed.add(task)
+        columns.extend(Column(task, m, "task") for m in shown_metrics(specs.get(task), _present(runs, task)))
+
+    for name in [*aggregate_names, *[n for n in average_names if n not in aggregate_names]]:
+        suite = suites.get(name)
+        for task in (suite.tasks if suite else ()):
+            place(task)
+        if name in aggregate_names:
+            columns.extend(Column(name, m, "aggregate") for m in _present(runs, name))
+        if name in average_names:
+            metric = "/".join(dict.fromkeys(str(primaries[t]) for t in suites[name].tasks))
+            columns.append(Column(name, metric, "average"))
+    for task in tasks:
+        place(task)
+
+    entries: dict[tuple[str, str], Entry] = {}
+    notes: list[str] = []
+    for run in runs:
+        run_boots = boots.get(run.label, {})
+        for column in columns:
+            if column.kind == "task":
+                value = run.metrics.get(column.group, {}).get(column.metric)
+                interval = run_boots.get(column.group)
+                ci = interval.intervals.get(column.metric) if interval else None
+                entries[(run.label, column.key)] = Entry(
+                    value, ci.low if ci else None, ci.high if ci else None) if value is not None else Entry(None)
+            elif column.kind == "aggregate":
+                value = run.metrics.get(column.group, {}).get(column.metric)
+                reps = _aggregate_replicates(suites[column.group], run, run_boots) if column.group in suites else None
+                ci = percentile_interval(reps[column.metric], level) if reps and column.metric in reps else None
+                entries[(run.label, column.key)] = Entry(value, *(ci or (None, None)))
+            else:
+                members = suites[column.group].tasks
+                if not all(t in run.tasks for t in members):
+                    continue
+                values = [run.metrics.get(t, {}).get(primaries[t]) for t in members]
+                if any(v is None for v in values):
+                    continue
+                arrays = [run_boots[t].replicates.values.get(primaries[t]) if t in run_boots else None for t in members]
+                ci = None
+                if all(a is not None and a.size for a in arrays):
+                    count = _common(arrays)  # type: ignore[arg-type]
+                    ci = percentile_interval(np.mean([a[:count] for a in arrays], axis=0), level)  # type: ignore[index]
+                entries[(run.label, column.key)] = Entry(float(np.mean(values)), *(ci or (None, None)))
+    return Leaderboard(rows=tuple(r.label for r in runs), runs=tuple(r.path.name for r in runs),
+                       columns=tuple(columns), entries=entries, notes=tuple(notes))

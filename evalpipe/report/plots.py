@@ -1,0 +1,121 @@
+"""Report figures as inline SVG text (matplotlib, no pyplot, no display, no network).
+
+Figures are built on :class:`matplotlib.figure.Figure` directly, so importing this module never
+changes the global backend of a notebook; text is kept as SVG text (smaller than paths) and each
+figure gets its own hash salt, so element ids of two figures in one HTML page never collide and
+the same data gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Mapping, Sequence
+
+import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
+
+__all__ = ["metric_bars", "parse_failure_bars", "score_vs_length", "to_svg"]
+
+_PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c",
+            "#ccb974", "#64b5cd")
+
+
+def to_svg(fig: Figure, salt: str) -> str:
+    """The figure as an ``<svg>`` element: no XML declaration, DOCTYPE or RDF metadata, and every
+    element id prefixed with ``salt`` (with the references to it), so figures sharing one HTML
+    page have distinct ids."""
+    buffer = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
+        fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    text = buffer.getvalue()
+    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text[text.index("<svg"):], flags=re.S).strip()
+    prefix = _slug(salt)
+    ids = set(re.findall(r'\bid="([^"]+)"', text))
+    text = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{prefix}-{m.group(1)}"', text)
+    text = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{prefix}-{m.group(1)})" if m.group(1) in ids else m.group(0), text)
+    return re.sub(r'href="#([^"]+)"', lambda m: f'href="#{prefix}-{m.group(1)}"' if m.group(1) in ids else m.group(0), text)
+
+
+def _colour(i: int) -> str:
+    return _PALETTE[i % len(_PALETTE)]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text)
+
+
+def metric_bars(task: str, metrics: Sequence[str],
+                series: Mapping[str, Mapping[str, tuple[float | None, float | None, float | None]]]) -> str:
+    """Grouped bars: one group per metric, one bar per model, whiskers = interval.
+
+    ``series``: model → metric → (value, low, high); missing values draw no bar.
+    """
+    models = list(series)
+    width = 0.8 / max(1, len(models))
+    fig = Figure(figsize=(max(4.0, 1.2 * len(metrics) * max(1, len(models)) ** 0.5 + 2), 3.2))
+    ax = fig.add_subplot()
+    x = np.arange(len(metrics))
+    for i, model in enumerate(models):
+        values, lower, upper = [], [], []
+        for metric in metrics:
+            value, low, high = series[model].get(metric, (None, None, None))
+            value = np.nan if value is None else value
+            values.append(value)
+            lower.append(0.0 if low is None or value != value else max(0.0, value - low))
+            upper.append(0.0 if high is None or value != value else max(0.0, high - value))
+        ax.bar(x + (i - (len(models) - 1) / 2) * width, values, width, label=model, color=_colour(i),
+               yerr=np.array([lower, upper]), capsize=3, error_kw={"elinewidth": 1})
+    ax.set_xticks(x, metrics, rotation=20 if len(metrics) > 4 else 0)
+    ax.set_title(task)
+    ax.set_ylabel("value (95 % CI)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return to_svg(fig, f"bars-{_slug(task)}")
+
+
+def parse_failure_bars(rates: Mapping[str, Mapping[str, float | None]], errors: Mapping[str, Mapping[str, float | None]]) -> str:
+    """Per task, one stacked bar per model: parse failures (solid) and request errors (hatched),
+    both as shares of *all* samples, so the bar is the share without a usable answer.
+
+    ``rates`` / ``errors``: model → task → share of all samples (0..1).
+    """
+    models = list(rates)
+    tasks: list[str] = []
+    for values in rates.values():
+        tasks.extend(t for t in values if t not in tasks)
+    width = 0.8 / max(1, len(models))
+    fig = Figure(figsize=(max(4.0, 1.1 * len(tasks) * max(1, len(models)) ** 0.5 + 2), 3.2))
+    ax = fig.add_subplot()
+    x = np.arange(len(tasks))
+    for i, model in enumerate(models):
+        offset = x + (i - (len(models) - 1) / 2) * width
+        parse = [100 * (rates[model].get(t) or 0.0) for t in tasks]
+        failed = [100 * (errors.get(model, {}).get(t) or 0.0) for t in tasks]
+        ax.bar(offset, parse, width, label=f"{model}: parse failures", color=_colour(i))
+        ax.bar(offset, failed, width, bottom=parse, label=f"{model}: request errors", color=_colour(i),
+               alpha=0.4, hatch="//")
+    ax.set_xticks(x, tasks, rotation=20 if len(tasks) > 4 else 0)
+    ax.set_ylabel("% of samples")
+    ax.set_title("Parse failures and request errors")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return to_svg(fig, "parse-failures")
+
+
+def score_vs_length(task: str, score_key: str, points: Mapping[str, tuple[Sequence[float], Sequence[float]]]) -> str:
+    """Scatter of a per-sample score against answer length, one colour per model.
+
+    ``points``: model → (answer lengths in characters, per-sample scores).
+    """
+    fig = Figure(figsize=(5.5, 3.4))
+    ax = fig.add_subplot()
+    for i, (model, (lengths, scores)) in enumerate(points.items()):
+        ax.scatter(lengths, scores, s=8, alpha=0.5, color=_colour(i), label=model, linewidths=0)
+    ax.set_xlabel("answer length (characters)")
+    ax.set_ylabel(score_key)
+    ax.set_title(f"{task}: {score_key} vs. answer length")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return to_svg(fig, f"length-{_slug(task)}-{_slug(score_key)}")

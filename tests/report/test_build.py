@@ -1,0 +1,186 @@
+"""End to end: report and compare on two NCBI runs (a perfect and a sloppy responder)."""
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from evalpipe.frames import load_samples
+from evalpipe.report import build_report, compare_runs, render_compare_terminal
+from evalpipe.report.build import score_length_plots
+from evalpipe.report.ner_errors import analyse
+from evalpipe.report.operations import task_operations
+from evalpipe.report.runs import ReportRun, load_report_runs
+from tests.report.support import LIMIT, gold_answers, make_run
+from tests.support.scripted_backend import query_text
+
+RESAMPLES = 200
+#: the path of a hand-made ReportRun (never read)
+NOWHERE = Path("/nonexistent/run")
+
+
+@pytest.fixture(scope="module")
+def report(two_runs, tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    return build_report(list(two_runs), out, resamples=RESAMPLES, seed=0)
+
+
+def test_html_is_self_contained_and_has_every_table_and_plot(report):
+    html = report.html.read_text(encoding="utf-8")
+    table_ids = re.findall(r'<table id="([^"]+)"', html)
+    assert table_ids == ["runs", "leaderboard", "metrics-ncbi_disease", "ner-ncbi_disease-0", "ner-ncbi_disease-1",
+                         "operations", "compare-differences", "bootstrap-timing"]
+    # one metric bar chart per task + the parse-failure chart; NCBI has no ROUGE, so no length plot
+    assert html.count("<svg") == 2
+    assert re.findall(r'<figure id="([^"]+)"', html) == ["plot-metrics-ncbi_disease", "plot-parse-failures"]
+    assert "<script" not in html and "<link" not in html and "<img" not in html
+    assert all(ref.startswith("#") for ref in re.findall(r'(?:src|href)="([^"]*)"', html))
+    ids = re.findall(r'\sid="([^"]+)"', html)
+    assert len(ids) == len(set(ids))  # figures' element ids are prefixed, sections and tables distinct
+    assert 'id="compare-disagreements"' in html and 'id="ner-ncbi_disease-1-examples"' in html
+
+
+def test_leaderboard_csv_and_markdown(report, two_runs):
+    board = pd.read_csv(report.csv)
+    assert board.shape == (2, 2 + 3 * 5)  # model, run + (value, low, high) × 5 NCBI metrics
+    assert board["model"].tolist() == ["perfect", "sloppy"]
+    sloppy = board.iloc[1]
+    metrics = json.loads((two_runs[1] / "metrics.json").read_text())["ncbi_disease"]
+    assert sloppy["ncbi_disease:f1"] == pytest.approx(metrics["f1"])
+    assert sloppy["ncbi_disease:f1:ci_low"] < metrics["f1"] < sloppy["ncbi_disease:f1:ci_high"]
+    # a perfect model's interval has no width
+    assert board.iloc[0]["ncbi_disease:f1:ci_low"] == board.iloc[0]["ncbi_disease:f1:ci_high"] == 1.0
+    md = report.markdown.read_text(encoding="utf-8")
+    assert "| perfect | **1.000** [1.000, 1.000]" in md
+    assert md.count("\n| model |") >= 2 and "## Comparison" in md
+
+
+def test_operations_counts(two_runs):
+    sloppy = load_report_runs([two_runs[1]], rebuild=False)[0]
+    ops = task_operations(sloppy, "ncbi_disease")
+    metrics = sloppy.metrics["ncbi_disease"]
+    assert (ops.n, ops.errors) == (LIMIT, metrics["errors"])
+    assert ops.parse_failure_rate == pytest.approx(metrics["parse_failure_rate"])
+    # ScriptedBackend reports 100 prompt and 20 completion tokens per answered request
+    assert ops.prompt_tokens == 100 * (LIMIT - ops.errors) and ops.mean_completion_tokens == 20
+    assert ops.input_truncated == 0.0 and ops.hit_max_tokens is None  # no finish_reason recorded
+    assert ops.latency_p50 == pytest.approx(0.01)
+
+
+def test_operations_truncation_shares_over_samples_that_record_them():
+    samples = pd.DataFrame({
+        "task": ["t"] * 4, "id": list("abcd"), "error": [None, None, None, "HTTP 500"],
+        "parse_failed": [False, True, False, None], "truncated_tokens": [0.0, 120.0, float("nan"), 0.0],
+        "finish_reason": ["length", "stop", None, None], "prompt_tokens": [10.0, 10.0, 10.0, float("nan")],
+        "completion_tokens": [5.0, 5.0, 5.0, float("nan")], "latency_s": [1.0, 2.0, 3.0, None],
+    })
+    run = ReportRun(path=NOWHERE, label="m", model="m", compat=None, config={}, tasks=("t",),
+                    metrics={}, summary={}, samples=samples)
+    ops = task_operations(run, "t")
+    # truncation: 1 of the 3 samples that record it; max_tokens: 1 of the 2 answered with a reason
+    assert ops.input_truncated == pytest.approx(1 / 3) and ops.hit_max_tokens == 0.5
+    assert (ops.errors, ops.parse_failures, ops.parse_failure_rate) == (1, 1, pytest.approx(1 / 3))
+    assert ops.latency_p50 == 2.0 and ops.prompt_tokens == 30
+
+
+def test_ner_outcomes_add_up_to_the_strict_counts(two_runs):
+    run = load_report_runs([two_runs[1]])[0]
+    scored = run.scored["ncbi_disease"]
+    analysis = analyse("ncbi_disease", scored.examples, scored.predictions)
+    m = run.metrics["ncbi_disease"]
+    gold = sum(analysis.total("gold", c) for c in ("correct", "type", "boundary", "boundary+type", "missed"))
+    pred = sum(analysis.total("pred", c) for c in ("correct", "type", "boundary", "boundary+type", "spurious"))
+    assert analysis.total("gold", "correct") == analysis.total("pred", "correct") == m["tp"]
+    assert (gold, pred) == (m["tp"] + m["fn"], m["tp"] + m["fp"])
+    assert analysis.total("pred", "boundary") > 0 and analysis.total("gold", "missed") > 0
+
+
+def test_compare_finds_the_better_model_and_shows_disagreements(two_runs, tmp_path):
+    result = compare_runs(two_runs[0], two_runs[1], resamples=RESAMPLES, seed=0, top=5, out=tmp_path)
+    diffs = {d.metric: d for _, d in result.differences}
+    assert diffs["f1"].diff > 0 and diffs["f1"].p_value < 0.05 and diffs["f1"].low > 0
+    assert diffs["f1"].p_value == pytest.approx(2 / (RESAMPLES + 1))
+    (task,) = result.tasks
+    assert (task.shared, task.only_a, task.only_b) == (LIMIT, 0, 0)
+    assert 0 < len(task.disagreements) <= 5
+    first = task.disagreements[0]
+    assert (first.score_key, first.score_a, first.score_b) == ("f1", 1.0, 0.0)
+    assert first.gold and first.prompt_excerpt
+    assert 'id="compare-differences"' in (tmp_path / "compare.html").read_text(encoding="utf-8")
+    assert (tmp_path / "compare.md").is_file()
+    console = Console(record=True, width=200)
+    render_compare_terminal(result, console)
+    text = console.export_text()
+    assert "A - B" in text and "ncbi_disease" in text and f"{LIMIT} shared samples" in text
+
+
+def test_compare_identical_runs_gives_zero_difference_and_p_one(two_runs):
+    result = compare_runs(two_runs[1], two_runs[1], resamples=RESAMPLES)
+    for _, d in result.differences:
+        assert d.diff == 0 and d.p_value == 1.0
+    assert result.tasks[0].disagreements == ()
+
+
+def test_compare_uses_shared_samples_only(two_runs, tmp_path):
+    gold = gold_answers()
+    first_half = make_run(tmp_path, "perfect-half", lambda prompt: gold[query_text(prompt)], limit=LIMIT // 2)
+    result = compare_runs(first_half, two_runs[1], resamples=RESAMPLES)
+    (task,) = result.tasks
+    assert (task.shared, task.only_a, task.only_b) == (LIMIT // 2, 0, LIMIT // 2)
+    # B's F1 is recomputed on the shared half: micro F1 from its first 30 samples' counts
+    half = load_samples(two_runs[1]).iloc[: LIMIT // 2]
+    tp, fp, fn = (half[f"score.{k}"].sum() for k in ("tp", "fp", "fn"))
+    f1 = {d.metric: d for d in task.differences}["f1"]
+    assert f1.b == pytest.approx(2 * tp / (2 * tp + fp + fn)) and f1.a == 1.0
+
+
+def test_unavailable_data_falls_back_to_stored_per_sample_values(two_runs, tmp_path):
+    copy = tmp_path / "moved"
+    shutil.copytree(two_runs[1], copy)
+    config = json.loads((copy / "config.json").read_text())
+    for files in config["tasks"].values():
+        for path in files["data_files"]:
+            files["data_files"][path] = "0" * 64  # as if the data had changed since the run
+    (copy / "config.json").write_text(json.dumps(config))
+    (run,) = load_report_runs([copy])
+    assert "changed since the run" in run.unavailable
+    out = build_report([copy], tmp_path / "out", resamples=RESAMPLES)
+    board = pd.read_csv(out.csv)
+    assert board["ncbi_disease:f1:ci_low"].notna().all()  # counts need only the per-sample values
+    assert board["ncbi_disease:accuracy:ci_low"].isna().all()  # accuracy needs the scorer
+    assert "could not be re-parsed" in out.html.read_text(encoding="utf-8")
+
+
+def test_text_tasks_get_score_vs_length_plots():
+    samples = pd.DataFrame({
+        "task": ["summ"] * 3, "answer_chars": [10.0, 200.0, 40.0],
+        "score.rouge1": [0.2, 0.6, 0.4], "score.rougeL": [0.1, 0.5, 0.3],
+        "score.bertscore_precision": [0.7, 0.8, 0.9], "score.bertscore_f1": [0.8, 0.9, 0.85], "score.other": [1.0, 1.0, 1.0],
+    })
+    run = ReportRun(path=NOWHERE, label="m", model="m", compat=None, config={}, tasks=("summ",),
+                    metrics={}, summary={}, samples=samples)
+    plots = score_length_plots("summ", [run])
+    assert [p.id for p in plots] == ["plot-length-summ-rougeL", "plot-length-summ-bertscore_f1"]
+    assert all(p.svg.startswith("<svg") for p in plots)
+    no_rouge = ReportRun(path=NOWHERE, label="m", model="m", compat=None, config={}, tasks=("summ",),
+                         metrics={}, summary={}, samples=samples.drop(columns=["score.rougeL", "score.rouge1"]))
+    assert score_length_plots("summ", [no_rouge]) == []
+
+
+
+def test_terminal_keeps_bracketed_metric_names():
+    from evalpipe.report.bootstrap import PairedDifference
+    from evalpipe.report.compare import CompareResult, Disagreement, TaskComparison
+
+    diff = PairedDifference("bertscore[enc@L6]_f1", 0.5, 0.4, 0.1, 0.05, 0.15, 0.01, 100, "mean")
+    sample = Disagreement("summ", "s[1]", "bertscore[enc@L6]_f1", 0.9, 0.1, "[bold]prompt", "[red]a", None, "gold")
+    result = CompareResult("a[x]", "b", "/a", "/b", 100, 0, (TaskComparison("summ", 1, 0, 0, (diff,), (sample,)),))
+    console = Console(record=True, width=200)
+    render_compare_terminal(result, console)
+    text = console.export_text()
+    for shown in ("bertscore[enc@L6]_f1", "a[x]", "[bold]prompt", "[red]a", "(no answer)", "summ / s[1]"):
+        assert shown in text

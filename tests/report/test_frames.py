@@ -1,0 +1,60 @@
+"""Runs as DataFrames: shapes, columns, missing values, parquet."""
+
+import importlib.util
+
+import pytest
+
+from evalpipe.frames import load_metrics, load_samples, write_parquet
+from tests.report.support import LIMIT
+
+
+def test_load_samples_one_row_per_sample_with_score_columns(two_runs):
+    perfect, sloppy = two_runs
+    frame = load_samples(sloppy)
+    assert frame.shape[0] == LIMIT
+    assert {"run", "model", "task", "id", "answer", "parse_failed", "error", "latency_s", "prompt_tokens",
+            "completion_tokens", "truncated_tokens", "prediction", "gold"} <= set(frame.columns)
+    assert [c for c in frame.columns if c.startswith("score.")] == ["score.f1", "score.fn", "score.fp", "score.tp"]
+    assert set(frame["model"]) == {"sloppy"} and set(frame["task"]) == {"ncbi_disease"}
+    failed = frame[frame["error"].notna()]
+    assert len(failed) == 8  # the sloppy responder's failing bucket (tests/report/support.py)
+    assert failed["parse_failed"].isna().all()  # no answer is not a parse failure
+    assert (frame["truncated_tokens"] == 0).all()  # recorded, nothing cut
+    # the sum of per-sample fn equals the corpus fn in metrics.json
+    metrics = load_metrics([sloppy])
+    fn = metrics[(metrics["metric"] == "fn")]["value"].item()
+    assert frame["score.fn"].sum() == fn
+
+
+def test_load_metrics_long_format(two_runs):
+    frame = load_metrics(two_runs)
+    # 2 runs × 1 task × 13 metrics (10 from the scorer + parse_failure_rate, n, errors)
+    assert frame.shape == (26, 7)
+    assert set(frame["kind"]) == {"task"} and set(frame["model"]) == {"perfect", "sloppy"}
+    wide = frame.pivot_table(index="model", columns=["task", "metric"], values="value")
+    assert wide.loc["perfect", ("ncbi_disease", "f1")] == 1.0
+    assert wide.loc["sloppy", ("ncbi_disease", "f1")] < 1.0
+
+
+def test_missing_samples_file_names_the_command(two_runs, tmp_path):
+    with pytest.raises(FileNotFoundError, match="evalpipe score .* --compat evalscope"):
+        load_samples(two_runs[0], compat="evalscope")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pyarrow") is not None, reason="pyarrow installed")
+def test_parquet_without_pyarrow_says_what_to_install(two_runs, tmp_path):
+    with pytest.raises(RuntimeError, match="pyarrow"):
+        write_parquet(load_samples(two_runs[0]), tmp_path / "s.parquet")
+    assert not (tmp_path / "s.parquet").exists()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pyarrow") is None, reason="pyarrow not installed")
+def test_parquet_round_trip(two_runs, tmp_path):
+    import json
+
+    import pandas as pd
+
+    frame = load_samples(two_runs[1])
+    back = pd.read_parquet(write_parquet(frame, tmp_path / "s.parquet"))
+    assert back.shape == frame.shape
+    assert json.loads(back["gold"][0]) == frame["gold"][0]
