@@ -72,6 +72,9 @@ class ResponseStore:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=10000")
         self._db.executescript(SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(plan)")}
+        if "info" not in columns:  # stores written before per-sample plan info existed
+            self._db.execute("ALTER TABLE plan ADD COLUMN info TEXT NOT NULL DEFAULT '{}'")
 
     def get(self, key: str) -> Completion | None:
         row = self._db.execute(

@@ -29,7 +29,7 @@ from evalpipe.runner import RunError, RunOutcome, execute, rescore
 from evalpipe.tasks.registry import all_tasks, resolve, suites
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
-out = Console()
+console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
 EXIT_FAILED_REQUESTS = 3
@@ -97,19 +97,19 @@ def _parse_data(pairs: list[str], cdn_terms: str | None = None) -> dict[str, str
 
 
 def _report(outcome: RunOutcome, compat: str | None) -> int:
-    out.print(metrics_table(outcome.metrics, title=f"{outcome.run_dir.path}" + (f" [{compat}]" if compat else "")))
+    console.print(metrics_table(outcome.metrics, title=f"{outcome.run_dir.path}" + (f" [{compat}]" if compat else "")))
     for task in outcome.tasks:
         for metric, why in task.summary.get("not_computed", {}).items():
-            out.print(f"{task.name}: {metric} not computed: {why}", highlight=False)
+            console.print(f"{task.name}: {metric} not computed: {why}", highlight=False)
         share = task.summary.get("truncated_share", 0.0)
         if share:
-            out.print(f"{task.name}: {share:.1%} of prompts were shortened to fit the context "
+            console.print(f"{task.name}: {share:.1%} of prompts were shortened to fit the context "
                       f"({task.summary.get('truncated_tokens', 0)} tokens cut)", highlight=False)
     for name, why in outcome.skipped.items():
-        out.print(f"skipped {name}: {why}", highlight=False)
+        console.print(f"skipped {name}: {why}", highlight=False)
     for name, why in outcome.incomplete.items():
-        out.print(f"suite {name}: aggregate incomplete: {why}", highlight=False)
-    out.print(f"results: {outcome.run_dir.path}  (answers sent {outcome.sent}, from store {outcome.cached})")
+        console.print(f"suite {name}: aggregate incomplete: {why}", highlight=False)
+    console.print(f"results: {outcome.run_dir.path}  (answers sent {outcome.sent}, from store {outcome.cached})")
     failed = sum(int(t.metrics.get("errors", 0)) for t in outcome.tasks)
     if failed:
         err.print(f"[yellow]{failed} sample(s) have no answer (see summary.json); "
@@ -246,7 +246,55 @@ def show(
         metrics = RunDir(run_dir).read_metrics(compat)
     except (FileNotFoundError, ValueError) as exc:
         raise _fail(exc)
-    out.print(metrics_table(metrics, title=str(run_dir) + (f" [{compat}]" if compat else "")))
+    console.print(metrics_table(metrics, title=str(run_dir) + (f" [{compat}]" if compat else "")))
+
+
+@app.command()
+def report(
+    runs: Annotated[list[Path], typer.Argument(help="One or more run directories.")],
+    out: Annotated[Optional[Path], typer.Option(help="Output folder (default: results/report).")] = None,
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples for the 95% intervals.")] = 1000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    compat: Annotated[Optional[str], typer.Option(help="Report a compatibility scoring instead of the default.")] = None,
+    parquet: Annotated[bool, typer.Option(help="Also write the samples as samples.parquet.")] = False,
+    ci_budget: Annotated[float, typer.Option(help="Seconds at most spent re-scoring per task and run for intervals.")] = 300.0,
+    top: Annotated[int, typer.Option(help="Examples shown per error category / disagreement list.")] = 10,
+) -> None:
+    """Write report.md, leaderboard.csv and a self-contained report.html for runs."""
+    from evalpipe.report import build_report
+
+    target = out or DEFAULT_ROOT / "report"
+    try:
+        built = build_report(runs, target, resamples=resamples, seed=seed, compat=compat, parquet=parquet,
+                             budget_s=ci_budget, top=top)
+    except (FileNotFoundError, RuntimeError, ValueError) as exc:
+        raise _fail(exc)
+    for label, path in (("html", built.html), ("markdown", built.markdown), ("leaderboard", built.csv),
+                        ("parquet", getattr(built, "parquet", None))):
+        if path:
+            console.print(f"{label}: {path}", highlight=False)
+
+
+@app.command()
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="Run A.")],
+    run_b: Annotated[Path, typer.Argument(help="Run B.")],
+    out: Annotated[Optional[Path], typer.Option(help="Also write compare.html and compare.md here.")] = None,
+    resamples: Annotated[int, typer.Option(help="Paired bootstrap resamples.")] = 1000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    top: Annotated[int, typer.Option(help="Samples shown where the runs disagree most.")] = 10,
+    compat: Annotated[Optional[str], typer.Option(help="Compare a compatibility scoring.")] = None,
+    ci_budget: Annotated[float, typer.Option(help="Seconds at most spent re-scoring per task.")] = 300.0,
+) -> None:
+    """Paired comparison of two runs on the samples they share: differences with CIs and p-values."""
+    from evalpipe.report import compare_runs, render_compare_terminal
+
+    try:
+        result = compare_runs(run_a, run_b, resamples=resamples, seed=seed, top=top, out=out, compat=compat,
+                              budget_s=ci_budget)
+    except (FileNotFoundError, RuntimeError, ValueError) as exc:
+        raise _fail(exc)
+    render_compare_terminal(result, console)
 
 
 @app.command()
@@ -261,13 +309,13 @@ def tasks() -> None:
             ", ".join(k for k in spec.scorings if k != "default") or "–", ", ".join(spec.suites),
             spec.description + (" [credentialed data]" if spec.credentialed else ""),
         )
-    out.print(table)
+    console.print(table)
     suite_table = Table(title="suites")
     suite_table.add_column("suite")
     suite_table.add_column("tasks")
     for name, suite in suites().items():
         suite_table.add_row(name, ", ".join(suite.tasks))
-    out.print(suite_table)
+    console.print(suite_table)
 
 
 @app.command()

@@ -78,6 +78,16 @@ class RunDir:
             return [json.loads(line) for line in handle if line.strip()]
 
 
+def __getattr__(name: str) -> Any:
+    """``evalpipe.results.load_samples`` / ``load_metrics`` (DataFrames) without importing pandas
+    on every CLI start: they live in :mod:`evalpipe.frames` and are loaded on first use."""
+    if name in ("load_samples", "load_metrics", "write_parquet"):
+        from evalpipe import frames
+
+        return getattr(frames, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")

@@ -381,6 +381,7 @@ def score_task(
                 completion.error if completion is not None else "not sent yet"),
             "usage": to_jsonable(completion.usage) if completion is not None else None,
             "latency_s": completion.latency_s if completion is not None else None,
+            "finish_reason": completion.finish_reason if completion is not None else None,
             "attempts": completion.attempts if completion is not None else 0,
             "truncated_tokens": truncated[i],
             "meta": to_jsonable(example.meta),

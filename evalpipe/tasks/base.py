@@ -68,10 +68,12 @@ class TaskSpec:
     shot_target: Callable[[Example], str]
     #: scorings by name; "default" is required, others are compatibility modes
     scorings: Mapping[str, Scoring]
-    #: metric names in display order (the scorer may add more)
+    #: metric names in display order (the scorer may add more; ``*`` patterns allowed)
     metrics: tuple[str, ...]
     max_tokens: int
     default_shots: int = 0
+    #: the headline metric (suite averages, ranking disagreements in reports); None = first F1-like
+    primary_metric: str | None = None
     #: static values every render sees as ``task.*`` (entity descriptions, label lists)
     template_vars: Mapping[str, Any] = field(default_factory=dict)
     #: the input field that may be shortened (from the end) to fit the model's context, e.g. a

@@ -162,6 +162,7 @@ SPEC = register(
         metrics=("precision", "recall", "f1", "partial_f1", "accuracy"),
         max_tokens=512,
         default_shots=5,
+        primary_metric="f1",
         template_vars={
             "entities": "disease (Names of diseases, disorders, syndromes, and related pathological conditions)",
             "entity_list": "<disease>",

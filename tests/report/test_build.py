@@ -67,7 +67,7 @@ def test_operations_counts(two_runs):
     assert ops.parse_failure_rate == pytest.approx(metrics["parse_failure_rate"])
     # ScriptedBackend reports 100 prompt and 20 completion tokens per answered request
     assert ops.prompt_tokens == 100 * (LIMIT - ops.errors) and ops.mean_completion_tokens == 20
-    assert ops.input_truncated == 0.0 and ops.hit_max_tokens is None  # no finish_reason recorded
+    assert ops.input_truncated == 0.0 and ops.hit_max_tokens == 0.0  # scripted answers all stop
     assert ops.latency_p50 == pytest.approx(0.01)
 
 
