@@ -318,6 +318,7 @@ class FakeOpenAIServer:
         self._faults: deque[Fault] = deque()
         self._policy: FaultPolicy | None = None
         self._ids = itertools.count(1)
+        self._in_flight = 0
         self._reset_counters_locked()
         self._server: asyncio.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -352,7 +353,8 @@ class FakeOpenAIServer:
             self._policy = None
 
     def reset_counters(self) -> None:
-        """Zero the counters and forget recorded requests (faults stay planned)."""
+        """Zero the counters and forget recorded requests (faults stay planned; requests still in
+        flight stay counted in ``in_flight``)."""
         with self._lock:
             self._reset_counters_locked()
 
@@ -361,8 +363,7 @@ class FakeOpenAIServer:
         self._models_requests = 0
         self._per_prompt: Counter[str] = Counter()
         self._faults_injected: Counter[str] = Counter()
-        self._in_flight = 0
-        self._max_in_flight = 0
+        self._max_in_flight = self._in_flight
         self._requests: list[FakeRequest] = []
 
     # -- counters -----------------------------------------------------------------------------
@@ -544,7 +545,9 @@ class FakeOpenAIServer:
         return keep_alive
 
     @staticmethod
-    async def _write(writer: asyncio.StreamWriter, reply: _Reply, *, keep_alive: bool = True, truncate: bool = False) -> None:
+    async def _write(
+        writer: asyncio.StreamWriter, reply: _Reply, *, keep_alive: bool = True, truncate: bool = False
+    ) -> None:
         phrase = HTTPStatus(reply.status).phrase if reply.status in HTTPStatus._value2member_map_ else "Unknown"
         lines = [f"HTTP/1.1 {reply.status} {phrase}", f"Content-Length: {len(reply.payload)}"]
         lines += [f"{k}: {v}" for k, v in reply.headers]
@@ -741,7 +744,8 @@ class FakeOpenAIProcess:
 
     def start(self) -> FakeOpenAIProcess:
         """Launch the child and wait for the URL it prints on its first stdout line."""
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(_REPO_ROOT), os.environ.get("PYTHONPATH")])))
+        python_path = os.pathsep.join(filter(None, [str(_REPO_ROOT), os.environ.get("PYTHONPATH")]))
+        env = dict(os.environ, PYTHONPATH=python_path)
         self.proc = subprocess.Popen(self.args, cwd=_REPO_ROOT, env=env, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         ready, _, _ = select.select([self.proc.stdout], [], [], self.startup_timeout)
@@ -825,14 +829,26 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 async def _serve_until_signalled(server: FakeOpenAIServer) -> None:
+    """Serve until SIGTERM/SIGINT, or until the parent process dies (so a crashed test run
+    leaves no server behind)."""
     await server.serve_async()
     print(server.url, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    watchdog = asyncio.ensure_future(_watch_parent(stop))
     await stop.wait()
+    watchdog.cancel()
     await server.close_async()
+
+
+async def _watch_parent(stop: asyncio.Event, interval_s: float = 1.0) -> None:
+    parent = os.getppid()
+    while not stop.is_set():
+        await asyncio.sleep(interval_s)
+        if os.getppid() != parent:  # re-parented: whoever started us is gone
+            stop.set()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
