@@ -11,76 +11,116 @@ endpoint); 2 bad command-line usage; 3 the run finished but some requests failed
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import sys
+import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from evalpipe.backends.base import Backend, BackendError
 from evalpipe.config import RunConfig
 from evalpipe.data.errors import DataError
+from evalpipe.engines.llamacpp import EngineUnavailable
+from evalpipe.engines.server import ManagedServer, ServerSpec, ServerStartError
 from evalpipe.prompting import TemplateError
 from evalpipe.results import DEFAULT_ROOT, RunDir
 from evalpipe.runner import RunError, RunOutcome, execute, rescore
 from evalpipe.tasks.registry import all_tasks, resolve, suites
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
-console = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True)
+# markup off: paths and metric names contain brackets (bertscore[…]_f1, evalpipe[vllm])
+console = Console(width=None if sys.stdout.isatty() else 160, markup=False)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160, markup=False)
 
 EXIT_FAILED_REQUESTS = 3
 EXIT_INTERRUPTED = 130
-USER_ERRORS = (RunError, BackendError, DataError, TemplateError, FileNotFoundError, KeyError, ValueError)
+USER_ERRORS = (RunError, BackendError, DataError, TemplateError, FileNotFoundError, KeyError, ValueError,
+               EngineUnavailable, ServerStartError)
 
 
 def _fail(exc: BaseException) -> typer.Exit:
     message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+    err.print(Text("error: ", style="bold red") + Text(message), highlight=False, soft_wrap=True)
     return typer.Exit(1)
 
 
+ENGINES = ("llamacpp", "vllm", "vllm-inprocess")
+
+
 def make_backend(config: RunConfig) -> Backend:
-    """The OpenAI-compatible backend for ``--base-url`` (vLLM server, OpenAI, other APIs)."""
+    """The backend for a run: in-process vLLM, or the OpenAI-compatible client (one URL or replicas)."""
+    if config.engine == "vllm-inprocess":
+        from evalpipe.backends.vllm_inprocess import VLLMBackend, VLLMConfig
+
+        return VLLMBackend(VLLMConfig(model=config.model, max_model_len=config.context_length,
+                                      seed=config.seed or 0, **config.engine_options))
     from evalpipe.backends.openai_compat import OpenAICompatBackend, OpenAICompatConfig
 
     if not config.base_url:
-        raise RunError("no endpoint: pass --base-url URL (or set EVALPIPE_BASE_URL), "
-                       "e.g. --base-url http://127.0.0.1:8000/v1 for a local vLLM server")
-    return OpenAICompatBackend(OpenAICompatConfig(
-        base_url=config.base_url,
-        model=config.model,
-        api_key_env=config.api_key_env,
-        concurrency=config.concurrency,
-        timeout_s=config.timeout_s,
-        max_retries=config.max_retries,
-    ))
+        raise RunError("no endpoint: pass --base-url URL (or set EVALPIPE_BASE_URL), e.g. "
+                       "--base-url http://127.0.0.1:8000/v1 for a local vLLM server, or --engine llamacpp")
+    urls = [config.base_url, *config.replicas]
+    backends = [
+        OpenAICompatBackend(OpenAICompatConfig(
+            base_url=url, model=config.model, api_key_env=config.api_key_env,
+            concurrency=config.concurrency, timeout_s=config.timeout_s, max_retries=config.max_retries,
+        ))
+        for url in urls
+    ]
+    if len(backends) == 1:
+        return backends[0]
+    from evalpipe.backends.replicas import ReplicaBackend
+
+    return ReplicaBackend(backends, urls)
+
+
+def server_spec(engine: str, model: str | None, context_length: int | None, options: dict) -> ServerSpec:
+    """How to start the local server for ``--engine`` (llama.cpp default model: bundled SmolLM2)."""
+    if engine == "llamacpp":
+        from evalpipe.engines.llamacpp import llamacpp_server
+
+        return llamacpp_server(model_path=model, n_ctx=context_length or 8192,
+                               n_threads=options.get("n_threads"))
+    from evalpipe.engines.vllm_server import vllm_server
+
+    if not model:
+        raise RunError("--engine vllm needs --model (a local model folder or a model name)")
+    return vllm_server(model, max_model_len=context_length,
+                       **{k: v for k, v in options.items() if k != "n_threads"})
+
+
+COUNT_METRICS = {"n", "errors", "tp", "fp", "fn", "pool_size", "datasets"}
+
+
+def _cell(name: str, value: float | None) -> str:
+    if value is None:
+        return "–"
+    if name in COUNT_METRICS or (isinstance(value, int) and not isinstance(value, bool)):
+        return str(int(value))
+    return f"{value:.4f}"
 
 
 def metrics_table(metrics: dict[str, dict[str, float]], title: str | None = None) -> Table:
-    table = Table(title=title, show_lines=False)
-    table.add_column("task", style="bold")
+    """Metrics as rows and tasks (or suites) as columns: readable however many metrics a task has."""
+    table = Table(title=Text(title) if title else None, title_justify="left")
+    table.add_column("metric", style="bold", no_wrap=True)
+    for task in metrics:
+        table.add_column(Text(task), justify="right", no_wrap=True)
     names: list[str] = []
     for values in metrics.values():
         for name in values:
             if name not in names:
                 names.append(name)
     for name in names:
-        table.add_column(name, justify="right")
-    for task, values in metrics.items():
-        cells = []
-        for name in names:
-            value = values.get(name)
-            if value is None:
-                cells.append("–")
-            elif name in ("n", "errors"):
-                cells.append(str(int(value)))
-            else:
-                cells.append(f"{value:.4f}")
-        table.add_row(task, *cells)
+        # Text, not markup: metric names carry brackets, e.g. bertscore[all-MiniLM-L6-v2@L6]_f1
+        table.add_row(Text(name), *(_cell(name, values.get(name)) for values in metrics.values()))
     return table
 
 
@@ -112,8 +152,8 @@ def _report(outcome: RunOutcome, compat: str | None) -> int:
     console.print(f"results: {outcome.run_dir.path}  (answers sent {outcome.sent}, from store {outcome.cached})")
     failed = sum(int(t.metrics.get("errors", 0)) for t in outcome.tasks)
     if failed:
-        err.print(f"[yellow]{failed} sample(s) have no answer (see summary.json); "
-                  "re-run the same command to retry only those[/]")
+        err.print(f"{failed} sample(s) have no answer (see summary.json); "
+                  "re-run the same command to retry only those", style="yellow")
         return EXIT_FAILED_REQUESTS
     return 0
 
@@ -123,7 +163,12 @@ def run(
     task: Annotated[list[str], typer.Option("--task", "-t", help="Task name (repeatable); see `evalpipe tasks`.")] = [],
     suite: Annotated[list[str], typer.Option("--suite", help="Suite name (repeatable).")] = [],
     model: Annotated[Optional[str], typer.Option(envvar="EVALPIPE_MODEL", help="Model name as the endpoint serves it.")] = None,
-    base_url: Annotated[Optional[str], typer.Option(envvar="EVALPIPE_BASE_URL", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")] = None,
+    base_url: Annotated[list[str], typer.Option(help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1; repeat for replicas of the same model (default: $EVALPIPE_BASE_URL).")] = [],
+    engine: Annotated[Optional[str], typer.Option(help="Start a local engine: llamacpp (default model: the bundled SmolLM2-135M), vllm (server), vllm-inprocess.")] = None,
+    tensor_parallel_size: Annotated[Optional[int], typer.Option(help="vLLM: GPUs per model.")] = None,
+    dtype: Annotated[Optional[str], typer.Option(help="vLLM: dtype (auto, bfloat16, …).")] = None,
+    gpu_memory_utilization: Annotated[Optional[float], typer.Option(help="vLLM: share of GPU memory to use.")] = None,
+    revision: Annotated[Optional[str], typer.Option(help="vLLM: model revision.")] = None,
     endpoint: Annotated[str, typer.Option(help="chat (instruction-tuned models) or completions (base models).")] = "chat",
     api_key_env: Annotated[str, typer.Option(help="Name of the environment variable holding the API key (its value is never written anywhere). Unset = 'EMPTY', fine for local servers.")] = "OPENAI_API_KEY",
     shots: Annotated[Optional[int], typer.Option(help="Few-shot examples (default: the task's, 5 for NCBI).")] = None,
@@ -156,8 +201,16 @@ def run(
     results_dir: Annotated[Path, typer.Option(help="Where run directories go.")] = DEFAULT_ROOT,
 ) -> None:
     """Evaluate a model on tasks; resumes if the same run was interrupted."""
+    if engine is not None and engine not in ENGINES:
+        raise typer.BadParameter(f"--engine must be one of {', '.join(ENGINES)}", param_hint="--engine")
+    if not base_url and os.environ.get("EVALPIPE_BASE_URL") and engine is None:
+        base_url = os.environ["EVALPIPE_BASE_URL"].split()
+    if engine == "llamacpp" and not model:
+        model = "default"
     if not model:
         raise typer.BadParameter("--model is required (or set EVALPIPE_MODEL)", param_hint="--model")
+    if engine and base_url:
+        raise typer.BadParameter("give either --engine (evalpipe starts the server) or --base-url", param_hint="--engine")
     if endpoint not in ("chat", "completions"):
         raise typer.BadParameter("--endpoint must be chat or completions", param_hint="--endpoint")
     if limit is not None and limit < 1:
@@ -169,7 +222,11 @@ def run(
     except KeyError as exc:
         raise _fail(exc)
     config = RunConfig(
-        tasks=tuple(s.name for s in specs), suites=tuple(suite), model=model, base_url=base_url, endpoint=endpoint,
+        tasks=tuple(s.name for s in specs), suites=tuple(suite), model=model,
+        base_url=base_url[0] if base_url else None, replicas=tuple(base_url[1:]), endpoint=endpoint,
+        engine=engine, engine_options={k: v for k, v in {
+            "tensor_parallel_size": tensor_parallel_size, "dtype": dtype,
+            "gpu_memory_utilization": gpu_memory_utilization, "revision": revision}.items() if v is not None},
         api_key_env=api_key_env, shots=shots, fewshot_seed=fewshot_seed, fewshot_as_turns=fewshot_as_turns,
         system_role=system_role, temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_tokens,
         split=split, limit=limit, ids=tuple(i.strip() for i in ids.split(",") if i.strip()) if ids else None,
@@ -198,20 +255,36 @@ def _metric_options(rouge_stemmer: bool, bertscore_model: str | None, bertscore_
 
 
 def _execute(config: RunConfig, results_dir: Path) -> int:
+    """Run (starting and stopping a local engine if asked) and print the outcome."""
     from evalpipe.progress import make_progress
 
     def announce(run: RunDir, total: int, pending: int) -> None:
         err.print(f"run {run.path}: {total} prompts, {total - pending} already answered, {pending} to send",
                   highlight=False)
 
+    server: ManagedServer | None = None
     try:
+        if config.engine in ("llamacpp", "vllm"):
+            spec = server_spec(config.engine, None if config.model == "default" else config.model,
+                               config.context_length, dict(config.engine_options))
+            config = replace(config, base_url=spec.base_url, model=spec.model,
+                             context_length=config.context_length or spec.context_length)
+            if config.engine == "llamacpp" and importlib.util.find_spec("llama_cpp") is not None:
+                err.print(f"starting {spec.name} ({spec.model}) on {spec.base_url} …", highlight=False)
+            server = ManagedServer(spec, startup_timeout_s=600.0)
+            started = time.monotonic()
+            server.start()
+            err.print(f"{spec.name} server ready in {time.monotonic() - started:.1f}s", highlight=False)
         outcome = asyncio.run(execute(config, make_backend, results_dir, make_progress(err), announce))
     except KeyboardInterrupt:
-        err.print("[yellow]interrupted: every answer received so far is saved; "
-                  "run the same command again to resume[/]")
+        err.print("interrupted: every answer received so far is saved; "
+                  "run the same command again to resume", style="yellow")
         return EXIT_INTERRUPTED
     except USER_ERRORS as exc:
         raise _fail(exc)
+    finally:
+        if server is not None:
+            server.stop()
     return _report(outcome, config.compat)
 
 
@@ -247,6 +320,48 @@ def show(
     except (FileNotFoundError, ValueError) as exc:
         raise _fail(exc)
     console.print(metrics_table(metrics, title=str(run_dir) + (f" [{compat}]" if compat else "")))
+
+
+@app.command()
+def retrieve(
+    task: Annotated[str, typer.Option("--task", "-t", help="Retrieval task (huatuo_retrieval).")] = "huatuo_retrieval",
+    embeddings_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible /v1 URL serving an embedding model.")] = None,
+    embeddings_model: Annotated[Optional[str], typer.Option(help="Embedding model name at that URL.")] = None,
+    embeddings_path: Annotated[Optional[str], typer.Option(help="Local sentence-transformers model folder instead of a URL.")] = None,
+    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
+    embeddings_batch_size: Annotated[Optional[int], typer.Option(help="Texts per embeddings request.")] = None,
+    embeddings_concurrency: Annotated[int, typer.Option(help="Embeddings requests in flight.")] = 4,
+    data: Annotated[Optional[str], typer.Option(help="The evaluated file (test_datasets.jsonl).")] = None,
+    data_dir: Annotated[Optional[str], typer.Option(help="Folder holding the data file.")] = None,
+    split: Annotated[Optional[str], typer.Option()] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N questions.")] = None,
+    pool_size: Annotated[Optional[int], typer.Option(help="Candidate answers (default: all answers of the split).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for sampling the pool.")] = 0,
+    run_name: Annotated[Optional[str], typer.Option()] = None,
+    results_dir: Annotated[Path, typer.Option(help="Where run directories go.")] = DEFAULT_ROOT,
+) -> None:
+    """Embedding retrieval (Huatuo-26M): Recall@5 and MRR@10 of gold answers among a candidate pool."""
+    from evalpipe.backends.embeddings import make_embedder
+    from evalpipe.tasks.huatuo import RetrievalConfig, run_retrieval
+
+    async def go():
+        embedder = make_embedder(url=embeddings_url, model=embeddings_model, path=embeddings_path,
+                                 api_key_env=api_key_env, batch_size=embeddings_batch_size,
+                                 concurrency=embeddings_concurrency)
+        try:
+            return await run_retrieval(
+                RetrievalConfig(task=task, split=split, data=str(Path(data).resolve()) if data else None,
+                                data_dir=data_dir, limit=limit, pool_size=pool_size, seed=seed, run_name=run_name),
+                embedder, results_dir)
+        finally:
+            await embedder.aclose()
+
+    try:
+        result = asyncio.run(go())
+    except USER_ERRORS as exc:
+        raise _fail(exc)
+    console.print(metrics_table({task: result.metrics}, title=str(result.run_dir.path)))
+    console.print("note: recall is low by construction when the pool is large (every answer of the split competes)")
 
 
 @app.command()
@@ -319,28 +434,68 @@ def tasks() -> None:
 
 
 @app.command()
+def serve(
+    engine: Annotated[str, typer.Option(help="llamacpp (CPU, GGUF) or vllm (GPU).")] = "llamacpp",
+    model: Annotated[Optional[str], typer.Option(help="GGUF file (llamacpp; default: bundled SmolLM2-135M) or model folder/name (vllm).")] = None,
+    context_length: Annotated[Optional[int], typer.Option(help="Context length (llamacpp n_ctx, vllm max-model-len).")] = None,
+    port: Annotated[Optional[int], typer.Option(help="Port on 127.0.0.1 (default: a free one).")] = None,
+    tensor_parallel_size: Annotated[Optional[int], typer.Option(help="vLLM: GPUs per model.")] = None,
+) -> None:
+    """Start a local OpenAI-compatible server on loopback and keep it running until Ctrl-C."""
+    if engine not in ("llamacpp", "vllm"):
+        raise typer.BadParameter("--engine must be llamacpp or vllm", param_hint="--engine")
+    options: dict = {}
+    if tensor_parallel_size and engine == "vllm":
+        options["tensor_parallel_size"] = tensor_parallel_size
+    try:
+        spec = server_spec(engine, model, context_length, options)
+        if port:
+            spec.command[spec.command.index("--port") + 1] = str(port)
+            spec.base_url = f"http://127.0.0.1:{port}/v1"
+        with ManagedServer(spec, startup_timeout_s=600.0, log=lambda line: err.print(line, highlight=False, markup=False)):
+            console.print(f"{spec.name} serves {spec.model!r} at {spec.base_url}  (Ctrl-C stops it)\n"
+                          f"  ./run.sh run --task ncbi_disease --base-url {spec.base_url} --model {spec.model}",
+                          highlight=False)
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        err.print("stopped")
+    except USER_ERRORS as exc:
+        raise _fail(exc)
+
+
+@app.command()
 def demo(
     limit: Annotated[int, typer.Option(help="Samples per task.")] = 20,
     model: Annotated[Optional[str], typer.Option(envvar="EVALPIPE_MODEL")] = None,
     base_url: Annotated[Optional[str], typer.Option(envvar="EVALPIPE_BASE_URL")] = None,
     results_dir: Annotated[Path, typer.Option()] = DEFAULT_ROOT,
 ) -> None:
-    """The main job of ./run.sh: the demo suite (tasks whose data ships) on a short limit."""
-    if not base_url or not model:
-        err.print(
-            "evalpipe is installed. To evaluate a model, point it at an OpenAI-compatible endpoint:\n"
-            "  EVALPIPE_BASE_URL=http://127.0.0.1:8000/v1 EVALPIPE_MODEL=my-model ./run.sh\n"
-            "or run a task directly:\n"
-            "  ./run.sh run --task ncbi_disease --base-url http://127.0.0.1:8000/v1 --model my-model\n"
-            "`./run.sh tasks` lists what can be evaluated; `./run.sh test` runs the tests.",
-            highlight=False,
-        )
-        tasks()
-        return
+    """The main job of ./run.sh: the demo suite (tasks whose data ships) on a short limit.
+
+    With an endpoint (EVALPIPE_BASE_URL + EVALPIPE_MODEL) it uses that; otherwise it starts the
+    embedded llama.cpp server with SmolLM2-135M-Instruct on loopback, evaluates, and stops it.
+    """
     specs = resolve([], ["demo"])
-    config = RunConfig(tasks=tuple(s.name for s in specs), suites=("demo",), model=model, base_url=base_url,
-                       limit=limit)
-    raise typer.Exit(_execute(config, results_dir))
+    if base_url:
+        if not model:
+            raise typer.BadParameter("EVALPIPE_MODEL (or --model) must name the model at EVALPIPE_BASE_URL")
+        config = RunConfig(tasks=tuple(s.name for s in specs), suites=("demo",), model=model,
+                           base_url=base_url, limit=limit)
+    else:
+        from evalpipe.engines.llamacpp import llamacpp_available
+
+        problem = llamacpp_available()
+        if problem:
+            raise _fail(RunError(f"no endpoint given and the embedded engine is unavailable: {problem}. "
+                                 "Or point evalpipe at a server: EVALPIPE_BASE_URL=… EVALPIPE_MODEL=… ./run.sh"))
+        err.print("demo: evaluating the bundled SmolLM2-135M-Instruct (llama.cpp, CPU) on "
+                  f"{', '.join(s.name for s in specs)}, {limit} samples each", highlight=False)
+        config = RunConfig(tasks=tuple(s.name for s in specs), suites=("demo",), model="default",
+                           engine="llamacpp", limit=limit, concurrency=2)
+    code = _execute(config, results_dir)
+    console.print("next: ./run.sh report results/<run>  ·  ./run.sh tasks  ·  ./run.sh run --help", highlight=False)
+    raise typer.Exit(code)
 
 
 def main() -> None:

@@ -43,6 +43,10 @@ class RunConfig:
     context_length: int | None = None
     #: more replicas of the same model (requests go to the least busy one)
     replicas: tuple[str, ...] = ()
+    #: a local engine evalpipe starts itself: "llamacpp", "vllm" (server) or "vllm-inprocess"
+    engine: str | None = None
+    #: engine settings (tensor_parallel_size, dtype, gpu_memory_utilization, revision, n_threads)
+    engine_options: dict[str, Any] = field(default_factory=dict)
     concurrency: int = 64
     timeout_s: float = 120.0
     max_retries: int = 6

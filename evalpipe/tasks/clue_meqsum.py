@@ -82,7 +82,7 @@ SPEC = register(
         max_tokens=512,
         default_shots=3,
         completion_stop=("\n--------------PATIENT INQUIRY",),
-        suites=(LEVEL1, ALL),
+        suites=(LEVEL1, ALL, "demo"),
         credentialed=False,
         citation="Ben Abacha A, Demner-Fushman D. On the Summarization of Consumer Health Questions. ACL 2019. "
         "CC BY 4.0. " + CITATION,
