@@ -20,14 +20,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
+from typing import TYPE_CHECKING
 
-from rouge_score import rouge_scorer
+if TYPE_CHECKING:  # rouge-score pulls in nltk (~1 s): imported when a score is first computed
+    from rouge_score import rouge_scorer
 
 ROUGE_KEYS = ("rouge1", "rouge2", "rougeL")
 
 
 @cache
 def _scorer(stemmer: bool) -> rouge_scorer.RougeScorer:
+    from rouge_score import rouge_scorer
+
     return rouge_scorer.RougeScorer(list(ROUGE_KEYS), use_stemmer=stemmer)
 
 
