@@ -474,15 +474,18 @@ async def execute(
             await backend.preflight()
         write_config(run, config, prepared, backend, skipped)
         sent = 0
+        fetch_s = 0.0
         stats: Mapping[str, Any] = {}
         if pending:
             assert backend is not None
             progress.start(total=len(dict.fromkeys(all_keys)), cached=len(dict.fromkeys(all_keys)) - len(pending))
+            fetch_started = time.monotonic()
             try:
                 fresh = await fetch_answers(pending, backend, store, progress,
                                             workers=2 * max(config.concurrency, 1) * (1 + len(config.replicas)))
             finally:
                 progress.close()
+            fetch_s = time.monotonic() - fetch_started
             answers.update(fresh)
             sent = len(pending)
             stats = backend.stats()
@@ -496,7 +499,7 @@ async def execute(
                 config.compat, options, p.truncated_tokens(),
             ))
         outcome.add_aggregates(config.suites)
-        write_outcome(run, outcome, config.compat, {"backend": dict(stats), **budget_info})
+        write_outcome(run, outcome, config.compat, {"backend": dict(stats), "fetch_seconds": fetch_s, **budget_info})
         return outcome
     finally:
         if backend is not None:
