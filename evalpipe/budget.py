@@ -75,6 +75,32 @@ class ServerCounter:
         return int(self._post({"input": text})["count"])
 
 
+class HFTokenizerCounter:
+    """The model's own tokenizer loaded with transformers (in-process engines: no server to ask)."""
+
+    kind = "server"
+
+    def __init__(self, model: str) -> None:
+        from transformers import AutoTokenizer  # noqa: PLC0415 - heavy, only for in-process engines
+
+        self._tokenizer = AutoTokenizer.from_pretrained(model)
+
+    def count(self, text: str) -> int:
+        return len(self._tokenizer.encode(text, add_special_tokens=False))
+
+
+def model_context_length(model: str) -> int | None:
+    """``max_position_embeddings`` from a local model's config.json, if readable."""
+    from pathlib import Path  # noqa: PLC0415
+
+    path = Path(model) / "config.json"
+    try:
+        value = json.loads(path.read_text()).get("max_position_embeddings")
+    except (OSError, ValueError):
+        return None
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
 def detect_counter(base_url: str, model: str) -> TokenCounter:
     """The server's tokenizer if it has a known tokenize endpoint, else the estimate."""
     for flavour in ("vllm", "llamacpp"):

