@@ -147,6 +147,7 @@ def load_options(config: RunConfig, task: str, split: str | None = None) -> Load
         paths=data_paths_for(config, task),
         data_dir=Path(config.data_dir) if config.data_dir else None,
         seed=config.seed if config.seed is not None else 0,
+        context_length=config.context_length,
     )
 
 

@@ -26,6 +26,9 @@ class LoadOptions:
     data_dir: Path | None = None
     #: seed for any sampling a loader does (e.g. LongHealth distractor documents)
     seed: int | None = None
+    #: the model's context in tokens, when known before loading (``--context-length`` or an engine
+    #: evalpipe started); loaders that choose how much text to include (LongHealth) size by it
+    context_length: int | None = None
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ Data (public, not redistributed): ``benchmark_v5.json`` from github.com/kbressem
 Documents are fitted into a context budget by :func:`evalpipe.data.context_budget.fit_documents`
 (answer letters first, never dropped — cut only if they alone exceed the budget, which is flagged
 ``answer_truncated`` in the sample's meta; other letters whole, while they fit), then shuffled.
-The budget is ``DEFAULT_CONTEXT_CHARS`` characters of documents (separators included) — about
+The budget comes from the model's context when it is known (:func:`document_budget`); otherwise
+it is ``DEFAULT_CONTEXT_CHARS`` characters of documents (separators included) — about
 7k tokens, the reference's 8k-token setting less the prompt around the documents.
 :func:`build_examples` takes any budget and :class:`~evalpipe.data.context_budget.Measure`, so a
 token budget is a drop-in change.
@@ -40,6 +41,7 @@ from pathlib import Path
 
 from evalpipe.compat.clue import stated_letter, substring_gold_letter
 from evalpipe.data.clue_files import DataFile, locate, problem_locating
+from evalpipe.budget import CHARS_PER_TOKEN_ESTIMATE
 from evalpipe.data.context_budget import CHARACTERS, Document, Measure, fit_documents
 from evalpipe.data.errors import DataError
 from evalpipe.data.longhealth import Patient, read_longhealth
@@ -131,14 +133,34 @@ def build_examples(
     return tuple(examples)
 
 
+#: tokens kept for the instructions, question, options and answer around the documents
+PROMPT_RESERVE_TOKENS = 1024
+
+
+def document_budget(options: LoadOptions) -> int:
+    """Characters of documents per prompt: from the model's context when known, else the default.
+
+    With a context of C tokens the documents get ``(C - PROMPT_RESERVE_TOKENS) × 3.5`` characters —
+    the same conservative characters-per-token estimate as :mod:`evalpipe.budget` — so a prompt
+    fits without cutting a letter in half.
+    """
+    if not options.context_length:
+        return DEFAULT_CONTEXT_CHARS
+    tokens = options.context_length - PROMPT_RESERVE_TOKENS
+    if tokens <= 0:
+        raise DataError(FILE.name, None, "context_length",
+                        f"a context of {options.context_length} tokens leaves no room for LongHealth's documents")
+    return int(tokens * CHARS_PER_TOKEN_ESTIMATE)
+
+
 def _loader(task: int):
     def load(options: LoadOptions) -> TaskData:
         if (options.split or "test") != "test":
             raise DataError(FILE.name, None, "split", f"unknown split {options.split!r} (only test)")
         path = locate(FILE, options.paths.get("eval"), options.data_dir)
         patients = read_longhealth(path)
-        return TaskData(examples=build_examples(patients, task, options.seed), shot_pool=(),
-                        files=(Path(path),), split="test")
+        return TaskData(examples=build_examples(patients, task, options.seed, budget=document_budget(options)),
+                        shot_pool=(), files=(Path(path),), split="test")
 
     return load
 
