@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from evalpipe import __version__
-from evalpipe.backends.base import Backend, BackendError
+from evalpipe.backends.base import Backend
 from evalpipe.budget import (
     EstimateCounter,
     HFTokenizerCounter,

@@ -15,17 +15,20 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from pathlib import Path
+
 from evalpipe.compat.clue import reference_positions
+from evalpipe.data.clue_files import DataFile, problem_locating
 from evalpipe.data.errors import DataError
 from evalpipe.metrics.bertscore import bertscore_per_sample, resolve_settings
 from evalpipe.metrics.concepts import NotComputed, concept_per_sample, resolve_extractor
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.metrics.rouge import rouge_per_sample
 from evalpipe.records import Example, Prediction, ScoreSheet
-from evalpipe.tasks.base import Scoring
+from evalpipe.tasks.base import LoadOptions, Scoring, TaskData
 
 log = logging.getLogger("evalpipe.clue")
 
@@ -48,6 +51,25 @@ class HeldOut:
     shots: tuple[int, ...]
     #: row → position after the reference's shuffle (provenance; the compat scorer uses it)
     positions: tuple[int, ...]
+
+
+def held_out_data(examples: Sequence[Example], held: HeldOut, path: Path) -> TaskData:
+    """TaskData of a test-only file: scored rows are evaluated, the held-out rows are the shots."""
+    return TaskData(
+        examples=tuple(examples[r] for r in held.scored),
+        shot_pool=tuple(examples[r] for r in held.shots),
+        files=(path,),
+        split="test",
+    )
+
+
+def single_file_problem(file: DataFile) -> Callable[[LoadOptions], str | None]:
+    """``data_problem`` for a task that reads one file (``--data TASK=PATH`` or ``--data-dir``)."""
+
+    def data_problem(options: LoadOptions) -> str | None:
+        return problem_locating(file, options.paths.get("eval"), options.data_dir)
+
+    return data_problem
 
 
 def hold_out_reference_shots(n_rows: int, k: int, path: Any) -> HeldOut:

@@ -26,14 +26,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evalpipe.compat.clue import first_doubled_mean, icd_codes, icd_document_scores
-from evalpipe.data.clue_files import DataFile, Record, check_unique_ids, locate, problem_locating, read_json_or_jsonl
+from evalpipe.data.clue_files import DataFile, Record, check_unique_ids, locate, read_json_or_jsonl
 from evalpipe.data.errors import DataError
 from evalpipe.metrics.icd10 import PER_DOCUMENT_KEYS, icd_score_sheet
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.icd10 import normalise_code, parse_icd10_codes
 from evalpipe.records import Example, Prediction, ScoreSheet
 from evalpipe.tasks.base import LoadOptions, Scoring, TaskData, TaskSpec
-from evalpipe.tasks.clue_common import ALL, CITATION, LEVEL2, hold_out_reference_shots, provenance
+from evalpipe.tasks.clue_common import (
+    ALL, CITATION, LEVEL2, held_out_data, hold_out_reference_shots, provenance, single_file_problem,
+)
 from evalpipe.tasks.registry import register
 
 NAME = "clue_medisumcode"
@@ -87,16 +89,10 @@ def load(options: LoadOptions) -> TaskData:
             meta=provenance(path, record.line, held.positions[row]),
         ))
     check_unique_ids(records, [ex.id for ex in examples], "hadm_id")
-    return TaskData(
-        examples=tuple(examples[r] for r in held.scored),
-        shot_pool=tuple(examples[r] for r in held.shots),
-        files=(path,),
-        split="test",
-    )
+    return held_out_data(examples, held, path)
 
 
-def data_problem(options: LoadOptions) -> str | None:
-    return problem_locating(FILE, options.paths.get("eval"), options.data_dir)
+data_problem = single_file_problem(FILE)
 
 
 def shot_target(example: Example) -> str:

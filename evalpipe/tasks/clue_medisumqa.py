@@ -16,12 +16,13 @@ scoring differs only in scoring the raw (unstripped) answer.
 
 from __future__ import annotations
 
-from evalpipe.data.clue_files import DataFile, locate, problem_locating, read_json_or_jsonl
+from evalpipe.data.clue_files import DataFile, locate, read_json_or_jsonl
 from evalpipe.data.errors import DataError
 from evalpipe.records import Example
 from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.clue_common import (
-    ALL, CITATION, LEVEL2, SUMMARY_METRICS, hold_out_reference_shots, provenance, summary_scorings,
+    ALL, CITATION, LEVEL2, SUMMARY_METRICS, held_out_data, hold_out_reference_shots, provenance,
+    single_file_problem, summary_scorings,
 )
 from evalpipe.tasks.registry import register
 
@@ -48,16 +49,10 @@ def load(options: LoadOptions) -> TaskData:
             gold=record.text("Answer"),
             meta={**provenance(path, record.line, held.positions[row]), "note_id": note_id},
         ))
-    return TaskData(
-        examples=tuple(examples[r] for r in held.scored),
-        shot_pool=tuple(examples[r] for r in held.shots),
-        files=(path,),
-        split="test",
-    )
+    return held_out_data(examples, held, path)
 
 
-def data_problem(options: LoadOptions) -> str | None:
-    return problem_locating(FILE, options.paths.get("eval"), options.data_dir)
+data_problem = single_file_problem(FILE)
 
 
 def reference(example: Example) -> str:

@@ -21,12 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evalpipe.compat.clue import problem_list_reference
-from evalpipe.data.clue_files import DataFile, check_unique_ids, locate, problem_locating, read_csv
+from evalpipe.data.clue_files import DataFile, check_unique_ids, locate, read_csv
 from evalpipe.data.errors import DataError
 from evalpipe.records import Example
 from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.clue_common import (
-    ALL, CITATION, LEVEL1, SUMMARY_METRICS, hold_out_reference_shots, provenance, summary_scorings,
+    ALL, CITATION, LEVEL1, SUMMARY_METRICS, held_out_data, hold_out_reference_shots, provenance,
+    single_file_problem, summary_scorings,
 )
 from evalpipe.tasks.registry import register
 
@@ -77,16 +78,10 @@ def load(options: LoadOptions) -> TaskData:
             meta=provenance(path, record.line, held.positions[row]),
         ))
     check_unique_ids(records, [ex.id for ex in examples], "File ID")
-    return TaskData(
-        examples=tuple(examples[r] for r in held.scored),
-        shot_pool=tuple(examples[r] for r in held.shots),
-        files=(path,),
-        split="test",
-    )
+    return held_out_data(examples, held, path)
 
 
-def data_problem(options: LoadOptions) -> str | None:
-    return problem_locating(FILE, options.paths.get("eval"), options.data_dir)
+data_problem = single_file_problem(FILE)
 
 
 def reference(example: Example) -> str:
