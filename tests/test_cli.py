@@ -172,3 +172,27 @@ def test_sigkill_mid_run_then_resume_gives_identical_metrics(tmp_path):
     clean_samples = (only_run(clean_dir) / "samples.jsonl").read_text().splitlines()
     strip = lambda line: {k: v for k, v in json.loads(line).items() if k not in ("latency_s",)}  # noqa: E731
     assert [strip(x) for x in killed_samples] == [strip(x) for x in clean_samples]
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_cleanly_with_exit_130_and_the_run_resumes(tmp_path):
+    with FakeOpenAIProcess(latency=0.15) as fake:
+        args = ["run", "--task", "ncbi_disease", "--base-url", fake.url, "--model", "fake-model",
+                "--limit", "40", "--concurrency", "2", "--results-dir", str(tmp_path)]
+        env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+        process = subprocess.Popen([sys.executable, "-m", "evalpipe.cli", *args], cwd=REPO, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            stores = list(tmp_path.glob("*/responses.sqlite"))
+            if stores and _answers_stored(stores[0]) >= 5:
+                break
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 130, stderr
+        assert "run the same command again to resume" in stderr and "Traceback" not in stderr
+        saved = _answers_stored(stores[0])
+        resumed = evalpipe(*args)
+        assert resumed.returncode == 0, resumed.stderr
+        assert f"{saved} already answered" in resumed.stderr
