@@ -44,7 +44,8 @@ class ServerSpec:
     command: list[str]
     base_url: str
     model: str
-    health_path: str = "/models"
+    #: what is polled until it answers 200 (default: ``base_url + "/models"``)
+    health_url: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     #: the context length the server was started with, if known (for context budgeting)
     context_length: int | None = None
@@ -96,7 +97,7 @@ class ManagedServer:
 
     def _wait_healthy(self) -> None:
         assert self._process is not None
-        url = self.spec.base_url.rstrip("/") + self.spec.health_path
+        url = self.spec.health_url or self.spec.base_url.rstrip("/") + "/models"
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             code = self._process.poll()

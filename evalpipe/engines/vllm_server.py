@@ -48,6 +48,6 @@ def vllm_server(
         command=args,
         base_url=f"http://127.0.0.1:{port}/v1",
         model=name,
-        health_path="/models",
+        health_url=f"http://127.0.0.1:{port}/health",
         context_length=max_model_len,
     )

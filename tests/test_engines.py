@@ -1,0 +1,78 @@
+"""Managed local servers: health wait, teardown, failure with the server's last log lines.
+
+The fake OpenAI server (a real subprocess) stands in for an engine, so these run everywhere.
+"""
+
+import os
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from evalpipe.engines.llamacpp import EngineUnavailable
+from evalpipe.engines.server import ManagedServer, ServerSpec, ServerStartError, free_port
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+
+
+def fake_engine(port: int) -> ServerSpec:
+    return ServerSpec(
+        name="fake", command=[sys.executable, "-m", "tests.support.fake_openai", "--port", str(port)],
+        base_url=f"http://127.0.0.1:{port}/v1", model="fake-model", env=ENV,
+    )
+
+
+def test_waits_until_healthy_then_stops_the_process_group():
+    port = free_port()
+    with ManagedServer(fake_engine(port), startup_timeout_s=30) as server:
+        assert server.running
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5) as response:
+            assert b"fake-model" in response.read()
+    assert not server.running
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2)
+
+
+def test_a_crashing_engine_fails_with_its_last_log_lines():
+    spec = ServerSpec(name="broken", command=[sys.executable, "-c", "print('loading weights'); print('CUDA error: no device'); raise SystemExit(3)"],
+                      base_url=f"http://127.0.0.1:{free_port()}/v1", model="m")
+    with pytest.raises(ServerStartError, match=r"exited with code 3(.|\n)*CUDA error: no device"):
+        ManagedServer(spec, startup_timeout_s=30).start()
+
+
+def test_an_engine_that_never_answers_times_out_and_is_stopped():
+    spec = ServerSpec(name="silent", command=[sys.executable, "-c", "import time; print('starting'); time.sleep(60)"],
+                      base_url=f"http://127.0.0.1:{free_port()}/v1", model="m")
+    server = ManagedServer(spec, startup_timeout_s=1.5)
+    started = time.monotonic()
+    with pytest.raises(ServerStartError, match="did not answer(.|\n)*starting"):
+        server.start()
+    assert time.monotonic() - started < 20 and not server.running
+
+
+def test_vllm_server_without_vllm_says_how_to_install(monkeypatch):
+    from evalpipe.engines import vllm_server
+
+    monkeypatch.setattr(vllm_server.shutil, "which", lambda name: None)
+    monkeypatch.setattr(vllm_server.sys, "executable", "/nonexistent/python")
+    with pytest.raises(EngineUnavailable, match=r"evalpipe\[vllm\]"):
+        vllm_server.vllm_server("some/model")
+
+
+def test_vllm_server_command_carries_the_options(monkeypatch, tmp_path):
+    from evalpipe.engines import vllm_server
+
+    exe = tmp_path / "vllm"
+    exe.write_text("#!/bin/sh\n")
+    monkeypatch.setattr(vllm_server.shutil, "which", lambda name: str(exe))
+    spec = vllm_server.vllm_server("/models/qwen", max_model_len=4096, tensor_parallel_size=2, dtype="bfloat16",
+                                   gpu_memory_utilization=0.8, revision="abc", port=8123)
+    command = " ".join(spec.command)
+    for part in ("serve /models/qwen", "--port 8123", "--tensor-parallel-size 2", "--max-model-len 4096",
+                 "--dtype bfloat16", "--gpu-memory-utilization 0.8", "--revision abc", "--enable-prefix-caching",
+                 "--host 127.0.0.1"):
+        assert part in command
+    assert spec.health_url == "http://127.0.0.1:8123/health" and spec.context_length == 4096
