@@ -51,7 +51,8 @@ def test_perfect_answers_score_one_and_results_are_complete(tmp_path):
     for field in ("prompt", "answer", "prediction", "gold", "scores", "diagnostics", "error", "usage", "latency_s"):
         assert field in first
     assert first["prediction"] == [{"start": 6, "end": 9, "label": "Disease"}, {"start": 12, "end": 17, "label": "Disease"}]
-    assert first["scores"] == {"tp": 2, "fp": 0, "fn": 0, "f1": 1.0}
+    assert first["scores"] == {"tp": 2, "fp": 0, "fn": 0, "f1": 1.0,
+                               "partial_tp": 2, "partial_fp": 0, "partial_fn": 0}
     assert first["prompt"]["messages"][0]["role"] == "user"
 
 

@@ -204,18 +204,30 @@ def span_score_sheet(
 
     ``corpus``: ``precision``/``recall``/``f1`` (strict, micro), ``tp``/``fp``/``fn`` (strict
     sums) and ``partial_precision``/``partial_recall``/``partial_f1`` (partial, micro).
-    ``per_sample[i]``: that sample's strict ``tp``/``fp``/``fn`` and its own strict ``f1``
-    (``0.0`` when the sample has no true positive, including empty gold and empty prediction).
+    ``per_sample[i]``: that sample's strict ``tp``/``fp``/``fn``, its own strict ``f1``
+    (``0.0`` when the sample has no true positive, including empty gold and empty prediction),
+    and its partial-overlap ``partial_tp``/``partial_fp``/``partial_fn``
+    (:func:`partial_counts`). Every corpus value is a function of the per-sample counts summed
+    over the samples, so a report can recompute it on any resample without calling this again.
     """
     _check_parallel(golds, preds)
-    golds_l = [tuple(g) for g in golds]
-    preds_l = [tuple(p) for p in preds]
-    strict = strict_micro_prf(golds_l, preds_l)
-    partial = partial_micro_prf(golds_l, preds_l)
     per_sample = []
-    for gold, pred in zip(golds_l, preds_l):
-        s = PRF.from_counts(*strict_counts(gold, pred))
-        per_sample.append({"tp": s.tp, "fp": s.fp, "fn": s.fn, "f1": s.f1})
+    strict_sums = [0, 0, 0]
+    partial_sums = [0, 0, 0]
+    for gold, pred in zip(golds, preds):
+        gold_t, pred_t = tuple(gold), tuple(pred)
+        strict_c = strict_counts(gold_t, pred_t)
+        partial_c = partial_counts(gold_t, pred_t)
+        for sums, counts in ((strict_sums, strict_c), (partial_sums, partial_c)):
+            for k in range(3):
+                sums[k] += counts[k]
+        s = PRF.from_counts(*strict_c)
+        per_sample.append({
+            "tp": s.tp, "fp": s.fp, "fn": s.fn, "f1": s.f1,
+            "partial_tp": partial_c[0], "partial_fp": partial_c[1], "partial_fn": partial_c[2],
+        })
+    strict = PRF.from_counts(*strict_sums)
+    partial = PRF.from_counts(*partial_sums)
     corpus = {
         "precision": strict.precision,
         "recall": strict.recall,

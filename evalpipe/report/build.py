@@ -3,7 +3,9 @@
 ``build_report`` reads run directories, computes bootstrap intervals, the leaderboard, the
 operations table, the NER error analysis of span tasks and — for exactly two runs — the paired
 comparison, and writes ``report.md``, ``report.html`` (self-contained), ``leaderboard.csv`` and,
-on request, ``samples.parquet`` into one folder. Nothing here knows a task by name.
+on request, ``samples.parquet`` into one folder. Nothing here knows a task by name; a suite with
+published reference rows (CBLUE: :mod:`evalpipe.report.cblue_board`) adds its own section and
+marks those rows in leaderboard.csv.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from evalpipe.report.bootstrap import TaskBootstrap, bootstrap_task
+from evalpipe.report.cblue_board import cblue_rows, cblue_section, has_cblue, reference_frame, split_label
 from evalpipe.report.compare import CompareResult, compare_loaded, compare_section
 from evalpipe.report.document import Cell, Document, Examples, Paragraph, Plot, Section, Table, fmt, fmt_interval
 from evalpipe.report.html import render_html
@@ -197,7 +200,7 @@ def _specs(runs: Sequence[ReportRun]) -> dict[str, TaskSpec]:
 
 def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBootstrap]], board: Leaderboard,
                    *, resamples: int, seed: int, compare: CompareResult | None = None,
-                   ner_examples: int = 3) -> Document:
+                   ner_examples: int = 3, level: float = 0.95) -> Document:
     """Every section of the report, as data (see :mod:`evalpipe.report.document`)."""
     specs = _specs(runs)
     title = "evalpipe report: " + ", ".join(r.label for r in runs)
@@ -206,6 +209,8 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
     leaderboard = Section("leaderboard", "Leaderboard", [board.to_table()])
     leaderboard.blocks.extend(Paragraph(n) for n in board.notes)
     doc.sections.append(leaderboard)
+    if has_cblue(runs):
+        doc.sections.append(cblue_section(cblue_rows(runs, boots, level), split_label(runs)))
 
     tasks: list[str] = []
     for run in runs:
@@ -273,13 +278,16 @@ def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed
     compare = (compare_loaded(loaded[0], loaded[1], resamples=resamples, seed=seed, top=top, level=level,
                               budget_s=budget_s, boots=boots) if len(loaded) == 2 else None)
     board = build_leaderboard(loaded, boots, suites(), _specs(loaded), level)
-    doc = build_document(loaded, boots, board, resamples=resamples, seed=seed, compare=compare)
+    doc = build_document(loaded, boots, board, resamples=resamples, seed=seed, compare=compare, level=level)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     html_path, md_path, csv_path = out / "report.html", out / "report.md", out / "leaderboard.csv"
     html_path.write_text(render_html(doc), encoding="utf-8")
     md_path.write_text(render_markdown(doc), encoding="utf-8")
-    board.to_frame().to_csv(csv_path, index=False)
+    frame = board.to_frame()
+    if has_cblue(loaded):
+        frame = pd.concat([frame, reference_frame(cblue_rows(loaded, boots, level))], ignore_index=True)
+    frame.to_csv(csv_path, index=False)
     parquet_path = None
     if parquet:
         from evalpipe.frames import write_parquet

@@ -90,10 +90,11 @@ class Leaderboard:
         return {r for r, v in present.items() if abs(v - target) <= 1e-12}
 
     def to_frame(self) -> pd.DataFrame:
-        """Wide: one row per model; ``group:metric``, ``…:ci_low``, ``…:ci_high`` per column."""
+        """Wide: one row per model; ``source`` = ``run`` (a report may add published reference rows
+        with another source); ``group:metric``, ``…:ci_low``, ``…:ci_high`` per column."""
         records = []
         for row, run in zip(self.rows, self.runs):
-            record: dict[str, object] = {"model": row, "run": run}
+            record: dict[str, object] = {"model": row, "run": run, "source": "run"}
             for column in self.columns:
                 e = self.entry(row, column)
                 record[column.key] = e.value

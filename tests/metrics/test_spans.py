@@ -165,10 +165,29 @@ def test_span_score_sheet():
     assert sheet.corpus["f1"] == pytest.approx(0.5)
     assert (sheet.corpus["tp"], sheet.corpus["fp"], sheet.corpus["fn"]) == (1, 1, 1)
     assert sheet.corpus["partial_f1"] == pytest.approx(1.0)
+    # sample 2 is a strict miss (fp 1, fn 1) but a partial hit ((0,2) overlaps (1,2)): partial tp 1
     assert sheet.per_sample == [
-        {"tp": 1, "fp": 0, "fn": 0, "f1": 1.0},
-        {"tp": 0, "fp": 1, "fn": 1, "f1": 0.0},
+        {"tp": 1, "fp": 0, "fn": 0, "f1": 1.0, "partial_tp": 1, "partial_fp": 0, "partial_fn": 0},
+        {"tp": 0, "fp": 1, "fn": 1, "f1": 0.0, "partial_tp": 1, "partial_fp": 0, "partial_fn": 0},
     ]
+
+
+def test_span_score_sheet_corpus_is_the_sum_of_per_sample_counts():
+    # sample 1: gold (0,3) split into predictions (0,1) and (2,3): partial tp 1 fp 1 fn 0,
+    #           strict tp 0 fp 2 fn 1;
+    # sample 2: gold (1,2) and (4,6), prediction (5,7): partial tp 1 fn 1, strict fp 1 fn 2;
+    # sample 3: nothing at all: every count 0.
+    golds = [[Span(0, 3, D)], [Span(1, 2, D), Span(4, 6, D)], []]
+    preds = [[Span(0, 1, D), Span(2, 3, D)], [Span(5, 7, D)], []]
+    sheet = span_score_sheet(golds, preds)
+    partial = [(s["partial_tp"], s["partial_fp"], s["partial_fn"]) for s in sheet.per_sample]
+    assert partial == [(1, 1, 0), (1, 0, 1), (0, 0, 0)]
+    assert [(s["tp"], s["fp"], s["fn"]) for s in sheet.per_sample] == [(0, 2, 1), (0, 1, 2), (0, 0, 0)]
+    # partial sums tp 2 fp 1 fn 1: P = R = 2/3, F1 = 2/3
+    assert sheet.corpus["partial_precision"] == pytest.approx(2 / 3)
+    assert sheet.corpus["partial_f1"] == partial_micro_prf(golds, preds).f1 == pytest.approx(2 / 3)
+    # strict: tp 0 → every ratio 0
+    assert (sheet.corpus["tp"], sheet.corpus["fp"], sheet.corpus["fn"], sheet.corpus["f1"]) == (0, 3, 3, 0.0)
 
 
 # ----------------------------------------------------------------------------- BIO

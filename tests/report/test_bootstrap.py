@@ -5,10 +5,12 @@ import pytest
 
 from evalpipe.metrics.spans import span_score_sheet
 from evalpipe.records import ScoreSheet, Span
+from evalpipe.tasks.clue_common import MetricFamilies
 from evalpipe.report.bootstrap import (
     MIN_RESAMPLES,
     ScoredTask,
     bootstrap_task,
+    is_mean_metric,
     paired_bootstrap,
     percentile_interval,
     replicate,
@@ -28,14 +30,22 @@ def mean_task(values, name="t"):
     )
 
 
-def span_task(golds, preds, *, with_counts=True, calls=None):
-    """A span task scored by the real span metrics; optionally without per-sample counts."""
+def span_task(golds, preds, *, with_counts=True, partial_counts=True, calls=None):
+    """A span task scored by the real span metrics; optionally without (partial) per-sample counts.
+
+    Without partial counts ``partial_*`` can only be re-scored: the metric every test of
+    re-scoring uses.
+    """
 
     def score(examples, predictions):
         if calls is not None:
             calls.append(len(examples))
         sheet = span_score_sheet(list(examples), list(predictions))
-        per_sample = sheet.per_sample if with_counts else [{"f1": s["f1"]} for s in sheet.per_sample]
+        per_sample = [
+            {k: v for k, v in s.items()
+             if (with_counts or k == "f1") and (partial_counts or not k.startswith("partial_"))}
+            for s in sheet.per_sample
+        ]
         return ScoreSheet(sheet.corpus, per_sample)
 
     sheet = score(golds, preds)
@@ -79,8 +89,9 @@ def test_counts_and_rescore_agree_on_every_resample():
     assert counted.methods["f1"] == "counts" and rescored.methods["f1"] == "rescore"
     np.testing.assert_allclose(counted.values["f1"], rescored.values["f1"], rtol=1e-12)
     np.testing.assert_allclose(counted.values["precision"], rescored.values["precision"], rtol=1e-12)
-    # partial F1 has no per-sample counts: it is re-scored in both
-    assert counted.methods["partial_f1"] == "rescore"
+    # partial-overlap F1 from the per-sample partial_tp/fp/fn, the same as re-scoring it
+    assert counted.methods["partial_f1"] == "counts" and rescored.methods["partial_f1"] == "rescore"
+    np.testing.assert_allclose(counted.values["partial_f1"], rescored.values["partial_f1"], rtol=1e-12)
 
 
 def test_interval_contains_point_and_narrows_with_more_samples():
@@ -133,7 +144,7 @@ def test_declared_mean_that_is_not_a_mean_is_rescored():
 
 
 def test_budget_too_small_gives_no_interval_and_says_so():
-    task = span_task(TINY_GOLD * 5, TINY_PRED * 5)
+    task = span_task(TINY_GOLD * 5, TINY_PRED * 5, partial_counts=False)
     boot = bootstrap_task(task, resamples=500, budget_s=0.0)
     assert boot.intervals["partial_f1"].method == "none" and boot.intervals["partial_f1"].low is None
     assert boot.intervals["f1"].method == "counts"  # vectorised metrics need no budget
@@ -141,7 +152,7 @@ def test_budget_too_small_gives_no_interval_and_says_so():
 
 
 def test_without_scorer_only_mean_and_count_metrics_get_intervals():
-    full = span_task(TINY_GOLD * 4, TINY_PRED * 4)
+    full = span_task(TINY_GOLD * 4, TINY_PRED * 4, partial_counts=False)
     blind = ScoredTask(name=full.name, ids=full.ids, examples=(), predictions=(), corpus=full.corpus,
                        per_sample=full.per_sample)
     boot = bootstrap_task(blind, resamples=200)
@@ -230,3 +241,24 @@ def test_declared_from_sums_is_vectorised_and_checked():
     assert len(calls) == 1 + 2  # the full-sample check and two verification resamples only
     wrong = ScoredTask(**{**task.__dict__, "from_sums": lambda s: {"accuracy": s["correct"] / s["tokens"] / 2}})
     assert replicate(wrong, idx).methods["accuracy"] == "rescore"
+
+
+@pytest.mark.parametrize("container", [frozenset, MetricFamilies])
+def test_mean_metric_patterns_match_in_any_set_type(container):
+    families = container({"rouge1", "bertscore[*]_f1"})
+    assert is_mean_metric(families, "bertscore[enc@L6]_f1") and is_mean_metric(families, "rouge1")
+    assert not is_mean_metric(families, "bertscore[enc@L6]_precision") and not is_mean_metric(families, "rouge2")
+    task = ScoredTask(name="t", ids=("a", "b"), examples=(), predictions=(), corpus={"bertscore[x]_f1": 0.5},
+                      per_sample=({"bertscore[x]_f1": 0.25}, {"bertscore[x]_f1": 0.75}), mean_metrics=families)
+    assert bootstrap_task(task, resamples=50).intervals["bertscore[x]_f1"].method == "mean"
+
+
+def test_restrict_without_scorer_recomputes_counts_on_the_subset():
+    full = span_task(TINY_GOLD * 2, TINY_PRED * 2)
+    blind = ScoredTask(name=full.name, ids=full.ids, examples=(), predictions=(), corpus=full.corpus,
+                       per_sample=full.per_sample)
+    # samples 0 and 2 are both "one entity found": tp 2 → F1 1; partial counts too
+    sub = restrict(blind, [0, 2])
+    assert sub.ids == ("0", "2") and sub.corpus["f1"] == 1.0 and sub.corpus["partial_f1"] == 1.0
+    # samples 1 and 2: tp 1 fn 3 → P 1, R 1/4, F1 0.4
+    assert restrict(blind, [1, 2]).corpus["f1"] == pytest.approx(0.4)

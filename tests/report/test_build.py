@@ -46,7 +46,8 @@ def test_html_is_self_contained_and_has_every_table_and_plot(report):
 
 def test_leaderboard_csv_and_markdown(report, two_runs):
     board = pd.read_csv(report.csv)
-    assert board.shape == (2, 2 + 3 * 5)  # model, run + (value, low, high) × 5 NCBI metrics
+    assert board.shape == (2, 3 + 3 * 5)  # model, run, source + (value, low, high) × 5 NCBI metrics
+    assert board["source"].tolist() == ["run", "run"]
     assert board["model"].tolist() == ["perfect", "sloppy"]
     sloppy = board.iloc[1]
     metrics = json.loads((two_runs[1] / "metrics.json").read_text())["ncbi_disease"]
@@ -184,3 +185,28 @@ def test_terminal_keeps_bracketed_metric_names():
     text = console.export_text()
     for shown in ("bertscore[enc@L6]_f1", "a[x]", "[bold]prompt", "[red]a", "(no answer)", "summ / s[1]"):
         assert shown in text
+
+
+def test_finish_reason_recorded_by_the_runner_feeds_hit_max_tokens(tmp_path):
+    import asyncio
+    from dataclasses import replace
+
+    from evalpipe.config import RunConfig
+    from evalpipe.runner import execute
+    from tests.support.scripted_backend import ScriptedBackend
+
+    gold = gold_answers()
+
+    class CutOff(ScriptedBackend):
+        """Every third answer stops at max_tokens (finish_reason "length"), as a real endpoint says."""
+
+        async def complete(self, prompt):
+            completion = await super().complete(prompt)
+            return replace(completion, finish_reason="length") if len(self.calls) % 3 == 0 else completion
+
+    config = RunConfig(tasks=("ncbi_disease",), model="cut", base_url="http://127.0.0.1:1/v1", limit=12)
+    outcome = asyncio.run(execute(config, lambda _: CutOff(lambda p: gold[query_text(p)], model="cut"), tmp_path))
+    (run,) = load_report_runs([outcome.run_dir.path], rebuild=False)
+    assert run.samples["finish_reason"].tolist().count("length") == 4
+    ops = task_operations(run, "ncbi_disease")
+    assert ops.hit_max_tokens == pytest.approx(4 / 12) and ops.input_truncated == 0.0

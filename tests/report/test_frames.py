@@ -14,7 +14,8 @@ def test_load_samples_one_row_per_sample_with_score_columns(two_runs):
     assert frame.shape[0] == LIMIT
     assert {"run", "model", "task", "id", "answer", "parse_failed", "error", "latency_s", "prompt_tokens",
             "completion_tokens", "truncated_tokens", "prediction", "gold"} <= set(frame.columns)
-    assert [c for c in frame.columns if c.startswith("score.")] == ["score.f1", "score.fn", "score.fp", "score.tp"]
+    assert [c for c in frame.columns if c.startswith("score.")] == [
+        "score.f1", "score.fn", "score.fp", "score.partial_fn", "score.partial_fp", "score.partial_tp", "score.tp"]
     assert set(frame["model"]) == {"sloppy"} and set(frame["task"]) == {"ncbi_disease"}
     failed = frame[frame["error"].notna()]
     assert len(failed) == 8  # the sloppy responder's failing bucket (tests/report/support.py)
@@ -24,6 +25,10 @@ def test_load_samples_one_row_per_sample_with_score_columns(two_runs):
     metrics = load_metrics([sloppy])
     fn = metrics[(metrics["metric"] == "fn")]["value"].item()
     assert frame["score.fn"].sum() == fn
+    # partial counts too: P = Σtp / (Σtp + Σfp)
+    tp, fp = frame["score.partial_tp"].sum(), frame["score.partial_fp"].sum()
+    partial_precision = metrics[(metrics["metric"] == "partial_precision")]["value"].item()
+    assert partial_precision == pytest.approx(tp / (tp + fp))
 
 
 def test_load_metrics_long_format(two_runs):

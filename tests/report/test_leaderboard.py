@@ -55,7 +55,7 @@ def test_columns_grouped_by_suite_with_aggregate_and_average():
     assert table.groups == (("", 1), ("a", 1), ("b", 1), ("lvl", 1), ("plain (average)", 1))
     assert [c.bold for c in table.rows[1]] == [False, True, False, True, True]
     frame = board.to_frame()
-    assert frame.shape == (2, 2 + 3 * 4) and frame.loc[1, "a:f1"] == 0.9
+    assert frame.shape == (2, 3 + 3 * 4) and frame.loc[1, "a:f1"] == 0.9
 
 
 def test_aggregate_that_cannot_be_computed_has_no_interval():
@@ -106,3 +106,29 @@ def test_shown_metrics_declared_order_patterns_and_tagged_f1():
     Spec.metrics = ("bertscore[*]_precision", "rouge2")
     assert shown_metrics(Spec(), present) == ["bertscore[enc@L6]_precision", "rouge2", "bertscore[enc@L6]_f1"]
     assert shown_metrics(None, present) == present[:-1]  # unregistered task: all but bookkeeping
+
+
+def test_declared_primary_metric_drives_averages_and_disagreement_ranking():
+    from evalpipe.report.bootstrap import ScoredTask
+    from evalpipe.report.compare import _score_key
+    from evalpipe.tasks.registry import get_task
+
+    ncbi = get_task("ncbi_disease")
+    assert ncbi.primary_metric == "f1"
+    # declared wins even where the heuristic would pick another F1 first
+    assert primary_metric(ncbi, ["partial_f1", "accuracy", "f1"]) == "f1"
+
+    class Spec:
+        metrics = ("macro_f1", "accuracy")
+        primary_metric = "accuracy"
+
+    # suite average: the heuristic would average macro_f1 (first F1-like); the declared metric is used
+    x = run("x", {"a": {"macro_f1": 0.2, "accuracy": 0.8}, "b": {"macro_f1": 0.4, "accuracy": 0.6}})
+    board = build_leaderboard([x], {}, {"s": SuiteSpec("s", ("a", "b"))}, {"a": Spec(), "b": Spec()})
+    average = board.columns[-1]
+    assert average.metric == "accuracy" and board.entry("x", average).value == pytest.approx(0.7)
+    # disagreements are ranked by the primary metric's per-sample score when both runs have it
+    task = ScoredTask(name="a", ids=("0",), examples=(), predictions=(), corpus={"macro_f1": 0.2, "accuracy": 0.8},
+                      per_sample=({"macro_f1": 0.0, "accuracy": 1.0},))
+    assert _score_key(task, task, Spec()) == "accuracy"
+    assert _score_key(task, task, None) == "macro_f1"  # without a declaration: the first F1-like metric

@@ -1,0 +1,89 @@
+"""A CLUE MeQSum report: BERTScore intervals come from the stored per-sample values, never re-scored.
+
+MeQSum's ``mean_metrics`` is a :class:`~evalpipe.tasks.clue_common.MetricFamilies` whose members
+are patterns (``bertscore[*]_f1``): the report must keep that object, not a plain set of names.
+"""
+
+import asyncio
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import evalpipe.metrics.bertscore as bertscore_module
+import evalpipe.tasks.clue_common as clue_common
+from evalpipe.config import RunConfig
+from evalpipe.frames import load_samples
+from evalpipe.report import build_report
+from evalpipe.report.bootstrap import resample_indices, restrict
+from evalpipe.report.runs import load_report_runs
+from evalpipe.runner import execute
+from tests.support.scripted_backend import ScriptedBackend, last_user_text
+
+LIMIT = 8
+RESAMPLES = 200
+BERT_F1 = "bertscore[all-MiniLM-L6-v2@L6]_f1"
+
+
+def first_words(count):
+    """An answer that is the first ``count`` words of the patient's question: some overlap, not all."""
+    def respond(prompt):
+        words = last_user_text(prompt).split()
+        return " ".join(words[-60:][:count]) + "?"
+    return respond
+
+
+@pytest.fixture(scope="module")
+def meqsum_runs(tmp_path_factory):
+    """Two scored MeQSum runs (the runner computes BERTScore once per run; the encoder loads once)."""
+    root = tmp_path_factory.mktemp("meqsum_runs")
+    paths = []
+    for model, count in (("short", 6), ("long", 20)):
+        config = RunConfig(tasks=("clue_meqsum",), model=model, base_url="http://127.0.0.1:1/v1", limit=LIMIT)
+        outcome = asyncio.run(execute(config, lambda _, c=count, m=model: ScriptedBackend(first_words(c), model=m),
+                                      root))
+        paths.append(outcome.run_dir.path)
+    return paths
+
+
+@pytest.fixture()
+def no_bertscore(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the report must not compute BERTScore again")
+
+    monkeypatch.setattr(clue_common, "bertscore_per_sample", refuse)
+    monkeypatch.setattr(bertscore_module, "bertscore_per_sample", refuse)
+
+
+def test_pattern_mean_metrics_are_resampled_from_per_sample_values(meqsum_runs, no_bertscore, tmp_path):
+    (run,) = load_report_runs([meqsum_runs[0]])
+    scored = run.scored["clue_meqsum"]
+    assert BERT_F1 in scored.mean_metrics  # the pattern set survived, not a frozenset of literal names
+    result = build_report(meqsum_runs, tmp_path, resamples=RESAMPLES, seed=0)
+    board = pd.read_csv(result.csv)
+    # the interval is the percentile interval of means of the resampled per-sample BERTScore values
+    values = load_samples(meqsum_runs[0])[f"score.{BERT_F1}"].to_numpy(dtype=float)
+    means = values[resample_indices(LIMIT, RESAMPLES, 0, "clue_meqsum")].mean(axis=1)
+    low, high = np.quantile(means, [0.025, 0.975])
+    short = board[board["model"] == "short"].iloc[0]
+    assert (short[f"clue_meqsum:{BERT_F1}:ci_low"], short[f"clue_meqsum:{BERT_F1}:ci_high"]) == pytest.approx((low, high))
+    assert low < short[f"clue_meqsum:{BERT_F1}"] < high
+    markdown = result.markdown.read_text(encoding="utf-8")
+    # every metric of the task, BERTScore included, was resampled as a per-sample mean
+    assert f"{BERT_F1}: mean ({RESAMPLES})" in markdown
+    timing = markdown.split("**Bootstrap: method per metric and time**")[1].splitlines()
+    rows = [line for line in timing if line.startswith(("| short | clue_meqsum", "| long | clue_meqsum"))]
+    assert len(rows) == 2 and all("| mean: rouge1, rouge2, rougeL, bertscore" in line for line in rows)
+    assert "rescore: " not in markdown and "none: " not in markdown
+    # the paired comparison reuses the same per-sample values
+    assert "## Comparison" in markdown and BERT_F1 in markdown
+
+
+def test_comparing_on_a_subset_averages_the_stored_values(meqsum_runs, no_bertscore):
+    (run,) = load_report_runs([meqsum_runs[1]])
+    scored = run.scored["clue_meqsum"]
+    sub = restrict(scored, [5, 0, 2])  # what a comparison with a run that has only these samples does
+    assert sub.ids == tuple(scored.ids[i] for i in (5, 0, 2))
+    # (v5 + v0 + v2) / 3 of the stored per-sample BERTScore F1, no encoder call
+    expected = sum(scored.per_sample[i][BERT_F1] for i in (5, 0, 2)) / 3
+    assert sub.corpus[BERT_F1] == pytest.approx(expected) and set(sub.corpus) == set(scored.metrics)
