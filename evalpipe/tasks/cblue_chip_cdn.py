@@ -176,6 +176,7 @@ SPEC = register(
         },
         metrics=("precision", "recall", "f1", "candidate_recall"),
         max_tokens=256,
+        primary_metric="f1",
         default_shots=3,
         completion_stop=("\n",),
         suites=("cblue",),

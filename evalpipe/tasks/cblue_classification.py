@@ -185,6 +185,7 @@ def _spec(task: LabelTask) -> TaskSpec:
         scorings={"default": _scoring(task)},
         metrics=(task.headline, other),
         max_tokens=64,
+        primary_metric=task.headline,
         default_shots=3,
         template_vars=dict(task.template_vars),
         completion_stop=("\n",),

@@ -126,6 +126,7 @@ SPEC = register(
         },
         metrics=("precision", "recall", "f1", "partial_f1"),
         max_tokens=2048,
+        primary_metric="f1",
         default_shots=3,
         template_vars={"types": [{"tag": code, "name": name} for code, name in TYPES.items()]},
         completion_stop=("\n\n输入：",),

@@ -109,6 +109,7 @@ SPEC = register(
         },
         metrics=("precision", "recall", "f1"),
         max_tokens=512,
+        primary_metric="f1",
         default_shots=3,
         completion_stop=("\n\n文本：",),
         suites=("cblue",),

@@ -228,6 +228,7 @@ SPECS = {
         },
         metrics=("accuracy",),
         max_tokens=50,
+        primary_metric="accuracy",
         default_shots=0,
         completion_stop=("\n\n",),
         suites=(LEVEL2, ALL),

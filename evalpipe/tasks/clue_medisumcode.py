@@ -145,6 +145,7 @@ SPEC = register(
         metrics=("exact_f1", "category_f1", "valid_ratio", "exact_precision", "exact_recall",
                  "exact_micro_f1", "category_micro_f1", "valid_micro_ratio"),
         max_tokens=512,
+        primary_metric="exact_f1",
         long_field="text",
         default_shots=1,
         completion_stop=("\n--------------BEGIN DISCHARGE LETTER", "\n\n"),

@@ -182,6 +182,7 @@ SPEC = register(
         },
         metrics=("accuracy", "macro_f1"),
         max_tokens=20,
+        primary_metric="accuracy",
         default_shots=3,
         completion_stop=("\nSENTENCE_1:", "\n\n"),
         suites=(LEVEL1, ALL),

@@ -156,6 +156,7 @@ SPEC = register(
                                      description="sacrebleu zh corpus BLEU-4; rouge-score ROUGE-L, char tokens")},
         metrics=("bleu4", "rouge_l"),
         max_tokens=512,
+        primary_metric="rouge_l",
         default_shots=0,
         completion_stop=("\n问题：",),
         citation=CITATION,

@@ -355,6 +355,7 @@ SPEC = register(
         },
         metrics=("score",),
         max_tokens=1024,
+        primary_metric="score",
         default_shots=0,
         completion_stop=(),
         citation="Zhu W, et al. PromptCBLUE: A Chinese Prompt Tuning Benchmark for the Medical Domain. "
