@@ -3,9 +3,10 @@
 Why a real server rather than mocking the SDK: the behaviours worth testing in a backend (retries,
 timeouts, dropped connections, connection-pool limits, Retry-After handling) live in the HTTP and
 socket layers, which a mock skips. This server speaks just enough HTTP/1.1 (keep-alive,
-Content-Length bodies) on :func:`asyncio.start_server`, so it needs no dependency beyond the
-standard library, and it never blocks a thread: latency is an ``asyncio.sleep``, so any number of
-requests can be in flight at once.
+Content-Length bodies; chunked replies with the ``chunked`` fault) on
+:func:`asyncio.start_server`, so it needs no dependency beyond the standard library, and it
+never blocks a thread: latency is an ``asyncio.sleep``, so any number of requests can be in
+flight at once.
 
 Three ways to run it:
 
@@ -36,7 +37,7 @@ message (or the completions prompt) to fixed answers.
 
 Faults are planned per request, see :class:`Fault` for the spec syntax
 (``"429:retry_after=1"``, ``"500"``, ``"slow:5"``, ``"malformed_json"``, ``"empty_content"``,
-``"null_content"``, ``"drop"``, ``"drop_mid"``, ``"400"``, ``"ok"``).
+``"null_content"``, ``"drop"``, ``"drop_mid"``, ``"chunked"``, ``"400"``, ``"ok"``).
 """
 
 from __future__ import annotations
@@ -167,7 +168,9 @@ def prompt_key(body: Mapping[str, Any]) -> str:
 # Faults
 
 
-_NO_ARG_KINDS = {"ok", "malformed_json", "empty_content", "null_content", "drop", "drop_mid"}
+_NO_ARG_KINDS = {"ok", "malformed_json", "empty_content", "null_content", "drop", "drop_mid", "chunked"}
+#: bytes per chunk of a ``chunked`` fault's body (small, so a reply spans several chunks)
+_CHUNK_BYTES = 64
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,7 @@ class Fault:
     ``"null_content"``                  200 with ``content: null``
     ``"drop"``                          close the connection without sending anything
     ``"drop_mid"``                      send the headers and half the body, then close
+    ``"chunked"``                       a normal answer, sent with ``Transfer-Encoding: chunked``
     ==================================  ==========================================================
     """
 
@@ -258,6 +262,7 @@ class _Reply:
     payload: bytes = b""
     headers: list[tuple[str, str]] = field(default_factory=list)
     drop: str | None = None  # None, "before" (nothing sent) or "mid" (half a response)
+    chunked: bool = False  # send the payload with Transfer-Encoding: chunked
 
 
 def _json_reply(status: int, obj: Any, headers: list[tuple[str, str]] | None = None) -> _Reply:
@@ -365,6 +370,7 @@ class FakeOpenAIServer:
         self._faults_injected: Counter[str] = Counter()
         self._max_in_flight = self._in_flight
         self._requests: list[FakeRequest] = []
+        self._connections = 0
 
     # -- counters -----------------------------------------------------------------------------
 
@@ -383,6 +389,11 @@ class FakeOpenAIServer:
     @property
     def in_flight(self) -> int:
         return self._in_flight
+
+    @property
+    def connections(self) -> int:
+        """TCP connections accepted (a client that reuses keep-alive connections opens few)."""
+        return self._connections
 
     @property
     def max_in_flight(self) -> int:
@@ -426,6 +437,7 @@ class FakeOpenAIServer:
                 "faults_pending": len(self._faults),
                 "in_flight": self._in_flight,
                 "max_in_flight": self._max_in_flight,
+                "connections": self._connections,
             }
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -506,6 +518,8 @@ class FakeOpenAIServer:
         task = asyncio.current_task()
         assert task is not None
         self._handlers.add(task)
+        with self._lock:
+            self._connections += 1
         try:
             while await self._serve_one(reader, writer):
                 pass
@@ -549,10 +563,14 @@ class FakeOpenAIServer:
         writer: asyncio.StreamWriter, reply: _Reply, *, keep_alive: bool = True, truncate: bool = False
     ) -> None:
         phrase = HTTPStatus(reply.status).phrase if reply.status in HTTPStatus._value2member_map_ else "Unknown"
-        lines = [f"HTTP/1.1 {reply.status} {phrase}", f"Content-Length: {len(reply.payload)}"]
+        framing = "Transfer-Encoding: chunked" if reply.chunked else f"Content-Length: {len(reply.payload)}"
+        lines = [f"HTTP/1.1 {reply.status} {phrase}", framing]
         lines += [f"{k}: {v}" for k, v in reply.headers]
         lines.append("Connection: keep-alive" if keep_alive else "Connection: close")
         payload = reply.payload[: len(reply.payload) // 2] if truncate else reply.payload
+        if reply.chunked:
+            pieces = [payload[i : i + _CHUNK_BYTES] for i in range(0, len(payload), _CHUNK_BYTES)]
+            payload = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload)
         await writer.drain()
 
@@ -638,6 +656,8 @@ class FakeOpenAIServer:
             reply.payload = reply.payload[: max(1, len(reply.payload) // 2)]
         if fault is not None and fault.kind == "drop_mid":
             reply.drop = "mid"
+        if fault is not None and fault.kind == "chunked":
+            reply.chunked = True
         return reply
 
     def _completion_json(self, endpoint: str, body: JSONDict, text: str | None) -> JSONDict:
