@@ -1,4 +1,4 @@
-"""Command line: ``evalpipe run | score | show | tasks | demo``.
+"""Command line: ``evalpipe run | score | show | tasks | report | compare | retrieve | serve | demo``.
 
 Every user-facing failure (bad data, template, endpoint, options) ends as one clear line on
 stderr and a non-zero exit code — never a traceback — and never prints an API key.
@@ -11,7 +11,6 @@ endpoint); 2 bad command-line usage; 3 the run finished but some requests failed
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 import sys
 import time
@@ -269,8 +268,7 @@ def _execute(config: RunConfig, results_dir: Path) -> int:
                                config.context_length, dict(config.engine_options))
             config = replace(config, base_url=spec.base_url, model=spec.model,
                              context_length=config.context_length or spec.context_length)
-            if config.engine == "llamacpp" and importlib.util.find_spec("llama_cpp") is not None:
-                err.print(f"starting {spec.name} ({spec.model}) on {spec.base_url} …", highlight=False)
+            err.print(f"starting {spec.name} ({spec.model}) on {spec.base_url} …", highlight=False)
             server = ManagedServer(spec, startup_timeout_s=600.0)
             started = time.monotonic()
             server.start()
