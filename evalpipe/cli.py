@@ -24,8 +24,9 @@ from rich.table import Table
 from rich.text import Text
 
 from evalpipe.backends.base import Backend, BackendError
-from evalpipe.config import RunConfig
+from evalpipe.config import RunConfig, local_model_fingerprint
 from evalpipe.data.errors import DataError
+from evalpipe.endpoints import redact_url
 from evalpipe.engines.llamacpp import EngineUnavailable
 from evalpipe.engines.server import ManagedServer, ServerSpec, ServerStartError
 from evalpipe.prompting import TemplateError
@@ -77,7 +78,7 @@ def make_backend(config: RunConfig) -> Backend:
         return backends[0]
     from evalpipe.backends.replicas import ReplicaBackend
 
-    return ReplicaBackend(backends, urls)
+    return ReplicaBackend(backends, [redact_url(u) for u in urls])
 
 
 def server_spec(engine: str, model: str | None, context_length: int | None, options: dict) -> ServerSpec:
@@ -263,6 +264,8 @@ def _execute(config: RunConfig, results_dir: Path) -> int:
 
     server: ManagedServer | None = None
     try:
+        if config.engine is not None and config.model != "default":
+            config = replace(config, model_fingerprint=local_model_fingerprint(config.model))
         if config.engine in ("llamacpp", "vllm"):
             spec = server_spec(config.engine, None if config.model == "default" else config.model,
                                config.context_length, dict(config.engine_options))

@@ -47,6 +47,9 @@ class RunConfig:
     engine: str | None = None
     #: engine settings (tensor_parallel_size, dtype, gpu_memory_utilization, revision, n_threads)
     engine_options: dict[str, Any] = field(default_factory=dict)
+    #: identity of local weights (path, sizes, mtimes hashed) when --model is a local file or folder:
+    #: two checkpoints with the same file name must never share answers
+    model_fingerprint: str | None = None
     concurrency: int = 64
     timeout_s: float = 120.0
     max_retries: int = 6
@@ -60,6 +63,7 @@ class RunConfig:
     ANSWER_FIELDS = (
         "tasks", "model", "endpoint", "shots", "fewshot_seed", "fewshot_as_turns", "system_role",
         "temperature", "top_p", "seed", "max_tokens", "split", "data", "data_dir", "context_length",
+        "engine", "engine_options", "model_fingerprint",
     )
 
     def answer_hash(self) -> str:
@@ -70,7 +74,7 @@ class RunConfig:
     def default_run_name(self) -> str:
         """Deterministic, so re-running the same command finds (and resumes) the same run."""
         label = "+".join(self.tasks) if len(self.tasks) <= 3 else f"{len(self.tasks)}tasks"
-        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", self.model).strip("-") or "model"
+        slug = (re.sub(r"[^A-Za-z0-9._-]+", "-", self.model).strip("-") or "model")[-80:]
         return f"{label}__{slug}__{self.answer_hash()}"
 
     def to_json(self) -> dict[str, Any]:
@@ -102,3 +106,19 @@ def data_paths_for(config: RunConfig, task: str) -> dict[str, Path]:
         if name == task:
             paths[role or "eval"] = Path(value)
     return paths
+
+
+def local_model_fingerprint(model: str) -> str | None:
+    """A short hash of a local model file or folder (absolute path, file names, sizes, mtimes).
+
+    Cheap (no reading of weights) and enough to tell two checkpoints apart even when their files
+    share a name (``ggml-model-Q4_K_M.gguf``). None when ``model`` is not a local path (a hub or
+    API model name, whose identity is the name).
+    """
+    path = Path(model).expanduser()
+    if not path.exists():
+        return None
+    path = path.resolve()
+    files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file())
+    listing = [(str(f), f.stat().st_size, int(f.stat().st_mtime)) for f in files]
+    return hashlib.sha256(json.dumps(listing).encode()).hexdigest()[:12]

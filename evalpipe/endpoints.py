@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 
 def is_local_url(url: str) -> bool:
@@ -32,3 +32,14 @@ def is_local_url(url: str) -> bool:
             return False
         addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
     return bool(addresses) and all(a.is_loopback or a.is_private or a.is_link_local for a in addresses)
+
+
+def redact_url(url: str) -> str:
+    """The URL without user-info and query string — where keys sometimes hide — for files and logs."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    redacted = urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    return redacted if (parts.username is None and parts.password is None and not parts.query) else redacted + " (credentials removed)"

@@ -39,7 +39,7 @@ from evalpipe.budget import (
 from evalpipe.cache import ResponseStore, cache_key
 from evalpipe.config import RunConfig, data_paths_for
 from evalpipe.data.errors import DataError
-from evalpipe.endpoints import is_local_url
+from evalpipe.endpoints import is_local_url, redact_url
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.prompting import PromptOptions, PromptRenderer, select_shots, template_path, template_sha256
 from evalpipe.records import Completion, Example, GenerationParams, Prediction, Prompt, to_jsonable
@@ -253,14 +253,15 @@ def prepare(config: RunConfig, skipped: dict[str, str] | None = None) -> list[Pr
 def check_endpoint_policy(prepared: Sequence[PreparedTask], config: RunConfig) -> None:
     """Refuse to send credentialed data to a non-local endpoint unless explicitly allowed."""
     credentialed = [p.spec.name for p in prepared if p.spec.credentialed]
-    if not credentialed or config.base_url is None or config.allow_external_endpoint:
+    if not credentialed or config.allow_external_endpoint:
         return
-    if not is_local_url(config.base_url):
-        raise RunError(
-            f"task(s) {', '.join(credentialed)} use credentialed data (PhysioNet DUA) and "
-            f"{config.base_url} is not a loopback or private address; pass --allow-external-endpoint "
-            "only if your data use agreement permits sending the data there"
-        )
+    for url in [u for u in (config.base_url, *config.replicas) if u]:  # every replica, not just the first
+        if not is_local_url(url):
+            raise RunError(
+                f"task(s) {', '.join(credentialed)} use credentialed data (PhysioNet DUA) and "
+                f"{redact_url(url)} is not a loopback or private address; pass --allow-external-endpoint "
+                "only if your data use agreement permits sending the data there"
+            )
 
 
 def _sha256(path: Path) -> str:
@@ -289,18 +290,34 @@ def _task_record(p: PreparedTask, config: RunConfig) -> dict[str, Any]:
 def write_config(run: RunDir, config: RunConfig, prepared: Sequence[PreparedTask],
                  backend: Backend | None, skipped: Mapping[str, str] | None = None) -> None:
     previous = run.read_config() if run.exists() else {}
-    ran = replace(config, tasks=tuple(p.spec.name for p in prepared))
+    ran = replace(
+        config,
+        tasks=tuple(p.spec.name for p in prepared),
+        base_url=redact_url(config.base_url) if config.base_url else None,
+        replicas=tuple(redact_url(u) for u in config.replicas),
+    )
     run.write_json(run.config_path, {
         "config": ran.to_json(),
         "skipped_tasks": dict(skipped or {}),
         "evalpipe_version": __version__,
         "git_commit": git_commit(REPO_ROOT),
         "tasks": {p.spec.name: _task_record(p, config) for p in prepared},
-        "backend": dict(backend.describe()) if backend is not None else previous.get("backend"),
+        "backend": _redact_urls(dict(backend.describe())) if backend is not None else previous.get("backend"),
         "allow_external_endpoint": config.allow_external_endpoint,
         "created": previous.get("created", time.strftime("%Y-%m-%dT%H:%M:%S%z")),
         "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     })
+
+
+def _redact_urls(value: Any) -> Any:
+    """Every http(s) URL in a nested structure, without user-info or query (see redact_url)."""
+    if isinstance(value, str) and value.startswith(("http://", "https://")):
+        return redact_url(value)
+    if isinstance(value, Mapping):
+        return {k: _redact_urls(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redact_urls(v) for v in value]
+    return value
 
 
 def _prompt_json(prompt: Prompt) -> str:
@@ -519,7 +536,8 @@ async def execute(
                 config.compat, options, p.truncated_tokens(),
             ))
         outcome.add_aggregates(config.suites)
-        write_outcome(run, outcome, config.compat, {"backend": dict(stats), "fetch_seconds": fetch_s, **budget_info})
+        write_outcome(run, outcome, config.compat,
+                      {"backend": _redact_urls(dict(stats)), "fetch_seconds": fetch_s, **budget_info})
         return outcome
     finally:
         if backend is not None:

@@ -76,3 +76,26 @@ def test_vllm_server_command_carries_the_options(monkeypatch, tmp_path):
                  "--host 127.0.0.1"):
         assert part in command
     assert spec.health_url == "http://127.0.0.1:8123/health" and spec.context_length == 4096
+
+
+def test_two_checkpoints_with_one_file_name_get_different_identities(tmp_path):
+    from evalpipe.config import RunConfig, local_model_fingerprint
+
+    a, b = tmp_path / "a" / "ggml-model-Q4_K_M.gguf", tmp_path / "b" / "ggml-model-Q4_K_M.gguf"
+    for path, payload in ((a, b"one"), (b, b"other")):
+        path.parent.mkdir()
+        path.write_bytes(payload)
+    fa, fb = local_model_fingerprint(str(a)), local_model_fingerprint(str(b))
+    assert fa and fb and fa != fb
+    assert local_model_fingerprint("Qwen/Qwen2.5-0.5B-Instruct") is None  # a name, not a path
+    base = dict(tasks=("ncbi_disease",), model="ggml-model-Q4_K_M", engine="llamacpp")
+    names = {RunConfig(**base, model_fingerprint=f).default_run_name() for f in (fa, fb)}
+    names |= {RunConfig(**base, engine_options={"revision": r}).default_run_name() for r in ("main", "abc123")}
+    assert len(names) == 4
+
+
+def test_long_model_paths_give_short_run_names():
+    from evalpipe.config import RunConfig
+
+    name = RunConfig(tasks=("ncbi_disease",), model="/very/" + "deep/" * 100 + "model").default_run_name()
+    assert len(name) < 130

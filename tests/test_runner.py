@@ -180,3 +180,20 @@ def test_task_asked_for_alone_without_data_is_an_error(tmp_path):
                     data_dir=str(tmp_path / "nothing-here"))
     with pytest.raises(DataError, match="mli_test_v1.jsonl"):
         run(cfg, ScriptedBackend(perfect), tmp_path)
+
+
+def test_every_replica_must_be_local_for_credentialed_tasks():
+    prepared = prepare(config(limit=1))
+    secret = [replace(p, spec=replace(p.spec, credentialed=True)) for p in prepared]
+    with pytest.raises(RunError, match="93.184.216.34"):
+        check_endpoint_policy(secret, config(base_url="http://127.0.0.1:8000/v1",
+                                             replicas=("https://93.184.216.34/v1",)))
+    check_endpoint_policy(secret, config(base_url="http://127.0.0.1:8000/v1", replicas=("http://10.0.0.2:8000/v1",)))
+
+
+def test_redact_url_removes_user_info_and_query():
+    from evalpipe.endpoints import redact_url
+
+    assert redact_url("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"
+    redacted = redact_url("https://user:sk-abc@api.example.com/v1?api-key=sk-abc")
+    assert "sk-abc" not in redacted and redacted.startswith("https://api.example.com/v1")

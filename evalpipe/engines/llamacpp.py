@@ -58,7 +58,13 @@ def llamacpp_server(
     path = Path(model_path) if model_path else smollm2_path()
     if not path.is_file():
         raise EngineUnavailable(f"{path}: GGUF model file not found")
-    alias = alias or (SMOLLM2_ALIAS if model_path is None else path.stem)
+    if alias is None and model_path is not None:
+        # the file name alone is not an identity (quantizers all write ggml-model-Q4_K_M.gguf):
+        # the alias — which is the model name in every cache key — carries a fingerprint too
+        from evalpipe.config import local_model_fingerprint
+
+        alias = f"{path.stem}-{local_model_fingerprint(str(path))}"
+    alias = alias or SMOLLM2_ALIAS
     port = port or free_port()
     args = [
         "--model", str(path),
