@@ -30,7 +30,7 @@ from evalpipe.endpoints import redact_url
 from evalpipe.engines.llamacpp import EngineUnavailable
 from evalpipe.engines.server import ManagedServer, ServerSpec, ServerStartError
 from evalpipe.prompting import TemplateError
-from evalpipe.results import DEFAULT_ROOT, RunDir
+from evalpipe.results import DEFAULT_ROOT, RunDir, RunDirBusy
 from evalpipe.runner import RunError, RunOutcome, execute, rescore
 from evalpipe.tasks.registry import all_tasks, resolve, suites
 
@@ -42,7 +42,7 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() else 160, markup=Fa
 EXIT_FAILED_REQUESTS = 3
 EXIT_INTERRUPTED = 130
 USER_ERRORS = (RunError, BackendError, DataError, TemplateError, FileNotFoundError, KeyError, ValueError,
-               EngineUnavailable, ServerStartError)
+               EngineUnavailable, ServerStartError, RunDirBusy)
 
 
 def _fail(exc: BaseException) -> typer.Exit:

@@ -14,14 +14,20 @@ half-written ``metrics.json`` that looks complete.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 DEFAULT_ROOT = Path("results")
+
+
+class RunDirBusy(RuntimeError):
+    """Another process holds the run directory."""
 
 
 class RunDir:
@@ -50,6 +56,28 @@ class RunDir:
 
     def exists(self) -> bool:
         return self.config_path.is_file()
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Exclusive use of the run directory for one process.
+
+        Two processes running the same command would each send every prompt (and pay for it
+        twice), then overwrite each other's results; the second one is refused instead.
+        The lock is an advisory ``flock`` that the OS releases if the process dies.
+        """
+        self.path.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path / ".lock", "w")  # noqa: SIM115 - held for the whole block
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise RunDirBusy(
+                    f"{self.path} is in use by another evalpipe process; wait for it to finish "
+                    "(or give this run another --run-name)"
+                ) from None
+            yield
+        finally:
+            handle.close()
 
     def write_json(self, path: Path, data: Any) -> None:
         _atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")

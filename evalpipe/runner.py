@@ -491,7 +491,21 @@ async def execute(
     for p in prepared:
         p.spec.scoring(config.compat)  # an unknown --compat fails before any request
     run = run_dir_for(config, results_root)
-    run.path.mkdir(parents=True, exist_ok=True)
+    with run.lock():
+        return await _execute_locked(config, run, prepared, skipped, budget_info, backend_factory, progress,
+                                     on_prepared)
+
+
+async def _execute_locked(
+    config: RunConfig,
+    run: RunDir,
+    prepared: list[PreparedTask],
+    skipped: dict[str, str],
+    budget_info: dict[str, Any],
+    backend_factory: Callable[[RunConfig], Backend],
+    progress: ProgressSink,
+    on_prepared: Callable[[RunDir, int, int], None] | None,
+) -> RunOutcome:
     store = ResponseStore(run.store_path)
     backend: Backend | None = None
     try:
@@ -605,11 +619,17 @@ def rescore(run_path: Path, compat: str | None = None, metric_options: Mapping[s
     ``metric_options`` override the recorded ones for this scoring (and are recorded in the
     summary). See :func:`load_stored` for what must hold for a run to be re-scored.
     """
-    config, tasks = load_stored(run_path)
+    run = RunDir(run_path)
+    run.read_config()  # not a run directory → clear error before a lock file is created
+    with run.lock():
+        return _rescore_locked(run, compat, metric_options)
+
+
+def _rescore_locked(run: RunDir, compat: str | None, metric_options: Mapping[str, Any] | None) -> RunOutcome:
+    config, tasks = load_stored(run.path)
     options = MetricOptions.from_json({**config.metric_options, **(metric_options or {})})
     for task in tasks:
         task.spec.scoring(compat)  # unknown mode → error before any work
-    run = RunDir(run_path)
     outcome = RunOutcome(run_dir=run, tasks=[])
     for task in tasks:
         outcome.cached += sum(1 for a in task.answers if a is not None)

@@ -197,3 +197,14 @@ def test_redact_url_removes_user_info_and_query():
     assert redact_url("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"
     redacted = redact_url("https://user:sk-abc@api.example.com/v1?api-key=sk-abc")
     assert "sk-abc" not in redacted and redacted.startswith("https://api.example.com/v1")
+
+
+def test_a_run_directory_in_use_is_refused(tmp_path):
+    from evalpipe.results import RunDirBusy
+    from evalpipe.runner import run_dir_for
+
+    cfg = config(limit=2)
+    with run_dir_for(cfg, tmp_path).lock():
+        with pytest.raises(RunDirBusy, match="in use by another evalpipe process"):
+            run(cfg, ScriptedBackend(perfect), tmp_path)
+    run(cfg, ScriptedBackend(perfect), tmp_path)  # free again once released
