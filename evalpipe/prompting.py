@@ -18,6 +18,7 @@ any request is sent, so a template bug never costs a half-finished run.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 from collections.abc import Sequence
@@ -64,15 +65,28 @@ def template_sha256(spec: TaskSpec, prompts_dir: Path = PROMPTS_DIR) -> str:
     return hashlib.sha256(template_path(spec, prompts_dir).read_bytes()).hexdigest()
 
 
+def inputs_fingerprint(example: Example) -> str:
+    """What a template sees of an example, as one string: equal inputs mean the same item."""
+    return json.dumps(dict(example.inputs), sort_keys=True, ensure_ascii=False, default=str)
+
+
 def select_shots(
-    pool: Sequence[Example], k: int, seed: int | None, evaluated_ids: set[str] | frozenset[str] = frozenset()
+    pool: Sequence[Example],
+    k: int,
+    seed: int | None,
+    evaluated_ids: set[str] | frozenset[str] = frozenset(),
+    evaluated_inputs: set[str] | frozenset[str] = frozenset(),
 ) -> tuple[Example, ...]:
     """Pick ``k`` shots from ``pool``: the first ``k`` (seed None) or a seeded random sample.
 
-    The pool is the task's train split; an example whose id is also evaluated is never a shot
-    (a shot that is also a test item leaks its answer).
+    The pool is the task's train split; an example that is also evaluated — same id, or the same
+    inputs (:func:`inputs_fingerprint`; e.g. one file passed as both test and shot file) — is never
+    a shot: a shot that is also a test item leaks its answer.
     """
-    candidates = [ex for ex in pool if ex.id not in evaluated_ids]
+    candidates = [
+        ex for ex in pool
+        if ex.id not in evaluated_ids and (not evaluated_inputs or inputs_fingerprint(ex) not in evaluated_inputs)
+    ]
     if k < 0:
         raise ValueError("the number of shots cannot be negative")
     if k > len(candidates):

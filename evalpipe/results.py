@@ -92,7 +92,13 @@ class RunDir:
     def read_config(self) -> dict[str, Any]:
         if not self.config_path.is_file():
             raise FileNotFoundError(f"{self.path}: not a run directory (no config.json)")
-        return self.read_json(self.config_path)
+        try:
+            data = self.read_json(self.config_path)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{self.config_path}: not valid JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{self.config_path}: expected a JSON object")
+        return data
 
     def read_metrics(self, compat: str | None = None) -> dict[str, dict[str, float]]:
         path = self.metrics_path(compat)

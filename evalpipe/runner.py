@@ -41,7 +41,14 @@ from evalpipe.config import RunConfig, data_paths_for
 from evalpipe.data.errors import DataError
 from evalpipe.endpoints import is_local_url, redact_url
 from evalpipe.metrics.options import MetricOptions
-from evalpipe.prompting import PromptOptions, PromptRenderer, select_shots, template_path, template_sha256
+from evalpipe.prompting import (
+    PromptOptions,
+    PromptRenderer,
+    inputs_fingerprint,
+    select_shots,
+    template_path,
+    template_sha256,
+)
 from evalpipe.records import Completion, Example, GenerationParams, Prediction, Prompt, to_jsonable
 from evalpipe.results import RunDir, git_commit
 from evalpipe.tasks.base import IncompleteSuite, LoadOptions, PartialSuite, TaskData, TaskSpec
@@ -156,7 +163,8 @@ def prepare_task(spec: TaskSpec, config: RunConfig) -> PreparedTask:
     examples = _subset(data.examples, config, spec.name)
     k = spec.default_shots if config.shots is None else config.shots
     try:
-        shots = select_shots(data.shot_pool, k, config.fewshot_seed, {ex.id for ex in data.examples})
+        shots = select_shots(data.shot_pool, k, config.fewshot_seed, {ex.id for ex in data.examples},
+                             {inputs_fingerprint(ex) for ex in data.examples})
     except ValueError as exc:
         raise RunError(f"task {spec.name}: {exc}") from None
     max_tokens = config.max_tokens or spec.max_tokens
@@ -580,7 +588,11 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
     """
     run = RunDir(run_path)
     recorded = run.read_config()
-    config = RunConfig.from_json(recorded["config"])
+    settings = recorded.get("config")
+    if not isinstance(settings, dict) or "model" not in settings or not settings.get("tasks"):
+        raise RunError(f"{run.config_path}: not an evaluation run (a retrieval run, or written by something "
+                       "else); `evalpipe show` prints its metrics")
+    config = RunConfig.from_json(settings)
     if not run.store_path.is_file():
         raise RunError(f"{run.path}: no responses.sqlite; nothing to score")
     store = ResponseStore(run.store_path)

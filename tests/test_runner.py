@@ -208,3 +208,11 @@ def test_a_run_directory_in_use_is_refused(tmp_path):
         with pytest.raises(RunDirBusy, match="in use by another evalpipe process"):
             run(cfg, ScriptedBackend(perfect), tmp_path)
     run(cfg, ScriptedBackend(perfect), tmp_path)  # free again once released
+
+
+def test_the_same_file_as_test_and_shot_file_never_shows_a_test_item_as_its_own_shot(tmp_path):
+    data = tmp_path / "one.tsv"
+    data.write_text("".join(f"Sentence{i}\tO\ncancer{i}\tB-Disease\n\n" for i in range(8)))
+    cfg = config(data={"ncbi_disease": str(data), "ncbi_disease:shots": str(data)}, limit=None, shots=2)
+    with pytest.raises(RunError, match="shot pool has only 0"):
+        prepare(cfg)  # every pool sentence is also evaluated
