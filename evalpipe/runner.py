@@ -116,7 +116,12 @@ class RunOutcome:
     def metrics(self) -> dict[str, dict[str, float]]:
         return {**{t.name: t.metrics for t in self.tasks}, **self.aggregates}
 
-    def add_aggregates(self, suite_names: Sequence[str]) -> None:
+    def add_aggregates(self, suite_names: Sequence[str], subset: bool = False) -> None:
+        """Suite aggregates over the tasks scored; say so when they cannot be compared to a paper.
+
+        An aggregate over a subset (``--limit``/``--ids``) or over tasks with failed requests is
+        still computed — it is what was measured — but flagged in ``incomplete``.
+        """
         by_task = {t.name: t.metrics for t in self.tasks}
         known = suites()
         for name in suite_names:
@@ -128,8 +133,18 @@ class RunOutcome:
             except PartialSuite as exc:
                 self.aggregates[name] = exc.partial
                 self.incomplete[name] = str(exc)
+                continue
             except IncompleteSuite as exc:
                 self.incomplete[name] = str(exc)
+                continue
+            failed = [t for t in suite.tasks if by_task.get(t, {}).get("errors", 0)]
+            caveats = []
+            if subset:
+                caveats.append("computed on a subset of samples (--limit/--ids)")
+            if failed:
+                caveats.append(f"tasks with failed requests: {', '.join(failed)}")
+            if caveats:
+                self.incomplete[name] = "; ".join(caveats) + " — not comparable to published scores"
 
 
 # ---- 1. prepare ------------------------------------------------------------------------------
@@ -557,7 +572,7 @@ async def _execute_locked(
                 p.spec.name, p.spec, p.examples, prompts_json, [answers.get(k) for k in p.keys],
                 config.compat, options, p.truncated_tokens(),
             ))
-        outcome.add_aggregates(config.suites)
+        outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
         write_outcome(run, outcome, config.compat,
                       {"backend": _redact_urls(dict(stats)), "fetch_seconds": fetch_s, **budget_info})
         return outcome
@@ -649,6 +664,6 @@ def _rescore_locked(run: RunDir, compat: str | None, metric_options: Mapping[str
             task.spec.name, task.spec, task.examples, task.prompts_json, task.answers, compat, options,
             task.truncated,
         ))
-    outcome.add_aggregates(config.suites)
+    outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
     write_outcome(run, outcome, compat, {"rescored": True, "metric_options": options.to_json()})
     return outcome

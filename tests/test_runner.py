@@ -216,3 +216,25 @@ def test_the_same_file_as_test_and_shot_file_never_shows_a_test_item_as_its_own_
     cfg = config(data={"ncbi_disease": str(data), "ncbi_disease:shots": str(data)}, limit=None, shots=2)
     with pytest.raises(RunError, match="shot pool has only 0"):
         prepare(cfg)  # every pool sentence is also evaluated
+
+
+def test_aggregates_on_subsets_or_with_failures_are_flagged(monkeypatch, tmp_path):
+    from evalpipe import runner as runner_module
+    from evalpipe.runner import RunOutcome, TaskOutcome
+    from evalpipe.tasks.base import SuiteSpec
+
+    suite = SuiteSpec(name="s", tasks=("a",), aggregate=lambda m: {"score": m["a"]["f1"]})
+    monkeypatch.setattr(runner_module, "suites", lambda: {"s": suite})
+
+    def outcome(errors):
+        return RunOutcome(run_dir=None, tasks=[TaskOutcome("a", {"f1": 0.5, "errors": errors}, {}, [])])
+
+    clean = outcome(0)
+    clean.add_aggregates(["s"])
+    assert clean.aggregates == {"s": {"score": 0.5}} and clean.incomplete == {}
+    subset = outcome(0)
+    subset.add_aggregates(["s"], subset=True)
+    assert subset.aggregates["s"] == {"score": 0.5} and "subset" in subset.incomplete["s"]
+    failed = outcome(2)
+    failed.add_aggregates(["s"])
+    assert "failed requests: a" in failed.incomplete["s"]
