@@ -50,29 +50,44 @@ class EstimateCounter:
 
 
 class ServerCounter:
-    """Counts with an inference server's tokenizer endpoint (vLLM or llama.cpp flavour)."""
+    """Counts with an inference server's tokenizer endpoint (vLLM or llama.cpp flavour).
+
+    A text the endpoint refuses to count (some servers reject texts longer than the context) is
+    counted with the estimate instead; ``fallbacks`` says how often, and the run summary reports
+    it. The API key, if any, is sent as a bearer token and never stored.
+    """
 
     kind = "server"
 
-    def __init__(self, base_url: str, model: str, flavour: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, base_url: str, model: str, flavour: str, timeout_s: float = 30.0,
+                 api_key: str | None = None) -> None:
         self.model = model
         self.flavour = flavour
         self.timeout_s = timeout_s
+        self._headers = {"content-type": "application/json"}
+        if api_key:
+            self._headers["authorization"] = f"Bearer {api_key}"
+        self.fallbacks = 0
         parts = urlsplit(base_url)
         root = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
         self.url = root + ("/tokenize" if flavour == "vllm" else "/extras/tokenize/count")
 
     def _post(self, payload: dict) -> dict:
-        request = urllib.request.Request(
-            self.url, data=json.dumps(payload).encode(), headers={"content-type": "application/json"}
-        )
+        request = urllib.request.Request(self.url, data=json.dumps(payload).encode(), headers=self._headers)
         with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
             return json.loads(response.read())
 
-    def count(self, text: str) -> int:
+    def _count(self, text: str) -> int:
         if self.flavour == "vllm":
             return int(self._post({"model": self.model, "prompt": text, "add_special_tokens": False})["count"])
         return int(self._post({"input": text})["count"])
+
+    def count(self, text: str) -> int:
+        try:
+            return self._count(text)
+        except (urllib.error.URLError, OSError, KeyError, ValueError, TypeError, TimeoutError):
+            self.fallbacks += 1
+            return EstimateCounter().count(text)
 
 
 class HFTokenizerCounter:
@@ -101,12 +116,13 @@ def model_context_length(model: str) -> int | None:
     return int(value) if isinstance(value, int) and value > 0 else None
 
 
-def detect_counter(base_url: str, model: str) -> TokenCounter:
+def detect_counter(base_url: str, model: str, api_key: str | None = None) -> TokenCounter:
     """The server's tokenizer if it has a known tokenize endpoint, else the estimate."""
     for flavour in ("vllm", "llamacpp"):
-        counter = ServerCounter(base_url, model, flavour, timeout_s=5.0)
+        counter = ServerCounter(base_url, model, flavour, timeout_s=5.0, api_key=api_key)
         try:
-            counter.count("hello")
+            counter._count("hello")
+            counter.timeout_s = 30.0
             return counter
         except (urllib.error.URLError, OSError, KeyError, ValueError, TimeoutError):
             continue
@@ -169,10 +185,12 @@ def fit_prompt(
     return Fitted(current, prompt, max(removed, 0), used)
 
 
-def server_context_length(base_url: str, timeout_s: float = 5.0) -> int | None:
+def server_context_length(base_url: str, timeout_s: float = 5.0, api_key: str | None = None) -> int | None:
     """The context length a server reports in ``GET /models`` (vLLM: ``max_model_len``), if any."""
+    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    request = urllib.request.Request(base_url.rstrip("/") + "/models", headers=headers)
     try:
-        with urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=timeout_s) as response:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
             data = json.loads(response.read())
     except (urllib.error.URLError, OSError, ValueError, TimeoutError):
         return None

@@ -145,6 +145,14 @@ def _report(outcome: RunOutcome, compat: str | None) -> int:
         if share:
             console.print(f"{task.name}: {share:.1%} of prompts were shortened to fit the context "
                       f"({task.summary.get('truncated_tokens', 0)} tokens cut)", highlight=False)
+    if isinstance(outcome.budget, str):
+        err.print(f"context budgeting {outcome.budget}", style="yellow")
+    elif isinstance(outcome.budget, dict):
+        counted = "the model's tokenizer" if outcome.budget.get("token_counter") == "server" else \
+            "an estimate (characters / 3.5; no tokenizer endpoint)"
+        extra = f", {outcome.budget['estimated_counts']} counts estimated" if outcome.budget.get("estimated_counts") else ""
+        console.print(f"long inputs fitted to a {outcome.budget.get('context_length')}-token context, "
+                      f"counted with {counted}{extra}", highlight=False)
     for name, why in outcome.skipped.items():
         console.print(f"skipped {name}: {why}", highlight=False)
     for name, why in outcome.incomplete.items():

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -111,6 +112,8 @@ class RunOutcome:
     incomplete: dict[str, str] = field(default_factory=dict)
     #: task name → why it was skipped (suite run without its data)
     skipped: dict[str, str] = field(default_factory=dict)
+    #: how long inputs were fitted to the context (None: no task has a long field)
+    budget: Any = None
 
     @property
     def metrics(self) -> dict[str, dict[str, float]]:
@@ -216,12 +219,14 @@ def budget_all(prepared: list[PreparedTask], config: RunConfig) -> tuple[list[Pr
     if not any(p.spec.long_field for p in prepared):
         return prepared, {}
     in_process = config.engine == "vllm-inprocess"
+    api_key = os.environ.get(config.api_key_env) or None
     context_length = config.context_length or (
         model_context_length(config.model) if in_process
-        else server_context_length(config.base_url) if config.base_url else None
+        else server_context_length(config.base_url, api_key=api_key) if config.base_url else None
     )
     if context_length is None:
-        return prepared, {"budget": "not applied: context length unknown (pass --context-length)"}
+        return prepared, {"budget": "not applied: the context length is unknown (pass --context-length); "
+                                    "prompts longer than the model's context will fail"}
     counter: TokenCounter
     if in_process:
         try:
@@ -229,9 +234,12 @@ def budget_all(prepared: list[PreparedTask], config: RunConfig) -> tuple[list[Pr
         except Exception:  # no local tokenizer files: fall back to the documented estimate
             counter = EstimateCounter()
     else:
-        counter = detect_counter(config.base_url, config.model) if config.base_url else EstimateCounter()
-    info = {"budget": {"context_length": context_length, "token_counter": counter.kind}}
-    return [apply_budget(p, context_length, counter) for p in prepared], info
+        counter = detect_counter(config.base_url, config.model, api_key) if config.base_url else EstimateCounter()
+    budgeted = [apply_budget(p, context_length, counter) for p in prepared]
+    info: dict[str, Any] = {"context_length": context_length, "token_counter": counter.kind}
+    if getattr(counter, "fallbacks", 0):
+        info["estimated_counts"] = counter.fallbacks
+    return budgeted, {"budget": info}
 
 
 def _missing_data(spec: TaskSpec, config: RunConfig) -> str | None:
@@ -564,7 +572,7 @@ async def _execute_locked(
             sent = len(pending)
             stats = backend.stats()
         outcome = RunOutcome(run_dir=run, tasks=[], sent=sent, cached=len(dict.fromkeys(all_keys)) - sent,
-                             skipped=skipped)
+                             skipped=skipped, budget=budget_info.get("budget"))
         options = MetricOptions.from_json(config.metric_options)
         for p in prepared:
             prompts_json = [_prompt_json(prompt) for prompt in p.prompts]

@@ -95,3 +95,37 @@ def test_hf_tokenizer_counter_counts_with_a_local_tokenizer():
     counter = HFTokenizerCounter(str(folder))
     assert counter.count("hello world") == 2
     assert model_context_length(str(folder)) == 512
+
+
+def test_server_counter_sends_the_key_and_falls_back_per_text(monkeypatch):
+    import urllib.error
+
+    from evalpipe.budget import ServerCounter
+
+    seen = {}
+
+    class Response:
+        def __init__(self, body):
+            self.body = body
+
+        def read(self):
+            return self.body
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    def fake_urlopen(request, timeout):
+        seen["auth"] = request.get_header("Authorization")
+        text = __import__("json").loads(request.data)["prompt"]
+        if len(text) > 20:
+            raise urllib.error.HTTPError(request.full_url, 400, "too long", {}, None)
+        return Response(b'{"count": 3}')
+
+    monkeypatch.setattr("urllib.request.urlopen", fake_urlopen)
+    counter = ServerCounter("http://127.0.0.1:8000/v1", "m", "vllm", api_key="sk-local")
+    assert counter.count("short text") == 3 and seen["auth"] == "Bearer sk-local"
+    assert counter.count("x" * 35) == 10 and counter.fallbacks == 1  # estimate for the refused text
+    assert "sk-local" not in repr(counter.__dict__.get("url"))
