@@ -249,6 +249,26 @@ def _missing_data(spec: TaskSpec, config: RunConfig) -> str | None:
     return spec.data_problem(load_options(config, spec.name))
 
 
+#: file roles a task may read besides its evaluated file (``--data TASK:ROLE=PATH``)
+DATA_ROLES = {"eval": "the evaluated file", "shots": "the file shots are drawn from",
+              "schema": "CMeIE's relation schema", "cdn_terms": "CHIP-CDN's ICD-10 term table"}
+
+
+def check_data_options(config: RunConfig) -> None:
+    """``--data`` keys must name a task of this run and a known role: a typo must not silently
+    evaluate the shipped data instead of the user's file."""
+    for key, path in config.data.items():
+        task, _, role = key.partition(":")
+        if task not in config.tasks:
+            raise RunError(f"--data {key}={path}: {task!r} is not a task of this run "
+                           f"(tasks: {', '.join(config.tasks)})")
+        if role and role not in DATA_ROLES:
+            known = ", ".join(f"{r} ({what})" for r, what in DATA_ROLES.items())
+            raise RunError(f"--data {key}={path}: unknown role {role!r}; roles: {known}")
+        if not Path(path).exists():
+            raise DataError(path, None, None, f"file not found (given as --data {key})")
+
+
 def prepare(config: RunConfig, skipped: dict[str, str] | None = None) -> list[PreparedTask]:
     """Load, validate and render every task.
 
@@ -258,6 +278,7 @@ def prepare(config: RunConfig, skipped: dict[str, str] | None = None) -> list[Pr
     """
     if not config.tasks:
         raise RunError("no task given (use --task NAME or --suite NAME; `evalpipe tasks` lists them)")
+    check_data_options(config)
     skipped = {} if skipped is None else skipped
     prepared = []
     for name in config.tasks:

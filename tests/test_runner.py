@@ -238,3 +238,14 @@ def test_aggregates_on_subsets_or_with_failures_are_flagged(monkeypatch, tmp_pat
     failed = outcome(2)
     failed.add_aggregates(["s"])
     assert "failed requests: a" in failed.incomplete["s"]
+
+
+def test_data_option_typos_are_errors_not_silently_ignored(tmp_path):
+    real = tmp_path / "x.tsv"
+    real.write_text("Cancer\tB-Disease\n")
+    with pytest.raises(RunError, match="'ncbi' is not a task of this run"):
+        prepare(config(data={"ncbi": str(real)}))
+    with pytest.raises(RunError, match="unknown role 'shot'"):
+        prepare(config(data={"ncbi_disease:shot": str(real)}))
+    with pytest.raises(DataError, match="nope.tsv: file not found"):
+        prepare(config(data={"ncbi_disease": str(tmp_path / "nope.tsv")}))
