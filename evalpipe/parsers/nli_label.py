@@ -5,7 +5,8 @@ Rule, in order (label words match as whole words, any case):
 1. **Leading label.** If the answer opens with a label — after punctuation/markdown and an
    optional lead-in such as ``Answer:``, ``Label:``, ``The answer is``, ``The (logical) relation
    (ship) is`` — that label is the answer, whatever follows (``NEUTRAL. Neither sentence implies
-   an entailment …`` is neutral) …
+   an entailment …`` is neutral) — unless the label is rejected right away (``Neutral is
+   wrong, …``), or a later committing phrase names another label (then it is ambiguous) …
 2. **Committing phrase.** … otherwise the first lead-in + label anywhere (``… so the answer is
    contradiction``). In both cases a label directly followed by ``or``/``/``/``and/or`` and
    another label (``ENTAILMENT or NEUTRAL``) is a hedge: ambiguous, a parse failure.
@@ -40,16 +41,30 @@ _NEGATION = re.compile(r"\b(?:not|no|isn't|is\s+not|neither|nor)\s*$", re.IGNORE
 _HEDGE = re.compile(rf"^[\s*_`'\"]*(?:or|/|and\s*/\s*or)[\s*_`'\"]*{_LABEL}\b", re.IGNORECASE)
 
 
+_REJECTED = re.compile(r"^[\s*_`'\"]*(?:is|would\s+be|seems)?\s*(?:wrong|incorrect|not\b|isn't|unlikely)",
+                       re.IGNORECASE)
+
+
+def _ambiguous() -> Prediction:
+    return Prediction(None, True, {"ambiguous": True, "no_label": False})
+
+
 def parse_nli_label(answer: str) -> Prediction:
     """Answer text → Prediction(label or None); never raises."""
     text = answer or ""
     for pattern in (_LEADING, _COMMITTING):
         match = pattern.search(text)
+        if match and _REJECTED.match(text[match.end():]):
+            match = None  # "Neutral is wrong, …" names a label to reject it
         if match:
+            label = match.group(1).lower()
             hedge = _HEDGE.match(text[match.end():])
-            if hedge and hedge.group(1).lower() != match.group(1).lower():
-                return Prediction(None, True, {"ambiguous": True, "no_label": False})
-            return Prediction(match.group(1).lower(), False, {"ambiguous": False, "no_label": False})
+            if hedge and hedge.group(1).lower() != label:
+                return _ambiguous()
+            later = {m.group(1).lower() for m in _COMMITTING.finditer(text, match.end())}
+            if later - {label}:
+                return _ambiguous()  # "Neutral. … the answer is entailment": two commitments
+            return Prediction(label, False, {"ambiguous": False, "no_label": False})
     found = []
     for match in _MENTION.finditer(text):
         if not _NEGATION.search(text[max(0, match.start() - 12): match.start()]):

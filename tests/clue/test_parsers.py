@@ -150,3 +150,16 @@ def test_choice_skips_letters_that_are_not_options():
     # "I" after "Answer:" is a pronoun, not option I: the bold letter later decides
     assert parse_choice("Answer: I think it is **B**", OPTIONS).value == "B"
     assert parse_choice("Answer: I am unsure", OPTIONS).diagnostics["invalid_letter"]
+
+
+@pytest.mark.parametrize("answer, label", [
+    ("Neutral is wrong, the answer is entailment", "entailment"),
+    ("Contradiction is not the relation here; it is neutral.", "neutral"),
+    ("Neutral. So the answer is contradiction", None),  # two commitments: ambiguous
+    ("Entailment. The answer is entailment.", "entailment"),
+])
+def test_nli_rejected_leading_label_and_conflicting_commitments(answer, label):
+    from evalpipe.parsers.nli_label import parse_nli_label
+
+    prediction = parse_nli_label(answer)
+    assert prediction.value == label and prediction.failed == (label is None)
