@@ -1,9 +1,12 @@
 """ICD-10(-CM) codes mentioned in an answer.
 
-A code is a letter, a digit, a digit or letter (categories such as C4A, D3A, M1A, Z3A have a
-letter in third place), then optionally an optional dot and 1–4 letters/digits (subcategory and
-extension: ``S52.521A``, ``T36.0X1A``). Any case; ``U`` codes (``U07.1``) included. The match is
-a whole token (word boundaries), so ``E11650000`` is not read as ``E11.6500``.
+A code is a letter, a digit, and a digit — or ``A`` in the four ICD-10-CM categories with a letter
+in third place (C4A, D3A, M1A, Z3A) — then optionally an optional dot and 1–4 letters/digits
+(subcategory and extension: ``S52.521A``, ``T36.0X1A``); ``U`` codes (``U07.1``) included. The
+match is a whole token (word boundaries), so ``E11650000`` is not read as ``E11.6500``.
+Upper-case tokens count as written; a token with lower-case letters counts only with its dot
+(``i50.9`` yes; ``x10``, ``p53``, ``A1c`` no), because clinical prose is full of code-shaped
+lower-case words. Tokens such as ``H2O`` or ``T2DM`` do not have a code's shape.
 
 Codes are normalised to upper case without the dot (``i50.9`` → ``I509``, the MIMIC-IV form) and
 duplicates are dropped, keeping first-mention order. Validity against the code set is a metric
@@ -17,7 +20,7 @@ import re
 
 from evalpipe.records import Prediction
 
-_CODE = re.compile(r"\b([A-Z][0-9][0-9A-Z])(?:\.?([0-9A-Z]{1,4}))?\b", re.IGNORECASE)
+_CODE = re.compile(r"\b([A-Z][0-9](?:[0-9]|(?<=[Cc]4|[Dd]3|[Mm]1|[Zz]3)[Aa]))(\.?)([0-9A-Z]{1,4})?\b", re.IGNORECASE)
 
 
 def normalise_code(code: str) -> str:
@@ -27,7 +30,13 @@ def normalise_code(code: str) -> str:
 
 def find_codes(text: str) -> list[str]:
     """Every code-shaped token, normalised, in order, duplicates kept."""
-    return [normalise_code(m.group(1) + (m.group(2) or "")) for m in _CODE.finditer(text or "")]
+    codes = []
+    for m in _CODE.finditer(text or ""):
+        token = m.group(0)
+        if token != token.upper() and not m.group(2):
+            continue  # lower-case without a dot: prose (x10, p53), not a code
+        codes.append(normalise_code(m.group(1) + (m.group(3) or "")))
+    return codes
 
 
 def parse_icd10_codes(answer: str) -> Prediction:
