@@ -4,9 +4,9 @@ A code is a letter, a digit, and a digit — or ``A`` in the four ICD-10-CM cate
 in third place (C4A, D3A, M1A, Z3A) — then optionally an optional dot and 1–4 letters/digits
 (subcategory and extension: ``S52.521A``, ``T36.0X1A``); ``U`` codes (``U07.1``) included. The
 match is a whole token (word boundaries), so ``E11650000`` is not read as ``E11.6500``.
-Upper-case tokens count as written; a token with lower-case letters counts only with its dot
-(``i50.9`` yes; ``x10``, ``p53``, ``A1c`` no), because clinical prose is full of code-shaped
-lower-case words. Tokens such as ``H2O`` or ``T2DM`` do not have a code's shape.
+Any case, dotted or dotless (``i509`` is ``I509``). Prose words such as ``H2O``, ``T2DM`` or
+``A1c`` do not have a code's shape (third character); a few do (``x10``, ``p53``, ``B12``) and are
+read as codes — invalid ones then count against the valid-code ratio and precision.
 
 Codes are normalised to upper case without the dot (``i50.9`` → ``I509``, the MIMIC-IV form) and
 duplicates are dropped, keeping first-mention order. Validity against the code set is a metric
@@ -30,13 +30,7 @@ def normalise_code(code: str) -> str:
 
 def find_codes(text: str) -> list[str]:
     """Every code-shaped token, normalised, in order, duplicates kept."""
-    codes = []
-    for m in _CODE.finditer(text or ""):
-        token = m.group(0)
-        if token != token.upper() and not m.group(2):
-            continue  # lower-case without a dot: prose (x10, p53), not a code
-        codes.append(normalise_code(m.group(1) + (m.group(3) or "")))
-    return codes
+    return [normalise_code(m.group(1) + (m.group(3) or "")) for m in _CODE.finditer(text or "")]
 
 
 def parse_icd10_codes(answer: str) -> Prediction:
