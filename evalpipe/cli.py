@@ -155,6 +155,8 @@ def _report(outcome: RunOutcome, compat: str | None) -> int:
                       f"counted with {counted}{extra}", highlight=False)
     for name, why in outcome.skipped.items():
         console.print(f"skipped {name}: {why}", highlight=False)
+    for note in outcome.notes:
+        err.print(f"note: {note}", style="yellow")
     for name, why in outcome.incomplete.items():
         console.print(f"suite {name}: aggregate incomplete: {why}", highlight=False)
     console.print(f"results: {outcome.run_dir.path}  (answers sent {outcome.sent}, from store {outcome.cached})")

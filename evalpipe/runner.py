@@ -114,6 +114,8 @@ class RunOutcome:
     skipped: dict[str, str] = field(default_factory=dict)
     #: how long inputs were fitted to the context (None: no task has a long field)
     budget: Any = None
+    #: things the user should know about this run (printed after the table)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def metrics(self) -> dict[str, dict[str, float]]:
@@ -560,8 +562,14 @@ async def _execute_locked(
 ) -> RunOutcome:
     store = ResponseStore(run.store_path)
     backend: Backend | None = None
+    notes: list[str] = []
     try:
         for p in prepared:
+            before = len(store.read_plan(p.spec.name))
+            if before > len(p.examples):
+                notes.append(f"{p.spec.name}: this run directory held {before} samples; its results now cover "
+                             f"{len(p.examples)} (--limit/--ids). All answers stay stored: run without them "
+                             "to restore the full results")
             store.write_plan(
                 p.spec.name,
                 [(ex.id, key, _prompt_json(prompt)) for ex, key, prompt in zip(p.examples, p.keys, p.prompts)],
@@ -593,7 +601,7 @@ async def _execute_locked(
             sent = len(pending)
             stats = backend.stats()
         outcome = RunOutcome(run_dir=run, tasks=[], sent=sent, cached=len(dict.fromkeys(all_keys)) - sent,
-                             skipped=skipped, budget=budget_info.get("budget"))
+                             skipped=skipped, budget=budget_info.get("budget"), notes=notes)
         options = MetricOptions.from_json(config.metric_options)
         for p in prepared:
             prompts_json = [_prompt_json(prompt) for prompt in p.prompts]

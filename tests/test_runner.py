@@ -72,6 +72,8 @@ def test_resume_sends_only_failed_and_unsent_prompts(tmp_path):
     third_backend = ScriptedBackend(perfect)
     run(config(limit=40), third_backend, tmp_path)
     assert len(third_backend.calls) == 10  # same run directory, only the 10 new samples
+    shrunk = run(config(limit=5), ScriptedBackend(perfect), tmp_path)
+    assert any("held 40 samples" in note and "now cover 5" in note for note in shrunk.notes)
 
 
 def test_fully_cached_run_needs_no_endpoint(tmp_path):
