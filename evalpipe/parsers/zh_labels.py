@@ -4,8 +4,8 @@ The rule is **exact label after normalisation**, nothing cleverer: an answer tha
 *contains* a label ("这两句话的意思不是完全相同" contains both 是 and 不是) is not guessed at.
 
 1. **Answer body** (:func:`answer_body`): reasoning up to the last ``</think>`` is dropped (an
-   unclosed ``<think>`` drops everything after it), code-fence markers are removed, and the
-   rest is stripped.
+   unclosed ``<think>`` drops everything after it), code-fence markers and markdown emphasis
+   markers (``**``, ``__``) are removed, and the rest is stripped.
 2. **Normalisation** (:func:`evalpipe.text.chinese.label_key`): NFKC width folding (``２`` ≡ ``2``,
    ``Ｄｉｓｅａｓｅ`` ≡ ``Disease``), case folding, all whitespace removed, trailing sentence
    punctuation removed (``是的。`` ≡ ``是的``), one pair of wrapping quotes/brackets removed
@@ -40,6 +40,8 @@ ANSWER_PREFIXES = ("答案是", "答案为", "答案:", "答:", "回答:", "标�
 _THINK_CLOSE = re.compile(r"</\s*think\s*>", re.I)
 _THINK_OPEN = re.compile(r"<\s*think\s*>", re.I)
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]{0,20}")
+#: markdown emphasis around the label (**是**, __否__); the markers carry no meaning
+_EMPHASIS = re.compile(r"\*\*|__")
 
 
 def answer_body(answer: str | None) -> tuple[str, bool]:
@@ -53,7 +55,7 @@ def answer_body(answer: str | None) -> tuple[str, bool]:
         opened = _THINK_OPEN.search(text)
         if opened is not None:
             text, reasoning = text[: opened.start()], True
-    return _FENCE.sub("", text).strip(), reasoning
+    return _EMPHASIS.sub("", _FENCE.sub("", text)).strip(), reasoning
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,8 @@ def parse_label(answer: str | None, label_set: LabelSet) -> Prediction:
         key = label_key(body)
         for prefix in ANSWER_PREFIXES:
             if key.startswith(prefix) and len(key) > len(prefix):
-                label = label_set.lookup(key[len(prefix):])
+                # 答案是：是 — the colon after a prefix that has none of its own goes too
+                label = label_set.lookup(key[len(prefix):].lstrip(":"))
                 diagnostics["prefix_stripped"] = label is not None
                 break
     if label is None:

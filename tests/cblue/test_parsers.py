@@ -151,3 +151,13 @@ def test_parsers_never_raise_on_junk():
             assert isinstance(p.failed, bool)
         for dataset, family in FAMILIES.items():
             assert isinstance(parse_answer(text, family, dataset, ["是的", "不是"]).failed, bool)
+
+
+def test_label_after_prefix_with_colon_and_in_markdown_emphasis():
+    from evalpipe.parsers.zh_labels import LabelSet, parse_label
+
+    yes_no = LabelSet.of(["0", "1"], {"是": "1", "否": "0"})
+    assert parse_label("答案是：是", yes_no).value == "1"
+    assert parse_label("**是**", yes_no).value == "1"
+    assert parse_label("答案为：完全一致", LabelSet.of(["完全一致", "部分一致"])).value == "完全一致"
+    assert parse_label("不是", yes_no).failed  # contains 是 but is not the label: never guessed
