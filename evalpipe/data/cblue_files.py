@@ -31,6 +31,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 from evalpipe.data.errors import DataError
+from evalpipe.data.jsonl import parse_json_lines
 from evalpipe.parsers.triples import Triple
 from evalpipe.records import Span
 from evalpipe.tasks.base import LoadOptions
@@ -80,15 +81,7 @@ def read_json_records(path: Path, source: str = CBLUE_SOURCE) -> list[tuple[int,
         raise DataError(path, None, None, f"cannot read as UTF-8 text: {exc}") from None
     if text.lstrip().startswith("["):
         return _array_records(path, text)
-    out = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            out.append((number, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise DataError(path, number, None, f"invalid JSON line: {exc.msg} at column {exc.colno}") from None
-    return out
+    return parse_json_lines(path, text)
 
 
 def _array_records(path: Path, text: str) -> list[tuple[int, Any]]:

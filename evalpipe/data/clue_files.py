@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.data.errors import DataError
+from evalpipe.data.jsonl import read_json_lines
 
 
 @dataclass(frozen=True)
@@ -129,18 +130,7 @@ def _object(path: Path, line: int, value: Any) -> Record:
 def read_jsonl(path: str | Path) -> list[Record]:
     """JSON lines: one object per non-blank line."""
     path = Path(path)
-    if not path.is_file():
-        raise DataError(path, None, None, "file not found")
-    out = []
-    with path.open(encoding="utf-8-sig") as handle:
-        for line_no, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                value = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise DataError(path, line_no, None, f"not valid JSON ({exc.msg})") from None
-            out.append(_object(path, line_no, value))
+    out = [_object(path, line_no, value) for line_no, value in read_json_lines(path)]
     if not out:
         raise DataError(path, None, None, "no records (empty file?)")
     return out

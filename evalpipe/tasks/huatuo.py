@@ -43,6 +43,7 @@ import numpy as np
 from evalpipe import __version__
 from evalpipe.backends.embeddings import Embedder
 from evalpipe.data.errors import DataError
+from evalpipe.data.jsonl import read_json_lines
 from evalpipe.metrics.chinese_text import text_score_sheet
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.metrics.retrieval import mrr_at_k, per_query, recall_at_k
@@ -81,20 +82,13 @@ def _text(path: Path, line: int, record: dict[str, Any], name: str) -> str:
 
 def read_huatuo(path: Path) -> list[tuple[int, str, str]]:
     """``(line, question, answer)`` for every record of a Huatuo JSON-lines file."""
-    if not path.is_file():
-        raise DataError(path, None, None, f"file not found: expected {FILE_NAME} ({SOURCE}; see docs/cblue.md)")
     out = []
-    with path.open(encoding="utf-8-sig") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise DataError(path, number, None, f"invalid JSON line: {exc.msg}") from None
-            if not isinstance(record, dict):
-                raise DataError(path, number, None, "expected a JSON object")
-            out.append((number, _text(path, number, record, "questions"), _text(path, number, record, "answers")))
+    for number, record in read_json_lines(
+        path, f"file not found: expected {FILE_NAME} ({SOURCE}; see docs/cblue.md)"
+    ):
+        if not isinstance(record, dict):
+            raise DataError(path, number, None, "expected a JSON object")
+        out.append((number, _text(path, number, record, "questions"), _text(path, number, record, "answers")))
     if not out:
         raise DataError(path, None, None, "no record in the file")
     return out
