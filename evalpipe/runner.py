@@ -216,13 +216,21 @@ def apply_budget(p: PreparedTask, context_length: int, counter: TokenCounter) ->
     )
 
 
-def budget_all(prepared: list[PreparedTask], config: RunConfig) -> tuple[list[PreparedTask], dict[str, Any]]:
-    """Apply context budgeting to every task with a long field; say how it was done."""
+def budget_all(
+    prepared: list[PreparedTask], config: RunConfig, previous: Mapping[str, Any] | None = None
+) -> tuple[list[PreparedTask], dict[str, Any]]:
+    """Apply context budgeting to every task with a long field; say how it was done.
+
+    ``previous`` is the budget recorded by an earlier run in the same directory. Resuming must
+    render the very same prompts (or every answer would be asked again), so its context length is
+    reused, and a run budgeted with the server's tokenizer refuses to continue with the estimate.
+    """
     if not any(p.spec.long_field for p in prepared):
         return prepared, {}
+    previous = previous if isinstance(previous, Mapping) else {}
     in_process = config.engine == "vllm-inprocess"
     api_key = os.environ.get(config.api_key_env) or None
-    context_length = config.context_length or (
+    context_length = config.context_length or previous.get("context_length") or (
         model_context_length(config.model) if in_process
         else server_context_length(config.base_url, api_key=api_key) if config.base_url else None
     )
@@ -237,6 +245,12 @@ def budget_all(prepared: list[PreparedTask], config: RunConfig) -> tuple[list[Pr
             counter = EstimateCounter()
     else:
         counter = detect_counter(config.base_url, config.model, api_key) if config.base_url else EstimateCounter()
+    if previous.get("token_counter") == "server" and counter.kind != "server":
+        raise RunError(
+            "this run's long inputs were fitted with the server's tokenizer, which does not answer now; "
+            "resume when the server is up (with the estimate the prompts — and their stored answers — "
+            "would not match)"
+        )
     budgeted = [apply_budget(p, context_length, counter) for p in prepared]
     info: dict[str, Any] = {"context_length": context_length, "token_counter": counter.kind}
     if getattr(counter, "fallbacks", 0):
@@ -342,7 +356,8 @@ def _task_record(p: PreparedTask, config: RunConfig) -> dict[str, Any]:
 
 
 def write_config(run: RunDir, config: RunConfig, prepared: Sequence[PreparedTask],
-                 backend: Backend | None, skipped: Mapping[str, str] | None = None) -> None:
+                 backend: Backend | None, skipped: Mapping[str, str] | None = None,
+                 budget: Any = None) -> None:
     previous = run.read_config() if run.exists() else {}
     ran = replace(
         config,
@@ -353,6 +368,7 @@ def write_config(run: RunDir, config: RunConfig, prepared: Sequence[PreparedTask
     run.write_json(run.config_path, {
         "config": ran.to_json(),
         "skipped_tasks": dict(skipped or {}),
+        "budget": budget if budget is not None else previous.get("budget"),
         "evalpipe_version": __version__,
         "git_commit": git_commit(REPO_ROOT),
         "tasks": {p.spec.name: _task_record(p, config) for p in prepared},
@@ -541,7 +557,11 @@ async def execute(
     skipped: dict[str, str] = {}
     prepared = prepare(config, skipped)
     check_endpoint_policy(prepared, config)
-    prepared, budget_info = budget_all(prepared, config)
+    previous_budget = None
+    existing = run_dir_for(config, results_root)
+    if existing.exists():
+        previous_budget = existing.read_config().get("budget")
+    prepared, budget_info = budget_all(prepared, config, previous_budget)
     for p in prepared:
         p.spec.scoring(config.compat)  # an unknown --compat fails before any request
     run = run_dir_for(config, results_root)
@@ -583,7 +603,7 @@ async def _execute_locked(
         if pending:
             backend = backend_factory(config)
             await backend.preflight()
-        write_config(run, config, prepared, backend, skipped)
+        write_config(run, config, prepared, backend, skipped, budget_info.get("budget"))
         sent = 0
         fetch_s = 0.0
         stats: Mapping[str, Any] = {}

@@ -129,3 +129,29 @@ def test_server_counter_sends_the_key_and_falls_back_per_text(monkeypatch):
     assert counter.count("short text") == 3 and seen["auth"] == "Bearer sk-local"
     assert counter.count("x" * 35) == 10 and counter.fallbacks == 1  # estimate for the refused text
     assert "sk-local" not in repr(counter.__dict__.get("url"))
+
+
+def test_resume_reuses_the_recorded_context_and_refuses_a_weaker_counter(tmp_path):
+    import asyncio
+    from pathlib import Path
+
+    import pytest
+
+    from evalpipe.config import RunConfig
+    from evalpipe.runner import RunError, budget_all, execute, prepare
+    from tests.support.scripted_backend import ScriptedBackend
+
+    fixtures = Path(__file__).parent / "clue" / "fixtures"
+    config = RunConfig(tasks=("clue_medisumqa",), model="m", base_url="http://127.0.0.1:9/v1",
+                       data_dir=str(fixtures), max_tokens=64, context_length=300,
+                       metric_options={"umls_extractor": "none"})
+    first = asyncio.run(execute(config, lambda c: ScriptedBackend(lambda p: "ok"), tmp_path))
+    import json as _json
+
+    recorded = _json.loads((first.run_dir.path / "config.json").read_text())["budget"]
+    assert recorded == {"context_length": 300, "token_counter": "estimate"}
+    # the recorded context length is reused when none is given now (the server is gone)
+    _, info = budget_all(prepare(config), RunConfig(**{**config.__dict__, "context_length": None}), recorded)
+    assert info["budget"]["context_length"] == 300
+    with pytest.raises(RunError, match="server's tokenizer"):
+        budget_all(prepare(config), config, {"context_length": 300, "token_counter": "server"})
