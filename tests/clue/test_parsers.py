@@ -172,3 +172,11 @@ def test_nli_rejected_leading_label_and_conflicting_commitments(answer, label):
 
     prediction = parse_nli_label(answer)
     assert prediction.value == label and prediction.failed == (label is None)
+
+
+def test_compat_valid_ratio_uses_the_reference_code_table():
+    from evalpipe.compat.clue import icd_document_scores
+
+    # U07.1 (COVID-19) is missing from the reference's pre-FY2021 table; I50.9 is in both
+    scores = icd_document_scores(["I509", "U071"], ["I509"])
+    assert scores["valid_ratio"] == 0.5
