@@ -449,6 +449,7 @@ def score_task(
     compat: str | None,
     options: MetricOptions = MetricOptions(),
     truncated: Sequence[int] | None = None,
+    answer_prefix: str = "",
 ) -> TaskOutcome:
     """Parse every answer, score the corpus, and build per-sample records.
 
@@ -461,7 +462,7 @@ def score_task(
         if completion is None or not completion.ok:
             predictions.append(scoring.empty(example))
         else:
-            predictions.append(scoring.parse(completion.text or "", example))
+            predictions.append(scoring.parse(answer_prefix + (completion.text or ""), example))
     sheet = scoring.score(examples, predictions, options)
 
     n = len(examples)
@@ -517,6 +518,11 @@ def score_task(
         "truncated_tokens": sum(truncated),
     }
     return TaskOutcome(name=name, metrics=metrics, summary=summary, records=records)
+
+
+def _answer_prefix(spec: TaskSpec, config: RunConfig) -> str:
+    """What the completion template primed the answer with (only for ``--endpoint completions``)."""
+    return spec.completion_prefix if config.endpoint == "completions" else ""
 
 
 def _error_kinds(answers: Sequence[Completion | None]) -> dict[str, int]:
@@ -627,7 +633,7 @@ async def _execute_locked(
             prompts_json = [_prompt_json(prompt) for prompt in p.prompts]
             outcome.tasks.append(score_task(
                 p.spec.name, p.spec, p.examples, prompts_json, [answers.get(k) for k in p.keys],
-                config.compat, options, p.truncated_tokens(),
+                config.compat, options, p.truncated_tokens(), _answer_prefix(p.spec, config),
             ))
         outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
         write_outcome(run, outcome, config.compat,
@@ -719,7 +725,7 @@ def _rescore_locked(run: RunDir, compat: str | None, metric_options: Mapping[str
         outcome.cached += sum(1 for a in task.answers if a is not None)
         outcome.tasks.append(score_task(
             task.spec.name, task.spec, task.examples, task.prompts_json, task.answers, compat, options,
-            task.truncated,
+            task.truncated, _answer_prefix(task.spec, config),
         ))
     outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
     write_outcome(run, outcome, compat, {"rescored": True, "metric_options": options.to_json()})

@@ -84,6 +84,9 @@ class TaskSpec:
     long_field: str | None = None
     #: stop sequences for the plain completion form (base models)
     completion_stop: tuple[str, ...] = ()
+    #: text the completion template primes the answer with (it ends the prompt, so the model's
+    #: continuation lacks it); put back in front of completion answers before parsing
+    completion_prefix: str = ""
     suites: tuple[str, ...] = ()
     #: data under a credentialed licence (PhysioNet): never sent to a non-local endpoint by default
     credentialed: bool = False

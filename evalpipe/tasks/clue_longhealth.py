@@ -231,6 +231,7 @@ SPECS = {
         primary_metric="accuracy",
         default_shots=0,
         completion_stop=("\n\n",),
+        completion_prefix="The correct answer is",
         suites=(LEVEL2, ALL),
         credentialed=False,
         citation="Adams L, Busch F, Han T, et al. LongHealth: A Question Answering Benchmark with Long Clinical "

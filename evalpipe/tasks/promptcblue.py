@@ -65,6 +65,9 @@ NONE_OF_THE_ABOVE = "非上述类型"
 _NONE_DATASETS = frozenset({"CHIP-CTC", "KUAKE-QIC", "IMCS-V2-DAC"})
 _STS_ALIASES = {"相同": "是的", "不同": "不是", "是": "是的", "否": "不是"}
 _CDN_NONE = frozenset({label_key(s) for s in ("没有对应的标准化实体", "无", "没有", "none")})
+#: PromptCBLUE's fixed "nothing of the requested kind" targets: the dataset's reference answer when
+#: the sentence holds no entity / triple of the requested types (the public toy dev.json has one)
+_NOTHING_TARGETS = {"ner": label_key("上述句子没有指定类型实体"), "spo": label_key("没有指定类型的三元组")}
 _MARKER = re.compile(r"^\s*(?:[-*•·]\s*|\(?\d{1,3}[.)、]\s*)")
 _NER_LINE = re.compile(r"^(.+?)实体\s*[:：]\s*(.*)$")
 _SPO_HEADER = re.compile(r"(?:具有|上述句子中的?)\s*(.+?)\s*关系的(?:头尾)?实体对(?:如下)?\s*[:：]")
@@ -218,6 +221,15 @@ def _path(options: LoadOptions, split: str) -> Path:
     return found
 
 
+def _declares_nothing(family: str, target: str) -> bool:
+    """Whether ``target`` is PromptCBLUE's "nothing found" wording for ``family``: an empty gold.
+
+    The default parser leaves such text unparsed (value ``()``), which is the right gold value;
+    only the load-time check needs to know it is a valid reference answer, not a malformed one.
+    """
+    return family in _NOTHING_TARGETS and label_key(target) == _NOTHING_TARGETS[family]
+
+
 def _example(record: PromptCBLUERecord, path: Path) -> Example:
     family = FAMILIES.get(record.task_dataset)
     if family is None:
@@ -226,7 +238,7 @@ def _example(record: PromptCBLUERecord, path: Path) -> Example:
                         f"\"{record.task_dataset}\"'")
     choices = list(record.answer_choices or [])
     gold = parse_answer(record.target, family, record.task_dataset, choices)
-    if gold.failed:
+    if gold.failed and not _declares_nothing(family, record.target):
         raise DataError(path, record.line, "target", f"the {record.task_dataset} reference answer has none of the "
                         f"expected forms, or a label outside answer_choices ({record.target[:80]!r})")
     return Example(
