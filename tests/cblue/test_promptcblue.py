@@ -174,3 +174,58 @@ def test_failed_requests_count_in_both_modes(tmp_path):
     assert d["errors"] == 2 and d["score"] == 0.0
     # compat: a failed request is an empty answer, which becomes "是的" — correct by accident
     assert c["CHIP-STS.f1"] == 1.0 and c["CMeEE-V2.f1"] == 0.0 and c["score"] == 0.5
+
+
+def test_nothing_found_targets_load_as_empty_gold(tmp_path):
+    # PromptCBLUE's reference answer when nothing of the requested kind occurs (the public toy dev.json
+    # has one for CMeEE-V2); these used to fail the load as "none of the expected forms"
+    records = [ner(),
+               syn.pc("n2", "CMeEE-V2", "ner", "找出实体：\n今日复诊。\n答：", "上述句子没有指定类型实体", ["疾病"]),
+               syn.pc("r2", "CMeIE", "spo_generation", "找出三元组：\n今日复诊。\n答：", "没有指定类型的三元组", ["病因"])]
+    exs = examples(tmp_path, records)
+    assert [ex.gold.value for ex in exs[1:]] == [(), ()]
+    answers = [records[0]["target"], "上述句子中的实体包含：\n疾病实体：复诊", "没有指定类型的三元组"]
+    d, c = both(exs, answers)
+    # CMeEE-V2 pooled: gold {胃溃疡, 腹部} + {}; predicted {胃溃疡, 腹部} + {复诊} → tp 2 fp 1 fn 0
+    # → P 2/3, R 1, F1 0.8 in both modes
+    assert d["CMeEE-V2.f1"] == pytest.approx(0.8) and c["CMeEE-V2.f1"] == pytest.approx(0.8)
+    # CMeIE: empty gold answered "nothing": tp 0, and PromptCBLUE's F1 is 0 whenever tp is 0
+    assert c["CMeIE.f1"] == 0.0
+
+
+# Per classification dataset: two of its labels A, B; whether the README metric is macro; the first
+# label of PromptCBLUE's fixed list, which an empty answer becomes
+CLASSIFICATION = {
+    "CHIP-CTC": ("年龄", "性别", True, "非上述类型"),
+    "KUAKE-QIC": ("病情诊断", "病因分析", True, "非上述类型"),
+    "IMCS-V2-DAC": ("给出诊断", "关于症状的询问", True, "非上述类型"),
+    "CHIP-STS": ("不是", "是的", False, "是的"),
+    "KUAKE-IR": ("不相关", "相关", False, "相关"),
+    "KUAKE-QTR": ("完全匹配", "部分匹配", False, "完全不匹配或者没有参考价值"),
+    "KUAKE-QQR": ("后者是前者的语义子集", "语义无直接关联", False, "完全一致"),
+}
+
+
+@pytest.mark.parametrize("dataset", sorted(CLASSIFICATION))
+def test_compat_average_and_empty_answer_label_per_dataset(tmp_path, dataset):
+    a, b, macro, first = CLASSIFICATION[dataset]
+    choices = list(dict.fromkeys([a, b] + ([first] if first != "非上述类型" else [])))
+    records = [syn.pc(f"k{i}", dataset, "cls", f"第{i}题\n答：", g, choices) for i, g in enumerate([a, a, a, b])]
+    _, c = both(examples(tmp_path, records), [a, a, b, b])
+    key = f"{dataset}.macro_f1" if macro else f"{dataset}.f1"
+    # A: P 1, R 2/3, F 0.8 (support 3); B: P 1/2, R 1, F 2/3 (support 1)
+    # macro (0.8 + 2/3) / 2 = 0.7333; weighted (3 · 0.8 + 2/3) / 4 = 0.7667
+    assert c[key] == pytest.approx((0.8 + 2 / 3) / 2 if macro else (3 * 0.8 + 2 / 3) / 4)
+    # an empty answer becomes `first`: right exactly when the gold is `first` (one class, F 1), else 0
+    lone = [syn.pc("e0", dataset, "cls", "第0题\n答：", first, choices)]
+    _, c = both(examples(tmp_path, lone), [""])
+    assert c[key] == 1.0
+    other = [syn.pc("e1", dataset, "cls", "第1题\n答：", a, choices)]
+    _, c = both(examples(tmp_path, other), [""])
+    assert c[key] == 0.0
+
+
+def test_compat_rouge_keeps_rouge_chinese_epsilon():
+    # "无" vs "无。": tokens [无] / [无, 。]: LCS 1, P 1, R 1/2 → 2·(1/2)/(3/2 + 1e-8), not 2/3
+    assert rouge_chinese_l("无", "无。") == pytest.approx(1 / (1.5 + 1e-8), abs=1e-15)
+    assert rouge_chinese_l("无", "无。") < 2 / 3 - 1e-9
