@@ -17,7 +17,10 @@ from evalpipe.data.errors import DataError
 def parse_json_lines(path: Path, text: str) -> list[tuple[int, Any]]:
     """``(1-based line, value)`` for each non-blank line of ``text`` (the content of ``path``)."""
     out: list[tuple[int, Any]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # split on "\n" only: str.splitlines() also breaks at U+2028/U+2029/U+0085, which
+    # json.dumps(ensure_ascii=False) leaves unescaped inside strings
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
         if not line.strip():
             continue
         try:
