@@ -325,12 +325,28 @@ def show(
     run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
     compat: Annotated[Optional[str], typer.Option(help="Show the metrics of a compatibility scoring.")] = None,
 ) -> None:
-    """Print a run's metrics as a table."""
+    """Print a run's metrics as a table, with what the summary says about them."""
+    run = RunDir(run_dir)
     try:
-        metrics = RunDir(run_dir).read_metrics(compat)
+        metrics = run.read_metrics(compat)
     except (FileNotFoundError, ValueError) as exc:
         raise _fail(exc)
     console.print(metrics_table(metrics, title=str(run_dir) + (f" [{compat}]" if compat else "")))
+    summary_path = run.summary_path(compat)
+    summary = run.read_json(summary_path) if summary_path.is_file() else {}
+    for task, info in summary.items():
+        if task == "_run" or not isinstance(info, dict):
+            continue
+        for metric, why in (info.get("not_computed") or {}).items():
+            console.print(f"{task}: {metric} not computed: {why}", highlight=False)
+        if info.get("truncated_share"):
+            console.print(f"{task}: {info['truncated_share']:.1%} of prompts were shortened to fit the context",
+                          highlight=False)
+    meta = summary.get("_run", {}) if isinstance(summary, dict) else {}
+    for name, why in (meta.get("skipped_tasks") or {}).items():
+        console.print(f"skipped {name}: {why}", highlight=False)
+    for name, why in (meta.get("incomplete_suites") or {}).items():
+        console.print(f"suite {name}: aggregate incomplete: {why}", highlight=False)
 
 
 @app.command()

@@ -196,3 +196,21 @@ def test_ctrl_c_stops_cleanly_with_exit_130_and_the_run_resumes(tmp_path):
         resumed = evalpipe(*args)
         assert resumed.returncode == 0, resumed.stderr
         assert f"{saved} already answered" in resumed.stderr
+
+
+def test_show_prints_what_the_summary_says_about_the_metrics(tmp_path):
+    from typer.testing import CliRunner
+
+    from evalpipe.cli import app
+
+    (tmp_path / "metrics.json").write_text(json.dumps({"clue_medisumqa": {"rouge1": 0.25, "n": 4}}))
+    (tmp_path / "summary.json").write_text(json.dumps({
+        "clue_medisumqa": {"not_computed": {"umls[*]": "scispacy is not installed"}, "truncated_share": 0.5},
+        "_run": {"skipped_tasks": {"clue_mednli": "mli_test_v1.jsonl not found"},
+                 "incomplete_suites": {"clue-level2": "clue_medisumcode was not run"}},
+    }))
+    result = CliRunner().invoke(app, ["show", str(tmp_path)])
+    assert result.exit_code == 0
+    for text in ("rouge1", "0.2500", "umls[*] not computed: scispacy is not installed", "50.0% of prompts",
+                 "skipped clue_mednli", "clue-level2: aggregate incomplete"):
+        assert text in result.output, text
