@@ -436,7 +436,8 @@ def compare(
                               budget_s=ci_budget)
     except (FileNotFoundError, RuntimeError, ValueError) as exc:
         raise _fail(exc)
-    render_compare_terminal(result, console)
+    # the comparison renderer escapes its own text and uses markup for emphasis
+    render_compare_terminal(result, Console(width=None if sys.stdout.isatty() else 160))
 
 
 @app.command()

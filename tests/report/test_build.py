@@ -210,3 +210,15 @@ def test_finish_reason_recorded_by_the_runner_feeds_hit_max_tokens(tmp_path):
     assert run.samples["finish_reason"].tolist().count("length") == 4
     ops = task_operations(run, "ncbi_disease")
     assert ops.hit_max_tokens == pytest.approx(4 / 12) and ops.input_truncated == 0.0
+
+
+def test_compare_command_prints_plain_text_without_markup_tags(two_runs):
+    from typer.testing import CliRunner
+
+    from evalpipe.cli import app
+
+    a, b = two_runs
+    result = CliRunner().invoke(app, ["compare", str(a), str(b), "--resamples", "100", "--top", "2"])
+    assert result.exit_code == 0, result.output
+    assert "A - B" in result.output and "f1" in result.output
+    assert "[bold]" not in result.output and "[/]" not in result.output and "\\[" not in result.output
