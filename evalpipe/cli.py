@@ -31,7 +31,8 @@ from evalpipe.engines.llamacpp import EngineUnavailable
 from evalpipe.engines.server import ManagedServer, ServerSpec, ServerStartError
 from evalpipe.prompting import TemplateError
 from evalpipe.results import DEFAULT_ROOT, RunDir, RunDirBusy
-from evalpipe.runner import RunError, RunOutcome, execute, rescore
+from evalpipe.rescoring import rescore
+from evalpipe.runner import RunError, RunOutcome, execute
 from evalpipe.tasks.registry import all_tasks, resolve, suites
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])

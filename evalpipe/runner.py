@@ -10,7 +10,8 @@ Order of work is chosen so that mistakes cost nothing:
 4. send them concurrently; each answer is committed to the store the moment it arrives;
 5. parse and score everything, write ``samples.jsonl``, ``metrics.json`` and ``summary.json``.
 
-``evalpipe score`` is steps 3 and 5 without a backend, reading the plan from the store.
+``evalpipe score`` is steps 3 and 5 without a backend, reading the plan from the store
+(:mod:`evalpipe.rescoring`); parsing and scoring one task is :mod:`evalpipe.scoring`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import asyncio
 import hashlib
 import json
 import os
-import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -50,8 +50,9 @@ from evalpipe.prompting import (
     template_path,
     template_sha256,
 )
-from evalpipe.records import Completion, Example, GenerationParams, Prediction, Prompt, to_jsonable
+from evalpipe.records import Completion, Example, GenerationParams, Prompt, to_jsonable
 from evalpipe.results import RunDir, git_commit
+from evalpipe.scoring import TaskOutcome, answer_prefix, score_task
 from evalpipe.tasks.base import IncompleteSuite, LoadOptions, PartialSuite, TaskData, TaskSpec
 from evalpipe.tasks.registry import get_task, suites
 
@@ -90,14 +91,6 @@ class PreparedTask:
 
     def truncated_tokens(self) -> tuple[int, ...]:
         return self.truncated or (0,) * len(self.examples)
-
-
-@dataclass
-class TaskOutcome:
-    name: str
-    metrics: dict[str, float]
-    summary: dict[str, Any]
-    records: list[dict[str, Any]] = field(repr=False)
 
 
 @dataclass
@@ -430,110 +423,7 @@ async def fetch_answers(
     return results
 
 
-# ---- 5. parse and score ----------------------------------------------------------------------
-
-def _percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
-
-
-def score_task(
-    name: str,
-    spec: TaskSpec,
-    examples: Sequence[Example],
-    prompts_json: Sequence[str],
-    answers: Sequence[Completion | None],
-    compat: str | None,
-    options: MetricOptions = MetricOptions(),
-    truncated: Sequence[int] | None = None,
-    answer_prefix: str = "",
-) -> TaskOutcome:
-    """Parse every answer, score the corpus, and build per-sample records.
-
-    A sample without an answer (request failed for good, or never sent) is scored with the
-    scoring's "no answer" prediction, so its gold items count against the model.
-    """
-    scoring = spec.scoring(compat)
-    predictions: list[Prediction] = []
-    for example, completion in zip(examples, answers):
-        if completion is None or not completion.ok:
-            predictions.append(scoring.empty(example))
-        else:
-            predictions.append(scoring.parse(answer_prefix + (completion.text or ""), example))
-    sheet = scoring.score(examples, predictions, options)
-
-    n = len(examples)
-    errors = sum(1 for c in answers if c is None or not c.ok)
-    answered = n - errors
-    parse_failures = sum(
-        1 for c, p in zip(answers, predictions) if c is not None and c.ok and p.failed
-    )
-    metrics = {k: float(v) for k, v in sheet.corpus.items()}
-    metrics["parse_failure_rate"] = parse_failures / answered if answered else 0.0
-    metrics["n"] = n
-    metrics["errors"] = errors
-
-    truncated = list(truncated) if truncated else [0] * n
-    diagnostics: dict[str, float] = {}
-    records = []
-    for i, (example, completion, prediction) in enumerate(zip(examples, answers, predictions)):
-        if completion is not None and completion.ok:
-            for key, value in prediction.diagnostics.items():
-                if isinstance(value, (bool, int, float)):
-                    diagnostics[key] = diagnostics.get(key, 0) + value
-        records.append({
-            "task": name,
-            "id": example.id,
-            "prompt": json.loads(prompts_json[i]),
-            "answer": completion.text if completion is not None else None,
-            "prediction": to_jsonable(prediction.value),
-            "parse_failed": prediction.failed if completion is not None and completion.ok else None,
-            "gold": to_jsonable(example.gold),
-            "scores": dict(sheet.per_sample[i]) if i < len(sheet.per_sample) else {},
-            "diagnostics": to_jsonable(prediction.diagnostics),
-            "error": None if completion is not None and completion.ok else (
-                completion.error if completion is not None else "not sent yet"),
-            "usage": to_jsonable(completion.usage) if completion is not None else None,
-            "latency_s": completion.latency_s if completion is not None else None,
-            "finish_reason": completion.finish_reason if completion is not None else None,
-            "attempts": completion.attempts if completion is not None else 0,
-            "truncated_tokens": truncated[i],
-            "meta": to_jsonable(example.meta),
-        })
-    ok = [c for c in answers if c is not None and c.ok]
-    latencies = sorted(c.latency_s for c in ok)
-    summary = {
-        "scoring": compat or "default",
-        "diagnostics": diagnostics,
-        "parse_failures": parse_failures,
-        "prompt_tokens": sum(c.usage.prompt_tokens or 0 for c in ok),
-        "completion_tokens": sum(c.usage.completion_tokens or 0 for c in ok),
-        "latency_s": {f"p{q}": _percentile(latencies, q) for q in (50, 90, 99)},
-        "error_kinds": _error_kinds(answers),
-        "not_computed": dict(sheet.notes),
-        "truncated_share": sum(1 for t in truncated if t > 0) / n if n else 0.0,
-        "truncated_tokens": sum(truncated),
-    }
-    return TaskOutcome(name=name, metrics=metrics, summary=summary, records=records)
-
-
-def _answer_prefix(spec: TaskSpec, config: RunConfig) -> str:
-    """What the completion template primed the answer with (only for ``--endpoint completions``)."""
-    return spec.completion_prefix if config.endpoint == "completions" else ""
-
-
-def _error_kinds(answers: Sequence[Completion | None]) -> dict[str, int]:
-    kinds: dict[str, int] = {}
-    for c in answers:
-        if c is None:
-            kinds["not sent"] = kinds.get("not sent", 0) + 1
-        elif not c.ok:
-            kinds[c.error or "unknown"] = kinds.get(c.error or "unknown", 0) + 1
-    return kinds
-
+# ---- 5. results ------------------------------------------------------------------------------
 
 def write_outcome(run: RunDir, outcome: RunOutcome, compat: str | None, extra: Mapping[str, Any]) -> None:
     run.write_samples((r for t in outcome.tasks for r in t.records), compat)
@@ -633,7 +523,7 @@ async def _execute_locked(
             prompts_json = [_prompt_json(prompt) for prompt in p.prompts]
             outcome.tasks.append(score_task(
                 p.spec.name, p.spec, p.examples, prompts_json, [answers.get(k) for k in p.keys],
-                config.compat, options, p.truncated_tokens(), _answer_prefix(p.spec, config),
+                config.compat, options, p.truncated_tokens(), answer_prefix(p.spec, config),
             ))
         outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
         write_outcome(run, outcome, config.compat,
@@ -643,90 +533,3 @@ async def _execute_locked(
         if backend is not None:
             await backend.aclose()
         store.close()
-
-
-@dataclass(frozen=True)
-class StoredTask:
-    """One task of a run rebuilt from its store: what ``score`` needs, without any model."""
-
-    spec: TaskSpec
-    examples: tuple[Example, ...]
-    prompts_json: tuple[str, ...]
-    answers: tuple[Completion | None, ...]
-    truncated: tuple[int, ...] = ()
-
-
-def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
-    """Rebuild every task of a run from its recorded plan and stored answers.
-
-    Uses the plan recorded in the store (which prompt each sample used), so it works for a run that
-    was killed before writing results, and is unaffected by later template edits. The data files
-    must be unchanged since the run (their sha256 is checked) — otherwise answers would be
-    compared against different gold.
-    """
-    run = RunDir(run_path)
-    recorded = run.read_config()
-    settings = recorded.get("config")
-    if not isinstance(settings, dict) or "model" not in settings or not settings.get("tasks"):
-        raise RunError(f"{run.config_path}: not an evaluation run (a retrieval run, or written by something "
-                       "else); `evalpipe show` prints its metrics")
-    config = RunConfig.from_json(settings)
-    if not run.store_path.is_file():
-        raise RunError(f"{run.path}: no responses.sqlite; nothing to score")
-    store = ResponseStore(run.store_path)
-    try:
-        tasks = []
-        for name in config.tasks:
-            spec = get_task(name)
-            task_info = recorded.get("tasks", {}).get(name, {})
-            for path, digest in task_info.get("data_files", {}).items():
-                if Path(path).is_file() and _sha256(Path(path)) != digest:
-                    raise DataError(path, None, None, "changed since the run (sha256 differs); re-scoring "
-                                    "would compare answers against different gold")
-            by_id = {ex.id: ex for ex in spec.load(load_options(config, name, task_info.get("split"))).examples}
-            plan = store.read_plan(name)
-            if not plan:
-                raise RunError(f"{run.path}: no plan stored for task {name}")
-            missing = [sid for sid, _, _, _ in plan if sid not in by_id]
-            if missing:
-                raise RunError(f"{run.path}: task {name}: sample ids not in the data any more: {missing[:5]}")
-            answers = store.get_many([key for _, key, _, _ in plan])
-            tasks.append(StoredTask(
-                spec=spec,
-                examples=tuple(by_id[sid] for sid, _, _, _ in plan),
-                prompts_json=tuple(prompt for _, _, prompt, _ in plan),
-                answers=tuple(answers.get(key) for _, key, _, _ in plan),
-                truncated=tuple(int(info.get("truncated_tokens", 0)) for _, _, _, info in plan),
-            ))
-        return config, tasks
-    finally:
-        store.close()
-
-
-def rescore(run_path: Path, compat: str | None = None, metric_options: Mapping[str, Any] | None = None) -> RunOutcome:
-    """Re-parse and re-score a run's stored answers; no model, no network.
-
-    ``metric_options`` override the recorded ones for this scoring (and are recorded in the
-    summary). See :func:`load_stored` for what must hold for a run to be re-scored.
-    """
-    run = RunDir(run_path)
-    run.read_config()  # not a run directory → clear error before a lock file is created
-    with run.lock():
-        return _rescore_locked(run, compat, metric_options)
-
-
-def _rescore_locked(run: RunDir, compat: str | None, metric_options: Mapping[str, Any] | None) -> RunOutcome:
-    config, tasks = load_stored(run.path)
-    options = MetricOptions.from_json({**config.metric_options, **(metric_options or {})})
-    for task in tasks:
-        task.spec.scoring(compat)  # unknown mode → error before any work
-    outcome = RunOutcome(run_dir=run, tasks=[])
-    for task in tasks:
-        outcome.cached += sum(1 for a in task.answers if a is not None)
-        outcome.tasks.append(score_task(
-            task.spec.name, task.spec, task.examples, task.prompts_json, task.answers, compat, options,
-            task.truncated, _answer_prefix(task.spec, config),
-        ))
-    outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
-    write_outcome(run, outcome, compat, {"rescored": True, "metric_options": options.to_json()})
-    return outcome

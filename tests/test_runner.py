@@ -9,7 +9,8 @@ import pytest
 from evalpipe.cache import ResponseStore
 from evalpipe.config import RunConfig
 from evalpipe.data.errors import DataError
-from evalpipe.runner import RunError, check_endpoint_policy, execute, prepare, rescore
+from evalpipe.rescoring import rescore
+from evalpipe.runner import RunError, check_endpoint_policy, execute, prepare
 from evalpipe.tasks.base import LoadOptions
 from evalpipe.tasks.registry import get_task
 from tests.support.scripted_backend import ScriptedBackend, query_text
@@ -222,7 +223,8 @@ def test_the_same_file_as_test_and_shot_file_never_shows_a_test_item_as_its_own_
 
 def test_aggregates_on_subsets_or_with_failures_are_flagged(monkeypatch, tmp_path):
     from evalpipe import runner as runner_module
-    from evalpipe.runner import RunOutcome, TaskOutcome
+    from evalpipe.runner import RunOutcome
+    from evalpipe.scoring import TaskOutcome
     from evalpipe.tasks.base import SuiteSpec
 
     suite = SuiteSpec(name="s", tasks=("a",), aggregate=lambda m: {"score": m["a"]["f1"]})

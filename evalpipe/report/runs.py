@@ -3,7 +3,7 @@
 The numbers a report shows are the run's own: ``metrics.json`` for corpus metrics,
 ``samples.jsonl`` for per-sample scores. Re-scoring resamples, comparisons and the NER error
 analysis also need the examples and parsed predictions, which are rebuilt without a model by
-:func:`evalpipe.runner.load_stored` and parsed exactly as :func:`evalpipe.runner.score_task`
+:func:`evalpipe.rescoring.load_stored` and parsed exactly as :func:`evalpipe.scoring.score_task`
 does. When that is impossible (data files moved or changed),
 the report still renders and says why those parts are partial.
 
@@ -122,7 +122,7 @@ def _rebuild(run: ReportRun) -> None:
     Per-sample scores and corpus metrics are the run's own (samples.jsonl, metrics.json): nothing
     costly (BERTScore) is recomputed here. Only answers are re-parsed, for re-scoring resamples.
     """
-    from evalpipe.runner import load_stored  # the runner imports much; only reports need this
+    from evalpipe.rescoring import load_stored  # imports the runner: only reports need this
 
     try:
         _, stored = load_stored(run.path)

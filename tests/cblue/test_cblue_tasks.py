@@ -9,7 +9,8 @@ import pytest
 
 from evalpipe.config import RunConfig
 from evalpipe.records import Completion
-from evalpipe.runner import execute, score_task
+from evalpipe.runner import execute
+from evalpipe.scoring import score_task
 from evalpipe.tasks.base import IncompleteSuite, LoadOptions
 from evalpipe.tasks.cblue_reference import BEST_BASELINE, HUMAN, HUMAN_AVERAGE, TASK_ORDER
 from evalpipe.tasks.cblue_suite import aggregate

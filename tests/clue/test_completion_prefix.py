@@ -4,7 +4,8 @@ from pathlib import Path
 
 from evalpipe.config import RunConfig
 from evalpipe.records import Completion
-from evalpipe.runner import _answer_prefix, load_options, score_task
+from evalpipe.runner import load_options
+from evalpipe.scoring import answer_prefix as _answer_prefix, score_task
 from evalpipe.tasks.registry import get_task
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -7,7 +7,9 @@ import pytest
 
 from evalpipe.config import RunConfig
 from evalpipe.records import Completion
-from evalpipe.runner import RunError, execute, prepare_task, rescore, score_task
+from evalpipe.rescoring import rescore
+from evalpipe.runner import RunError, execute, prepare_task
+from evalpipe.scoring import score_task
 from evalpipe.tasks.registry import get_task, suites
 from tests.clue.conftest import FIXTURES
 from tests.support.scripted_backend import ScriptedBackend, last_user_text

@@ -2,7 +2,7 @@
 
 import pytest
 
-from evalpipe.runner import score_task
+from evalpipe.scoring import score_task
 from evalpipe.records import Completion
 from evalpipe.tasks.base import LoadOptions
 from evalpipe.tasks.ncbi_disease import SPEC

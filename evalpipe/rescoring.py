@@ -1,0 +1,111 @@
+"""Re-score a run from its store: no model, no network.
+
+The plan recorded in ``responses.sqlite`` says which prompt (and cache key) each sample used, so
+a run killed before it wrote its results can be scored, and a template edited after the run does
+not orphan its answers. The data files must be unchanged since the run (their sha256 is checked).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalpipe.cache import ResponseStore
+from evalpipe.config import RunConfig
+from evalpipe.data.errors import DataError
+from evalpipe.metrics.options import MetricOptions
+from evalpipe.records import Completion, Example
+from evalpipe.results import RunDir
+from evalpipe.runner import RunError, RunOutcome, _sha256, load_options, write_outcome
+from evalpipe.scoring import answer_prefix, score_task
+from evalpipe.tasks.base import TaskSpec
+from evalpipe.tasks.registry import get_task
+
+
+@dataclass(frozen=True)
+class StoredTask:
+    """One task of a run rebuilt from its store: what ``score`` needs, without any model."""
+
+    spec: TaskSpec
+    examples: tuple[Example, ...]
+    prompts_json: tuple[str, ...]
+    answers: tuple[Completion | None, ...]
+    truncated: tuple[int, ...] = ()
+
+
+def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
+    """Rebuild every task of a run from its recorded plan and stored answers.
+
+    Uses the plan recorded in the store (which prompt each sample used), so it works for a run that
+    was killed before writing results, and is unaffected by later template edits. The data files
+    must be unchanged since the run (their sha256 is checked) — otherwise answers would be
+    compared against different gold.
+    """
+    run = RunDir(run_path)
+    recorded = run.read_config()
+    settings = recorded.get("config")
+    if not isinstance(settings, dict) or "model" not in settings or not settings.get("tasks"):
+        raise RunError(f"{run.config_path}: not an evaluation run (a retrieval run, or written by something "
+                       "else); `evalpipe show` prints its metrics")
+    config = RunConfig.from_json(settings)
+    if not run.store_path.is_file():
+        raise RunError(f"{run.path}: no responses.sqlite; nothing to score")
+    store = ResponseStore(run.store_path)
+    try:
+        tasks = []
+        for name in config.tasks:
+            spec = get_task(name)
+            task_info = recorded.get("tasks", {}).get(name, {})
+            for path, digest in task_info.get("data_files", {}).items():
+                if Path(path).is_file() and _sha256(Path(path)) != digest:
+                    raise DataError(path, None, None, "changed since the run (sha256 differs); re-scoring "
+                                    "would compare answers against different gold")
+            by_id = {ex.id: ex for ex in spec.load(load_options(config, name, task_info.get("split"))).examples}
+            plan = store.read_plan(name)
+            if not plan:
+                raise RunError(f"{run.path}: no plan stored for task {name}")
+            missing = [sid for sid, _, _, _ in plan if sid not in by_id]
+            if missing:
+                raise RunError(f"{run.path}: task {name}: sample ids not in the data any more: {missing[:5]}")
+            answers = store.get_many([key for _, key, _, _ in plan])
+            tasks.append(StoredTask(
+                spec=spec,
+                examples=tuple(by_id[sid] for sid, _, _, _ in plan),
+                prompts_json=tuple(prompt for _, _, prompt, _ in plan),
+                answers=tuple(answers.get(key) for _, key, _, _ in plan),
+                truncated=tuple(int(info.get("truncated_tokens", 0)) for _, _, _, info in plan),
+            ))
+        return config, tasks
+    finally:
+        store.close()
+
+
+def rescore(run_path: Path, compat: str | None = None, metric_options: Mapping[str, Any] | None = None) -> RunOutcome:
+    """Re-parse and re-score a run's stored answers; no model, no network.
+
+    ``metric_options`` override the recorded ones for this scoring (and are recorded in the
+    summary). See :func:`load_stored` for what must hold for a run to be re-scored.
+    """
+    run = RunDir(run_path)
+    run.read_config()  # not a run directory → clear error before a lock file is created
+    with run.lock():
+        return _rescore_locked(run, compat, metric_options)
+
+
+def _rescore_locked(run: RunDir, compat: str | None, metric_options: Mapping[str, Any] | None) -> RunOutcome:
+    config, tasks = load_stored(run.path)
+    options = MetricOptions.from_json({**config.metric_options, **(metric_options or {})})
+    for task in tasks:
+        task.spec.scoring(compat)  # unknown mode → error before any work
+    outcome = RunOutcome(run_dir=run, tasks=[])
+    for task in tasks:
+        outcome.cached += sum(1 for a in task.answers if a is not None)
+        outcome.tasks.append(score_task(
+            task.spec.name, task.spec, task.examples, task.prompts_json, task.answers, compat, options,
+            task.truncated, answer_prefix(task.spec, config),
+        ))
+    outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
+    write_outcome(run, outcome, compat, {"rescored": True, "metric_options": options.to_json()})
+    return outcome
