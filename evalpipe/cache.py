@@ -136,6 +136,10 @@ class ResponseStore:
                  for i, ((sid, key, prompt), info) in enumerate(zip(rows, infos))],
             )
 
+    def plan_size(self, task: str) -> int:
+        """How many samples the recorded plan of ``task`` has (without reading its prompts)."""
+        return int(self._db.execute("SELECT COUNT(*) FROM plan WHERE task = ?", (task,)).fetchone()[0])
+
     def read_plan(self, task: str) -> list[tuple[str, str, str, dict]]:
         """(sample id, key, prompt JSON, info) in evaluation order; info holds e.g. truncated_tokens."""
         rows = self._db.execute(

@@ -175,9 +175,10 @@ def prepare_task(spec: TaskSpec, config: RunConfig) -> PreparedTask:
     data = spec.load(load_options(config, spec.name))
     examples = _subset(data.examples, config, spec.name)
     k = spec.default_shots if config.shots is None else config.shots
+    # fingerprints serialise every evaluated input (LongHealth: tens of MB): only when shots are drawn
+    fingerprints = {inputs_fingerprint(ex) for ex in data.examples} if k > 0 else set()
     try:
-        shots = select_shots(data.shot_pool, k, config.fewshot_seed, {ex.id for ex in data.examples},
-                             {inputs_fingerprint(ex) for ex in data.examples})
+        shots = select_shots(data.shot_pool, k, config.fewshot_seed, {ex.id for ex in data.examples}, fingerprints)
     except ValueError as exc:
         raise RunError(f"task {spec.name}: {exc}") from None
     max_tokens = config.max_tokens or spec.max_tokens
@@ -453,14 +454,11 @@ async def execute(
     skipped: dict[str, str] = {}
     prepared = prepare(config, skipped)
     check_endpoint_policy(prepared, config)
-    previous_budget = None
-    existing = run_dir_for(config, results_root)
-    if existing.exists():
-        previous_budget = existing.read_config().get("budget")
+    run = run_dir_for(config, results_root)
+    previous_budget = run.read_config().get("budget") if run.exists() else None
     prepared, budget_info = budget_all(prepared, config, previous_budget)
     for p in prepared:
         p.spec.scoring(config.compat)  # an unknown --compat fails before any request
-    run = run_dir_for(config, results_root)
     with run.lock():
         return await _execute_locked(config, run, prepared, skipped, budget_info, backend_factory, progress,
                                      on_prepared)
@@ -479,16 +477,18 @@ async def _execute_locked(
     store = ResponseStore(run.store_path)
     backend: Backend | None = None
     notes: list[str] = []
+    # serialised once: the plan stores them and every sample record carries them
+    prompts_json = {p.spec.name: [_prompt_json(prompt) for prompt in p.prompts] for p in prepared}
     try:
         for p in prepared:
-            before = len(store.read_plan(p.spec.name))
+            before = store.plan_size(p.spec.name)
             if before > len(p.examples):
                 notes.append(f"{p.spec.name}: this run directory held {before} samples; its results now cover "
                              f"{len(p.examples)} (--limit/--ids). All answers stay stored: run without them "
                              "to restore the full results")
             store.write_plan(
                 p.spec.name,
-                [(ex.id, key, _prompt_json(prompt)) for ex, key, prompt in zip(p.examples, p.keys, p.prompts)],
+                [(ex.id, key, pj) for ex, key, pj in zip(p.examples, p.keys, prompts_json[p.spec.name])],
                 [{"truncated_tokens": t} for t in p.truncated_tokens()],
             )
         all_keys = [k for p in prepared for k in p.keys]
@@ -520,9 +520,8 @@ async def _execute_locked(
                              skipped=skipped, budget=budget_info.get("budget"), notes=notes)
         options = MetricOptions.from_json(config.metric_options)
         for p in prepared:
-            prompts_json = [_prompt_json(prompt) for prompt in p.prompts]
             outcome.tasks.append(score_task(
-                p.spec.name, p.spec, p.examples, prompts_json, [answers.get(k) for k in p.keys],
+                p.spec.name, p.spec, p.examples, prompts_json[p.spec.name], [answers.get(k) for k in p.keys],
                 config.compat, options, p.truncated_tokens(), answer_prefix(p.spec, config),
             ))
         outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
