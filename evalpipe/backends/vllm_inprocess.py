@@ -79,16 +79,6 @@ class VLLMBackend:
         self._batches = 0
         self._requests = 0
 
-    @property
-    def context_length(self) -> int | None:
-        try:
-            return int(self._llm.llm_engine.model_config.max_model_len)
-        except AttributeError:
-            return self.config.max_model_len
-
-    def count_tokens(self, text: str) -> int:
-        return len(self._llm.get_tokenizer().encode(text, add_special_tokens=False))
-
     async def preflight(self) -> None:
         return None
 

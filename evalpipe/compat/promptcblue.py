@@ -270,7 +270,6 @@ def report_scores(golds: Sequence[Mapping[str, str]], preds: Sequence[Mapping[st
     return {"rouge_l": sum(pooled) / len(pooled) if pooled else 0.0}, per_sample
 
 
-MAIN_METRIC = {"ner": "f1", "spo": "f1", "cdn": "f1", "cdee": "f1", "attr": "f1", "gen": "rouge_l", "report": "rouge_l"}
 
 
 def score_sheet(families: Sequence[str], datasets: Sequence[str], golds: Sequence[Any], preds: Sequence[Any]

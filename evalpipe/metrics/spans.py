@@ -25,7 +25,7 @@ Conventions shared by every function in this module:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from evalpipe.records import ScoreSheet, Span
@@ -101,6 +101,20 @@ def strict_counts(gold: Iterable[Span], pred: Iterable[Span]) -> tuple[int, int,
     return tp, len(pred_set) - tp, len(gold_set) - tp
 
 
+def _summed(
+    golds: Sequence[Iterable[Span]],
+    preds: Sequence[Iterable[Span]],
+    counts: Callable[[Iterable[Span], Iterable[Span]], tuple[int, int, int]],
+) -> PRF:
+    """Micro averaging: per-sample (tp, fp, fn) summed over the corpus, then P/R/F1 once."""
+    _check_parallel(golds, preds)
+    tp = fp = fn = 0
+    for gold, pred in zip(golds, preds):
+        s_tp, s_fp, s_fn = counts(gold, pred)
+        tp, fp, fn = tp + s_tp, fp + s_fp, fn + s_fn
+    return PRF.from_counts(tp, fp, fn)
+
+
 def strict_micro_prf(golds: Sequence[Iterable[Span]], preds: Sequence[Iterable[Span]]) -> PRF:
     """Corpus-level exact-match P/R/F1, micro-averaged over entities.
 
@@ -109,12 +123,7 @@ def strict_micro_prf(golds: Sequence[Iterable[Span]], preds: Sequence[Iterable[S
     (zero denominators give ``0.0``). An empty corpus, or one with no gold and no predicted
     spans, scores P = R = F1 = 0.
     """
-    _check_parallel(golds, preds)
-    tp = fp = fn = 0
-    for gold, pred in zip(golds, preds):
-        s_tp, s_fp, s_fn = strict_counts(gold, pred)
-        tp, fp, fn = tp + s_tp, fp + s_fp, fn + s_fn
-    return PRF.from_counts(tp, fp, fn)
+    return _summed(golds, preds, strict_counts)
 
 
 def per_label_prf(
@@ -189,12 +198,7 @@ def partial_micro_prf(golds: Sequence[Iterable[Span]], preds: Sequence[Iterable[
     best overlap first) are summed over the corpus and P/R/F1 computed once from the sums; zero
     denominators give ``0.0``, so empty gold with empty prediction scores 0.
     """
-    _check_parallel(golds, preds)
-    tp = fp = fn = 0
-    for gold, pred in zip(golds, preds):
-        s_tp, s_fp, s_fn = partial_counts(gold, pred)
-        tp, fp, fn = tp + s_tp, fp + s_fp, fn + s_fn
-    return PRF.from_counts(tp, fp, fn)
+    return _summed(golds, preds, partial_counts)
 
 
 def span_score_sheet(

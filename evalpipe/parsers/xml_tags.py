@@ -21,7 +21,9 @@ for Chinese); :func:`char_spans_to_token_spans` snaps the result onto a task's t
    case-insensitively; a tag whose name is in ``tag_map`` may have blanks after ``<``
    (``< disease >``). Names not in ``tag_map`` (``<gene>``, ``<b>``) delimit nothing but their
    text is kept; each opening, self-closing or unmatched closing one counts in ``unknown_tags``.
-   Tags nest; a closing tag closes the innermost open element of the same name.
+   Tags nest; a closing tag closes the innermost open element of the same name. Full-width
+   brackets around a known name (``＜dis＞…＜／dis＞``, as Chinese input methods type them) are read
+   as tags and counted in ``fullwidth_tags``; a lone ``＜`` in the text (``血压＜90``) stays text.
 4. **Broken tags** (each counts once in ``tags_unbalanced``): a closing tag whose name matches
    no open element closes the innermost open entity if the names are near-misses
    (``</diseases>`` for ``<disease>``: one is a prefix of the other, or similarity ≥ 0.8);
@@ -55,7 +57,8 @@ for Chinese); :func:`char_spans_to_token_spans` snaps the result onto a task's t
 whitespace (before normalisation). Diagnostics always hold the same keys so run summaries can
 aggregate them: ``empty``, ``wrapper_missing``, ``code_fence`` (bool), ``tags_unbalanced``,
 ``unknown_tags``, ``unaligned_entities`` (int), ``text_altered`` (bool), ``unknown_tag_names``
-(sorted tuple, at most 20), ``source_coverage`` and ``answer_coverage`` (floats in [0, 1]).
+(sorted tuple, at most 20), ``source_coverage`` and ``answer_coverage`` (floats in [0, 1]),
+``fullwidth_tags`` (int).
 """
 
 from __future__ import annotations

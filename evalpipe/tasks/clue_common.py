@@ -21,7 +21,7 @@ from typing import Any
 from pathlib import Path
 
 from evalpipe.compat.clue import reference_positions
-from evalpipe.data.clue_files import DataFile, problem_locating
+from evalpipe.data.clue_files import DataFile, locate, problem_locating
 from evalpipe.data.errors import DataError
 from evalpipe.metrics.bertscore import bertscore_per_sample, resolve_settings
 from evalpipe.metrics.concepts import NotComputed, concept_per_sample, resolve_extractor
@@ -61,6 +61,13 @@ def held_out_data(examples: Sequence[Example], held: HeldOut, path: Path) -> Tas
         files=(path,),
         split="test",
     )
+
+
+def locate_test_file(file: DataFile, options: LoadOptions) -> Path:
+    """The evaluated file of a task whose data set is a single test file (no other split)."""
+    if (options.split or "test") != "test":
+        raise DataError(file.name, None, "split", f"unknown split {options.split!r} (only test is scored)")
+    return locate(file, options.paths.get("eval"), options.data_dir)
 
 
 def single_file_problem(file: DataFile) -> Callable[[LoadOptions], str | None]:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalpipe.compat.clue import stated_letter, substring_gold_letter
-from evalpipe.data.clue_files import DataFile, locate, problem_locating
+from evalpipe.data.clue_files import DataFile
 from evalpipe.budget import CHARS_PER_TOKEN_ESTIMATE
 from evalpipe.data.context_budget import CHARACTERS, Document, Measure, fit_documents
 from evalpipe.data.errors import DataError
@@ -49,7 +49,7 @@ from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.choice import parse_choice
 from evalpipe.records import Example, Prediction, ScoreSheet
 from evalpipe.tasks.base import LoadOptions, Scoring, TaskData, TaskSpec
-from evalpipe.tasks.clue_common import ALL, CITATION, LEVEL2
+from evalpipe.tasks.clue_common import ALL, CITATION, LEVEL2, locate_test_file, single_file_problem
 from evalpipe.tasks.registry import register
 
 TASK_NAMES = {1: "clue_longhealth_task1", 2: "clue_longhealth_task2", 3: "clue_longhealth_task3"}
@@ -155,9 +155,7 @@ def document_budget(options: LoadOptions) -> int:
 
 def _loader(task: int):
     def load(options: LoadOptions) -> TaskData:
-        if (options.split or "test") != "test":
-            raise DataError(FILE.name, None, "split", f"unknown split {options.split!r} (only test)")
-        path = locate(FILE, options.paths.get("eval"), options.data_dir)
+        path = locate_test_file(FILE, options)
         patients = read_longhealth(path)
         return TaskData(examples=build_examples(patients, task, options.seed, budget=document_budget(options)),
                         shot_pool=(), files=(Path(path),), split="test")
@@ -165,8 +163,7 @@ def _loader(task: int):
     return load
 
 
-def data_problem(options: LoadOptions) -> str | None:
-    return problem_locating(FILE, options.paths.get("eval"), options.data_dir)
+data_problem = single_file_problem(FILE)
 
 
 def option_map(example: Example) -> dict[str, str]:

@@ -26,14 +26,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evalpipe.compat.clue import first_doubled_mean, icd_codes, icd_document_scores
-from evalpipe.data.clue_files import DataFile, Record, check_unique_ids, locate, read_json_or_jsonl
-from evalpipe.data.errors import DataError
+from evalpipe.data.clue_files import DataFile, Record, check_unique_ids, read_json_or_jsonl
 from evalpipe.metrics.icd10 import PER_DOCUMENT_KEYS, icd_score_sheet
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.icd10 import normalise_code, parse_icd10_codes
 from evalpipe.records import Example, Prediction, ScoreSheet
 from evalpipe.tasks.base import LoadOptions, Scoring, TaskData, TaskSpec
 from evalpipe.tasks.clue_common import (
+    locate_test_file,
     ALL, CITATION, LEVEL2, held_out_data, hold_out_reference_shots, provenance, single_file_problem,
 )
 from evalpipe.tasks.registry import register
@@ -72,9 +72,7 @@ def _gold(record: Record) -> CodeGold:
 
 
 def load(options: LoadOptions) -> TaskData:
-    if (options.split or "test") != "test":
-        raise DataError(FILE.name, None, "split", f"unknown split {options.split!r} (only test is scored)")
-    path = locate(FILE, options.paths.get("eval"), options.data_dir)
+    path = locate_test_file(FILE, options)
     records = read_json_or_jsonl(path)
     held = hold_out_reference_shots(len(records), REFERENCE_SHOTS, path)
     examples = []

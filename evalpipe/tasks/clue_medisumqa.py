@@ -16,11 +16,11 @@ scoring differs only in scoring the raw (unstripped) answer.
 
 from __future__ import annotations
 
-from evalpipe.data.clue_files import DataFile, locate, read_json_or_jsonl
-from evalpipe.data.errors import DataError
+from evalpipe.data.clue_files import DataFile, read_json_or_jsonl
 from evalpipe.records import Example
 from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.clue_common import (
+    locate_test_file,
     ALL, CITATION, LEVEL2, SUMMARY_METRICS, held_out_data, hold_out_reference_shots, provenance,
     single_file_problem, summary_scorings,
 )
@@ -35,9 +35,7 @@ FILE = DataFile(
 
 
 def load(options: LoadOptions) -> TaskData:
-    if (options.split or "test") != "test":
-        raise DataError(FILE.name, None, "split", f"unknown split {options.split!r} (only test is scored)")
-    path = locate(FILE, options.paths.get("eval"), options.data_dir)
+    path = locate_test_file(FILE, options)
     records = read_json_or_jsonl(path)
     held = hold_out_reference_shots(len(records), REFERENCE_SHOTS, path)
     examples = []

@@ -21,11 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evalpipe.compat.clue import problem_list_reference
-from evalpipe.data.clue_files import DataFile, check_unique_ids, locate, read_csv
-from evalpipe.data.errors import DataError
+from evalpipe.data.clue_files import DataFile, check_unique_ids, read_csv
 from evalpipe.records import Example
 from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.clue_common import (
+    locate_test_file,
     ALL, CITATION, LEVEL1, SUMMARY_METRICS, held_out_data, hold_out_reference_shots, provenance,
     single_file_problem, summary_scorings,
 )
@@ -58,9 +58,7 @@ def split_problems(summary: str) -> tuple[str, ...]:
 
 
 def load(options: LoadOptions) -> TaskData:
-    if (options.split or "test") != "test":
-        raise DataError(FILE.name, None, "split", f"unknown split {options.split!r} (only test is scored)")
-    path = locate(FILE, options.paths.get("eval"), options.data_dir)
+    path = locate_test_file(FILE, options)
     records, columns = read_csv(path, COLUMNS)
     held = hold_out_reference_shots(len(records), REFERENCE_SHOTS, path)
     examples = []
