@@ -12,8 +12,12 @@ Tokens are counted with the model's own tokenizer where the server exposes one (
 estimate is used — ``ceil(characters / 3.5)``, conservative for English clinical text with
 subword tokenizers — and the results say so.
 
-Chat prompts are counted as the concatenated message texts plus :data:`CHAT_OVERHEAD_TOKENS` per
-message for the chat template's role markers; a safety margin of :data:`SAFETY_TOKENS` is kept.
+Chat prompts are counted exactly where the tokenizer can apply the model's chat template — vLLM's
+``/tokenize`` takes the messages, and an in-process engine's Hugging Face tokenizer applies its
+template — because a template can add far more than role markers (some inject a default system
+prompt of dozens of tokens). Where it cannot (llama.cpp's endpoint counts plain text only, the
+estimate), a chat prompt counts as its message texts plus :data:`CHAT_OVERHEAD_TOKENS` per message.
+A safety margin of :data:`SAFETY_TOKENS` is kept either way.
 """
 
 from __future__ import annotations
@@ -22,12 +26,12 @@ import json
 import math
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from evalpipe.records import Example, Prompt
+from evalpipe.records import Example, Message, Prompt
 
 CHAT_OVERHEAD_TOKENS = 8
 SAFETY_TOKENS = 16
@@ -41,12 +45,24 @@ class TokenCounter(Protocol):
     def count(self, text: str) -> int: ...
 
 
+class ChatTokenCounter(TokenCounter, Protocol):
+    """A counter that can also count a whole chat prompt with the model's chat template."""
+
+    def count_chat(self, messages: Sequence[Message]) -> int | None:
+        """Tokens of the templated conversation plus the generation prompt; None if it cannot."""
+        ...
+
+
 @dataclass(frozen=True)
 class EstimateCounter:
     kind: str = "estimate"
 
     def count(self, text: str) -> int:
         return math.ceil(len(text) / CHARS_PER_TOKEN_ESTIMATE)
+
+
+def _chat_payload(messages: Sequence[Message]) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": m.content} for m in messages]
 
 
 class ServerCounter:
@@ -68,6 +84,9 @@ class ServerCounter:
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
         self.fallbacks = 0
+        #: whether chat prompts are counted with the served model's template (vLLM only; turned
+        #: off by the first refusal)
+        self.chat_template = flavour == "vllm"
         parts = urlsplit(base_url)
         root = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
         self.url = root + ("/tokenize" if flavour == "vllm" else "/extras/tokenize/count")
@@ -89,6 +108,19 @@ class ServerCounter:
             self.fallbacks += 1
             return EstimateCounter().count(text)
 
+    def count_chat(self, messages: Sequence[Message]) -> int | None:
+        """vLLM applies the served model's chat template (``add_generation_prompt`` as a chat
+        request does); llama.cpp's endpoint has no chat form, so None (the caller approximates)."""
+        if self.flavour != "vllm" or not self.chat_template:
+            return None
+        payload = {"model": self.model, "messages": _chat_payload(messages), "add_generation_prompt": True}
+        try:
+            return int(self._post(payload)["count"])
+        except (urllib.error.URLError, OSError, KeyError, ValueError, TypeError, TimeoutError):
+            # typically a model without a chat template: stop asking, approximate from now on
+            self.chat_template = False
+            return None
+
 
 class HFTokenizerCounter:
     """The model's own tokenizer loaded with transformers (in-process engines: no server to ask)."""
@@ -99,9 +131,22 @@ class HFTokenizerCounter:
         from transformers import AutoTokenizer  # noqa: PLC0415 - heavy, only for in-process engines
 
         self._tokenizer = AutoTokenizer.from_pretrained(model)
+        #: whether chat prompts are counted with the model's template (a tokenizer without one:
+        #: approximated, as for a plain-text counter)
+        self.chat_template = bool(getattr(self._tokenizer, "chat_template", None))
 
     def count(self, text: str) -> int:
         return len(self._tokenizer.encode(text, add_special_tokens=False))
+
+    def count_chat(self, messages: Sequence[Message]) -> int | None:
+        """The template vLLM's ``LLM.chat`` applies: the tokenizer's own, with the generation prompt."""
+        if not self.chat_template:
+            return None
+        encoded: Any = self._tokenizer.apply_chat_template(
+            _chat_payload(messages), add_generation_prompt=True, tokenize=True)
+        # transformers 5 returns a BatchEncoding, older releases a list of ids
+        ids = encoded["input_ids"] if isinstance(encoded, Mapping) else encoded
+        return len(ids)
 
 
 def model_context_length(model: str) -> int | None:
@@ -130,7 +175,13 @@ def detect_counter(base_url: str, model: str, api_key: str | None = None) -> Tok
 
 
 def prompt_tokens(prompt: Prompt, counter: TokenCounter) -> int:
+    """Tokens of a prompt: exact for chat where the counter applies the chat template, else the
+    message texts plus :data:`CHAT_OVERHEAD_TOKENS` per message."""
     if prompt.messages is not None:
+        count_chat = getattr(counter, "count_chat", None)
+        exact = count_chat(prompt.messages) if count_chat is not None else None
+        if exact is not None:
+            return exact
         text = "\n".join(m.content for m in prompt.messages)
         return counter.count(text) + CHAT_OVERHEAD_TOKENS * len(prompt.messages)
     return counter.count(prompt.text or "")

@@ -17,6 +17,7 @@ Order of work is chosen so that mistakes cost nothing:
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -171,8 +172,18 @@ def load_options(config: RunConfig, task: str, split: str | None = None) -> Load
     )
 
 
-def prepare_task(spec: TaskSpec, config: RunConfig) -> PreparedTask:
-    data = spec.load(load_options(config, spec.name))
+def prepare_task(
+    spec: TaskSpec,
+    config: RunConfig,
+    context_length: int | None = None,
+    token_counter: Callable[[str], int] | None = None,
+) -> PreparedTask:
+    """Load, subset and render one task. ``context_length``/``token_counter`` override what the
+    loader is told (for tasks ``sized_by_context``, once the budget is known)."""
+    options = load_options(config, spec.name)
+    if context_length is not None:
+        options = replace(options, context_length=context_length, token_counter=token_counter)
+    data = spec.load(options)
     examples = _subset(data.examples, config, spec.name)
     k = spec.default_shots if config.shots is None else config.shots
     # fingerprints serialise every evaluated input (LongHealth: tens of MB): only when shots are drawn
@@ -213,13 +224,20 @@ def apply_budget(p: PreparedTask, context_length: int, counter: TokenCounter) ->
 def budget_all(
     prepared: list[PreparedTask], config: RunConfig, previous: Mapping[str, Any] | None = None
 ) -> tuple[list[PreparedTask], dict[str, Any]]:
-    """Apply context budgeting to every task with a long field; say how it was done.
+    """Apply context budgeting to every task with a long field or sized by context; say how.
+
+    A task with a long field has it shortened where a prompt would not fit (:func:`apply_budget`).
+    A task ``sized_by_context`` (LongHealth) is loaded again with the context length and tokenizer
+    found here, unless its first load already had both (an estimate and the context the user gave).
+
+    Nothing is counted before :func:`check_endpoint_policy` has passed: counting sends the texts
+    to the server's tokenize endpoint.
 
     ``previous`` is the budget recorded by an earlier run in the same directory. Resuming must
     render the very same prompts (or every answer would be asked again), so its context length is
     reused, and a run budgeted with the server's tokenizer refuses to continue with the estimate.
     """
-    if not any(p.spec.long_field for p in prepared):
+    if not any(p.spec.long_field or p.spec.sized_by_context for p in prepared):
         return prepared, {}
     previous = previous if isinstance(previous, Mapping) else {}
     in_process = config.engine == "vllm-inprocess"
@@ -245,8 +263,19 @@ def budget_all(
             "resume when the server is up (with the estimate the prompts — and their stored answers — "
             "would not match)"
         )
-    budgeted = [apply_budget(p, context_length, counter) for p in prepared]
+    measured = counter.kind == "server"
+    # LongHealth measures the same letters again and again (three tasks, many questions each)
+    count = functools.lru_cache(maxsize=None)(counter.count) if measured else None
+
+    def sized(p: PreparedTask) -> PreparedTask:
+        if not p.spec.sized_by_context or (not measured and context_length == config.context_length):
+            return p
+        return prepare_task(p.spec, config, context_length, count)
+
+    budgeted = [apply_budget(sized(p), context_length, counter) for p in prepared]
     info: dict[str, Any] = {"context_length": context_length, "token_counter": counter.kind}
+    if getattr(counter, "chat_template", False):
+        info["chat_counting"] = "template"
     if getattr(counter, "fallbacks", 0):
         info["estimated_counts"] = counter.fallbacks
     return budgeted, {"budget": info}

@@ -26,9 +26,12 @@ class LoadOptions:
     data_dir: Path | None = None
     #: seed for any sampling a loader does (e.g. LongHealth distractor documents)
     seed: int | None = None
-    #: the model's context in tokens, when known before loading (``--context-length`` or an engine
-    #: evalpipe started); loaders that choose how much text to include (LongHealth) size by it
+    #: the model's context in tokens, when known (``--context-length``, an engine evalpipe started,
+    #: or what the server reports); loaders that choose how much text to include (LongHealth) size by it
     context_length: int | None = None
+    #: the model's tokenizer as ``count(text) -> tokens``, when one answers (a server's tokenize
+    #: endpoint, an in-process engine's tokenizer); None = size by the characters estimate
+    token_counter: Callable[[str], int] | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,10 @@ class TaskSpec:
     #: the input field that may be shortened (from the end) to fit the model's context, e.g. a
     #: discharge letter; never the instructions or the question (see evalpipe.budget)
     long_field: str | None = None
+    #: the loader itself decides how much text goes in, by ``LoadOptions.context_length`` and
+    #: ``token_counter`` (LongHealth picks whole letters): the runner reloads it once the model's
+    #: context and tokenizer are known
+    sized_by_context: bool = False
     #: stop sequences for the plain completion form (base models)
     completion_stop: tuple[str, ...] = ()
     #: text the completion template primes the answer with (it ends the prompt, so the model's

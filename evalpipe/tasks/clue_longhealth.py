@@ -14,11 +14,15 @@ Data (public, not redistributed): ``benchmark_v5.json`` from github.com/kbressem
 Documents are fitted into a context budget by :func:`evalpipe.data.context_budget.fit_documents`
 (answer letters first, never dropped — cut only if they alone exceed the budget, which is flagged
 ``answer_truncated`` in the sample's meta; other letters whole, while they fit), then shuffled.
-The budget comes from the model's context when it is known (:func:`document_budget`); otherwise
-it is ``DEFAULT_CONTEXT_CHARS`` characters of documents (separators included) — about
-7k tokens, the reference's 8k-token setting less the prompt around the documents.
-:func:`build_examples` takes any budget and :class:`~evalpipe.data.context_budget.Measure`, so a
-token budget is a drop-in change.
+The budget (:func:`document_budget`) is the model's context less ``PROMPT_RESERVE_TOKENS`` for the
+instructions, question, options and answer, counted with the model's tokenizer when one answers
+(``LoadOptions.token_counter``: vLLM's or llama.cpp's tokenize endpoint, an in-process engine's
+tokenizer); without a tokenizer it is converted to characters with the 3.5 characters/token
+estimate of :mod:`evalpipe.budget`. With no known context it is ``DEFAULT_CONTEXT_CHARS``
+characters of documents (separators included) — about 7k tokens, the reference's 8k-token setting
+less the prompt around the documents. The task is ``sized_by_context``: the runner reloads it once
+the server has told the context length and the tokenizer answers. Each sample's meta records the
+measure (``context_measure``: tokens or characters) and the size used.
 
 Every random choice (document order, which other letters, distractors) comes from a
 ``random.Random`` seeded with ``LoadOptions.seed``, the task, patient, question and repeat, so two
@@ -42,7 +46,7 @@ from pathlib import Path
 from evalpipe.compat.clue import stated_letter, substring_gold_letter
 from evalpipe.data.clue_files import DataFile
 from evalpipe.budget import CHARS_PER_TOKEN_ESTIMATE
-from evalpipe.data.context_budget import CHARACTERS, Document, Measure, fit_documents
+from evalpipe.data.context_budget import CHARACTERS, CountedMeasure, Document, Measure, fit_documents
 from evalpipe.data.errors import DataError
 from evalpipe.data.longhealth import Patient, read_longhealth
 from evalpipe.metrics.options import MetricOptions
@@ -137,27 +141,31 @@ def build_examples(
 PROMPT_RESERVE_TOKENS = 1024
 
 
-def document_budget(options: LoadOptions) -> int:
-    """Characters of documents per prompt: from the model's context when known, else the default.
+def document_budget(options: LoadOptions) -> tuple[int, Measure]:
+    """How much document text goes into one prompt, and in what unit.
 
-    With a context of C tokens the documents get ``(C - PROMPT_RESERVE_TOKENS) × 3.5`` characters —
-    the same conservative characters-per-token estimate as :mod:`evalpipe.budget` — so a prompt
-    fits without cutting a letter in half.
+    With a context of C tokens the documents get ``C - PROMPT_RESERVE_TOKENS`` tokens, counted with
+    ``options.token_counter`` when there is one; without a tokenizer, ``(C - PROMPT_RESERVE_TOKENS)
+    × 3.5`` characters — the same conservative estimate as :mod:`evalpipe.budget` — so a prompt fits
+    without cutting a letter in half. With no known context: ``DEFAULT_CONTEXT_CHARS`` characters.
     """
     if not options.context_length:
-        return DEFAULT_CONTEXT_CHARS
+        return DEFAULT_CONTEXT_CHARS, CHARACTERS
     tokens = options.context_length - PROMPT_RESERVE_TOKENS
     if tokens <= 0:
         raise DataError(FILE.name, None, "context_length",
                         f"a context of {options.context_length} tokens leaves no room for LongHealth's documents")
-    return int(tokens * CHARS_PER_TOKEN_ESTIMATE)
+    if options.token_counter is not None:
+        return tokens, CountedMeasure(options.token_counter)
+    return int(tokens * CHARS_PER_TOKEN_ESTIMATE), CHARACTERS
 
 
 def _loader(task: int):
     def load(options: LoadOptions) -> TaskData:
         path = locate_test_file(FILE, options)
         patients = read_longhealth(path)
-        return TaskData(examples=build_examples(patients, task, options.seed, budget=document_budget(options)),
+        budget, measure = document_budget(options)
+        return TaskData(examples=build_examples(patients, task, options.seed, budget=budget, measure=measure),
                         shot_pool=(), files=(Path(path),), split="test")
 
     return load
@@ -231,6 +239,7 @@ SPECS = {
         completion_prefix="The correct answer is",
         suites=(LEVEL2, ALL),
         credentialed=False,
+        sized_by_context=True,
         citation="Adams L, Busch F, Han T, et al. LongHealth: A Question Answering Benchmark with Long Clinical "
         "Documents. arXiv:2401.14490, 2024. " + CITATION,
     ))

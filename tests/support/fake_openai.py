@@ -280,6 +280,20 @@ def _estimate_tokens(text: str) -> int:
     return max(1, math.ceil(len(text) / 4)) if text else 0
 
 
+def fake_token_count(body: Mapping[str, Any]) -> int:
+    """The fake ``/tokenize``: one token per whitespace-separated word, so tests can count by hand.
+
+    A chat request is counted through a fake template, ``<|role|> content`` per message plus
+    ``<|assistant|>`` for the generation prompt: each message costs its words plus one, and the
+    generation prompt one more.
+    """
+    if "messages" in body:
+        messages = body["messages"]
+        total = sum(1 + len(_content_text(m.get("content")).split()) for m in messages)
+        return total + (1 if body.get("add_generation_prompt", True) else 0)
+    return len(str(body["prompt"]).split())
+
+
 def _apply_stop(text: str, stop: Any) -> str:
     """Cut the answer at the earliest stop sequence, as real servers do."""
     stops = [stop] if isinstance(stop, str) else [s for s in (stop or []) if isinstance(s, str) and s]
@@ -299,6 +313,9 @@ class FakeOpenAIServer:
     ``latency``: seconds every generation request waits before its reply (``asyncio.sleep``).
     ``api_key``: when set, ``/v1/*`` requires ``Authorization: Bearer <api_key>`` (401 otherwise).
     ``record``: keep every generation request (:attr:`requests`); benches turn it off.
+    ``max_model_len``: reported per model by ``GET /v1/models``, as vLLM does.
+    ``tokenize``: answer vLLM's ``POST /tokenize`` (see :func:`fake_token_count`); with
+    ``chat_template=False`` a chat-form request is refused (400), as for a model without a template.
 
     All public methods are safe to call from any thread while the server runs in its own.
     """
@@ -312,8 +329,14 @@ class FakeOpenAIServer:
         api_key: str | None = None,
         record: bool = True,
         port: int = 0,
+        max_model_len: int | None = None,
+        tokenize: bool = False,
+        chat_template: bool = True,
     ) -> None:
         self.models = tuple(models)
+        self.max_model_len = max_model_len
+        self.tokenize = tokenize
+        self.chat_template = chat_template
         self.responder: Responder = responder or echo_responder
         self.latency = latency
         self.record = record
@@ -366,6 +389,7 @@ class FakeOpenAIServer:
     def _reset_counters_locked(self) -> None:
         self._total = 0
         self._models_requests = 0
+        self._tokenize_requests = 0
         self._per_prompt: Counter[str] = Counter()
         self._faults_injected: Counter[str] = Counter()
         self._max_in_flight = self._in_flight
@@ -430,6 +454,7 @@ class FakeOpenAIServer:
             return {
                 "total_requests": self._total,
                 "models_requests": self._models_requests,
+                "tokenize_requests": self._tokenize_requests,
                 "distinct_prompts": len(per_prompt),
                 "max_requests_per_prompt": max(per_prompt.values(), default=0),
                 "per_prompt": per_prompt,
@@ -583,11 +608,30 @@ class FakeOpenAIServer:
             with self._lock:
                 self._models_requests += 1
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake-openai"} for m in self.models]
+            if self.max_model_len is not None:
+                data = [{**entry, "max_model_len": self.max_model_len} for entry in data]
             return _json_reply(200, {"object": "list", "data": data})
+        if path == "/tokenize" and method == "POST" and self.tokenize:
+            return self._tokenize(raw)
         endpoint = _GENERATION_PATHS.get(path)
         if endpoint is None or method != "POST":
             return _error_reply(404, f"no route for {method} {path}", "invalid_request_error", "not_found")
         return await self._generate(endpoint, path, headers, raw)
+
+    def _tokenize(self, raw: bytes) -> _Reply:
+        with self._lock:
+            self._tokenize_requests += 1
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return _error_reply(400, "invalid JSON", "invalid_request_error")
+        if not isinstance(body, dict) or not ("prompt" in body or "messages" in body):
+            return _error_reply(400, "prompt or messages required", "invalid_request_error")
+        if "messages" in body and not self.chat_template:
+            return _error_reply(400, "this model has no chat template", "invalid_request_error")
+        count = fake_token_count(body)
+        return _json_reply(200, {"count": count, "max_model_len": self.max_model_len or 0,
+                                 "tokens": list(range(count))})
 
     async def _generate(self, endpoint: str, path: str, headers: Mapping[str, str], raw: bytes) -> _Reply:
         try:
