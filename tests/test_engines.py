@@ -99,3 +99,75 @@ def test_long_model_paths_give_short_run_names():
 
     name = RunConfig(tasks=("ncbi_disease",), model="/very/" + "deep/" * 100 + "model").default_run_name()
     assert len(name) < 130
+
+
+def _fake_vllm_on_path(tmp_path: Path, monkeypatch) -> Path:
+    """A ``vllm`` command on PATH that runs tests/support/fake_vllm_cli.py; returns its argv log."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "vllm"
+    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m tests.support.fake_vllm_cli "$@"\n')
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PYTHONPATH", ENV["PYTHONPATH"])
+    argv_log = tmp_path / "argv.json"
+    monkeypatch.setenv("FAKE_VLLM_ARGV", str(argv_log))
+    return argv_log
+
+
+def test_cli_engine_vllm_starts_the_server_budgets_with_its_tokenizer_and_stops_it(tmp_path, monkeypatch):
+    """``evalpipe run --engine vllm`` end to end against a stand-in ``vllm serve`` that accepts only
+    vLLM's real option names: health wait on /health, context and chat-template token counts from
+    the server, LongHealth's letters sized in tokens, and the server gone afterwards."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from evalpipe.cli import app
+    from evalpipe.results import RunDir
+
+    argv_log = _fake_vllm_on_path(tmp_path, monkeypatch)
+    monkeypatch.setenv("FAKE_VLLM_ANSWER", "The correct answer is B: something")
+    results = tmp_path / "results"
+    result = CliRunner().invoke(app, [
+        "run", "--engine", "vllm", "--model", "/models/tiny-instruct", "--task", "clue_longhealth_task1",
+        "--data-dir", str(REPO / "tests" / "clue" / "fixtures"), "--context-length", "1060",
+        "--tensor-parallel-size", "2", "--dtype", "bfloat16", "--gpu-memory-utilization", "0.5",
+        "--revision", "r1", "--limit", "3", "--results-dir", str(results), "--run-name", "v"])
+    assert result.exit_code == 0, result.output
+    argv = json.loads(argv_log.read_text())
+    assert argv[:2] == ["serve", "/models/tiny-instruct"]
+    for option, value in (("--max-model-len", "1060"), ("--tensor-parallel-size", "2"), ("--dtype", "bfloat16"),
+                          ("--gpu-memory-utilization", "0.5"), ("--revision", "r1"), ("--host", "127.0.0.1"),
+                          ("--served-model-name", "/models/tiny-instruct")):
+        assert argv[argv.index(option) + 1] == value
+    assert "--enable-prefix-caching" in argv
+    run = RunDir(results / "v")
+    budget = json.loads((run.path / "summary.json").read_text())["_run"]["budget"]
+    assert budget == {"context_length": 1060, "token_counter": "server", "chat_counting": "template"}
+    samples = run.read_samples()
+    assert len(samples) == 3 and all(s["meta"]["context_measure"] == "tokens" for s in samples)
+    assert all(s["prediction"] == "B" for s in samples)
+    port = int(argv[argv.index("--port") + 1])
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+
+
+def test_cli_engine_vllm_with_an_option_vllm_rejects_fails_with_its_log(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from evalpipe.cli import app
+
+    from evalpipe.engines import vllm_server
+
+    _fake_vllm_on_path(tmp_path, monkeypatch)
+    real = vllm_server.vllm_server
+
+    def with_a_typo(*args, **kwargs):  # --max-num-seq for --max-num-seqs
+        return real(*args, **{**kwargs, "extra_args": ["--max-num-seq", "8"]})
+
+    monkeypatch.setattr(vllm_server, "vllm_server", with_a_typo)
+    result = CliRunner().invoke(app, ["run", "--engine", "vllm", "--model", "m", "--task", "ncbi_disease",
+                                      "--limit", "1", "--results-dir", str(tmp_path / "r")])
+    assert result.exit_code == 1
+    assert "exited with code 2" in result.output and "unrecognized arguments: --max-num-seq" in result.output

@@ -25,18 +25,52 @@ class _Result:
     prompt_token_ids: list
 
 
-class FakeLLM:
-    """Mimics vllm.LLM.chat / generate: answers a perfect copy of the NCBI sentence, untagged."""
+#: the engine options ``vllm.LLM(**kwargs)`` passes on to ``EngineArgs`` that evalpipe uses (names
+#: checked against vLLM 0.33.0's ``vllm/engine/arg_utils.py``)
+ENGINE_ARGS = {"max_model_len", "enable_prefix_caching"}
 
-    def __init__(self, **kwargs):
-        self.kwargs = kwargs
+
+@dataclass(frozen=True)
+class FakeSamplingParams:
+    """The fields of vLLM 0.33.0's ``SamplingParams`` that evalpipe sets; any other name fails."""
+
+    max_tokens: int | None = 16
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: list | None = None
+
+
+class FakeLLM:
+    """Mimics vllm.LLM.chat / generate: answers a perfect copy of the NCBI sentence, untagged.
+
+    Signatures follow vLLM 0.33.0's ``vllm/entrypoints/llm.py`` for the arguments evalpipe passes,
+    so a renamed or unknown argument fails here as it would on a GPU machine.
+    """
+
+    def __init__(self, model=None, *, tensor_parallel_size=1, dtype="auto", revision=None, seed=0,
+                 gpu_memory_utilization=0.92, **kwargs):
+        unknown = set(kwargs) - ENGINE_ARGS
+        if unknown:
+            raise TypeError(f"unknown engine arguments {unknown}")
+        self.kwargs = {"model": model, "tensor_parallel_size": tensor_parallel_size, "dtype": dtype,
+                       "revision": revision, "seed": seed, "gpu_memory_utilization": gpu_memory_utilization,
+                       **kwargs}
         self.calls = []
 
-    def chat(self, conversations, sampling, use_tqdm=False):
-        self.calls.append(("chat", [c[-1]["content"] for c in conversations]))
-        return [self._answer(c[-1]["content"]) for c in conversations]
+    @staticmethod
+    def _check(prompts, sampling):
+        assert isinstance(sampling, list) and len(sampling) == len(prompts)
+        assert all(isinstance(s, FakeSamplingParams) for s in sampling)
 
-    def generate(self, prompts, sampling, use_tqdm=False):
+    def chat(self, messages, sampling_params=None, use_tqdm=True, **kwargs):
+        self._check(messages, sampling_params)
+        assert all(isinstance(m, dict) and set(m) == {"role", "content"} for c in messages for m in c)
+        self.calls.append(("chat", [c[-1]["content"] for c in messages]))
+        return [self._answer(c[-1]["content"]) for c in messages]
+
+    def generate(self, prompts, sampling_params=None, *, use_tqdm=True, **kwargs):
+        self._check(prompts, sampling_params)
         self.calls.append(("generate", list(prompts)))
         return [self._answer(p) for p in prompts]
 
@@ -47,7 +81,7 @@ class FakeLLM:
 
 @pytest.fixture()
 def fake_vllm(monkeypatch):
-    module = types.SimpleNamespace(LLM=FakeLLM, SamplingParams=lambda **kw: kw)
+    module = types.SimpleNamespace(LLM=FakeLLM, SamplingParams=FakeSamplingParams)
     monkeypatch.setitem(sys.modules, "vllm", module)
     return module
 
@@ -89,3 +123,38 @@ def test_without_vllm_the_error_says_how_to_install(monkeypatch):
 
     with pytest.raises(BackendError, match=r"pip install 'evalpipe\[vllm\]'"):
         VLLMBackend(VLLMConfig(model="x"))
+
+
+def test_cli_engine_vllm_inprocess_passes_the_options_through(tmp_path, fake_vllm, monkeypatch):
+    """``evalpipe run --engine vllm-inprocess`` end to end: engine options reach ``vllm.LLM``,
+    generation options reach ``SamplingParams``, and the completion form goes through generate."""
+    from typer.testing import CliRunner
+
+    from evalpipe.cli import app
+
+    built = []
+
+    class Recording(FakeLLM):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            built.append(self)
+
+    monkeypatch.setattr(fake_vllm, "LLM", Recording)
+    sampling = []
+    monkeypatch.setattr(fake_vllm, "SamplingParams", lambda **kw: sampling.append(kw) or FakeSamplingParams(**kw))
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"max_position_embeddings": 2048}')
+    result = CliRunner().invoke(app, [
+        "run", "--task", "ncbi_disease", "--limit", "4", "--engine", "vllm-inprocess", "--model", str(model),
+        "--tensor-parallel-size", "2", "--dtype", "bfloat16", "--gpu-memory-utilization", "0.8",
+        "--revision", "abc123", "--context-length", "2048", "--seed", "7", "--endpoint", "completions",
+        "--results-dir", str(tmp_path / "results")])
+    assert result.exit_code == 0, result.output
+    (llm,) = built
+    assert llm.kwargs == {"model": str(model), "tensor_parallel_size": 2, "dtype": "bfloat16", "revision": "abc123",
+                          "seed": 7, "gpu_memory_utilization": 0.8, "max_model_len": 2048,
+                          "enable_prefix_caching": True}
+    assert [kind for kind, _ in llm.calls] == ["generate"]
+    assert len(sampling) == 4 and all(s["seed"] == 7 and s["temperature"] == 0.0 and s["stop"] for s in sampling)
+    assert "f1" in result.output

@@ -602,6 +602,8 @@ class FakeOpenAIServer:
     async def _dispatch(self, method: str, path: str, headers: Mapping[str, str], raw: bytes) -> _Reply:
         if path.startswith("/_admin/"):
             return self._admin(method, path, raw)
+        if path == "/health" and method == "GET":  # vLLM's liveness route (no key needed)
+            return _Reply(200, b"")
         if self._api_key is not None and headers.get("authorization") != f"Bearer {self._api_key}":
             return _error_reply(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
         if path == "/v1/models" and method == "GET":
