@@ -23,6 +23,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from evalpipe.endpoints import redact_url
 from evalpipe.records import Completion, Prompt, Usage, to_jsonable
 
 SCHEMA = """
@@ -35,7 +36,8 @@ CREATE TABLE IF NOT EXISTS responses (
     completion_tokens INTEGER,
     latency_s REAL,
     attempts INTEGER,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    endpoint TEXT
 );
 CREATE TABLE IF NOT EXISTS plan (
     task TEXT NOT NULL,
@@ -75,22 +77,26 @@ class ResponseStore:
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(plan)")}
         if "info" not in columns:  # stores written before per-sample plan info existed
             self._db.execute("ALTER TABLE plan ADD COLUMN info TEXT NOT NULL DEFAULT '{}'")
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
+        if "endpoint" not in columns:  # stores written before the answering endpoint was kept
+            self._db.execute("ALTER TABLE responses ADD COLUMN endpoint TEXT")
 
     def get(self, key: str) -> Completion | None:
         row = self._db.execute(
-            "SELECT text, finish_reason, prompt_tokens, completion_tokens, latency_s, attempts"
+            "SELECT text, finish_reason, prompt_tokens, completion_tokens, latency_s, attempts, endpoint"
             " FROM responses WHERE key = ?",
             (key,),
         ).fetchone()
         if row is None:
             return None
-        text, finish, p_tok, c_tok, latency, attempts = row
+        text, finish, p_tok, c_tok, latency, attempts, endpoint = row
         return Completion(
             text=text,
             finish_reason=finish,
             usage=Usage(p_tok, c_tok),
             latency_s=latency or 0.0,
             attempts=attempts or 1,
+            endpoint_url=endpoint,
         )
 
     def get_many(self, keys: list[str]) -> dict[str, Completion]:
@@ -102,11 +108,16 @@ class ResponseStore:
         return found
 
     def put(self, key: str, model: str, completion: Completion) -> None:
-        """Store a successful answer in its own committed transaction."""
+        """Store a successful answer in its own committed transaction.
+
+        The endpoint that answered is kept without credentials (``redact_url``), so a sample can
+        be traced to the replica that served it.
+        """
         if not completion.ok:
             raise ValueError("only successful completions are stored")
         self._db.execute(
-            "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO responses (key, model, text, finish_reason, prompt_tokens,"
+            " completion_tokens, latency_s, attempts, created, endpoint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 key,
                 model,
@@ -117,6 +128,7 @@ class ResponseStore:
                 completion.latency_s,
                 completion.attempts,
                 time.time(),
+                redact_url(completion.endpoint_url) if completion.endpoint_url else None,
             ),
         )
 

@@ -36,7 +36,7 @@ NESTED_COLUMNS = ("prompt", "prediction", "gold", "diagnostics", "meta")
 _FIXED_COLUMNS = (
     "run", "model", "compat", "task", "id", "answer", "answer_chars", "parse_failed", "error",
     "latency_s", "attempts", "prompt_tokens", "completion_tokens", "truncated_tokens", "finish_reason",
-    *NESTED_COLUMNS,
+    "endpoint", *NESTED_COLUMNS,
 )
 
 
@@ -81,6 +81,7 @@ def _row(record: Mapping[str, Any], identity: Mapping[str, Any], compat: str | N
         "completion_tokens": _usage(record, "completion_tokens"),
         "truncated_tokens": _truncated_tokens(record),
         "finish_reason": record.get("finish_reason"),
+        "endpoint": record.get("endpoint"),
     }
     for column in NESTED_COLUMNS:
         row[column] = record.get(column)

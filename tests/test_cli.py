@@ -214,3 +214,20 @@ def test_show_prints_what_the_summary_says_about_the_metrics(tmp_path):
     for text in ("rouge1", "0.2500", "umls[*] not computed: scispacy is not installed", "50.0% of prompts",
                  "skipped clue_mednli", "clue-level2: aggregate incomplete"):
         assert text in result.output, text
+
+
+def test_each_sample_names_the_replica_that_answered_it(tmp_path):
+    """Two replicas: every sample says which one served it (kept in the store, so a resumed run
+    still says so), and both got a share."""
+    results = tmp_path / "results"
+    with FakeOpenAIProcess(latency=0.02) as a, FakeOpenAIProcess(latency=0.02) as b:
+        args = ["run", "--task", "ncbi_disease", "--base-url", a.url, "--base-url", b.url, "--model", "fake-model",
+                "--limit", "12", "--concurrency", "2", "--results-dir", str(results)]
+        first = evalpipe(*args)
+        assert first.returncode == 0, first.stderr
+        again = evalpipe(*args)  # every answer from the store now
+        assert again.returncode == 0, again.stderr
+        urls = {a.url + "/chat/completions", b.url + "/chat/completions"}
+    samples = [json.loads(line) for line in (only_run(results) / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) == 12 and {s["endpoint"] for s in samples} == urls
+    assert "from store 12" in again.stdout

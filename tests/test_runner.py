@@ -253,3 +253,34 @@ def test_data_option_typos_are_errors_not_silently_ignored(tmp_path):
         prepare(config(data={"ncbi_disease:shot": str(real)}))
     with pytest.raises(DataError, match="nope.tsv: file not found"):
         prepare(config(data={"ncbi_disease": str(tmp_path / "nope.tsv")}))
+
+
+def test_store_keeps_the_answering_endpoint_without_credentials(tmp_path):
+    from evalpipe.records import Completion
+
+    store = ResponseStore(tmp_path / "r.sqlite")
+    store.put("k", "m", Completion(text="x", endpoint_url="http://user:pw@10.0.0.5:8000/v1/chat/completions?key=s"))
+    endpoint = store.get("k").endpoint_url
+    assert "pw" not in endpoint and "key=s" not in endpoint and endpoint.startswith("http://10.0.0.5:8000/v1/chat")
+    store.close()
+
+
+def test_a_store_from_before_endpoints_were_kept_still_opens(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, model TEXT NOT NULL, text TEXT NOT NULL, "
+               "finish_reason TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, latency_s REAL, "
+               "attempts INTEGER, created REAL NOT NULL)")
+    db.execute("INSERT INTO responses VALUES ('old', 'm', 'answer', 'stop', 3, 1, 0.5, 1, 0)")
+    db.commit()
+    db.close()
+    from evalpipe.records import Completion
+
+    store = ResponseStore(path)
+    old = store.get("old")
+    assert old.text == "answer" and old.endpoint_url is None and old.usage.prompt_tokens == 3
+    store.put("new", "m", Completion(text="y", endpoint_url="http://127.0.0.1:1/v1/chat/completions"))
+    assert store.get("new").endpoint_url == "http://127.0.0.1:1/v1/chat/completions"
+    store.close()
