@@ -81,15 +81,13 @@ class ResponseStore:
         if "endpoint" not in columns:  # stores written before the answering endpoint was kept
             self._db.execute("ALTER TABLE responses ADD COLUMN endpoint TEXT")
 
-    def get(self, key: str) -> Completion | None:
-        row = self._db.execute(
-            "SELECT text, finish_reason, prompt_tokens, completion_tokens, latency_s, attempts, endpoint"
-            " FROM responses WHERE key = ?",
-            (key,),
-        ).fetchone()
-        if row is None:
-            return None
-        text, finish, p_tok, c_tok, latency, attempts, endpoint = row
+    _COLUMNS = "key, text, finish_reason, prompt_tokens, completion_tokens, latency_s, attempts, endpoint"
+    #: keys per SELECT … IN (…): well under SQLite's limit on bound parameters
+    _CHUNK = 500
+
+    @staticmethod
+    def _completion(row: tuple) -> Completion:
+        _, text, finish, p_tok, c_tok, latency, attempts, endpoint = row
         return Completion(
             text=text,
             finish_reason=finish,
@@ -99,12 +97,19 @@ class ResponseStore:
             endpoint_url=endpoint,
         )
 
+    def get(self, key: str) -> Completion | None:
+        row = self._db.execute(f"SELECT {self._COLUMNS} FROM responses WHERE key = ?", (key,)).fetchone()
+        return None if row is None else self._completion(row)
+
     def get_many(self, keys: list[str]) -> dict[str, Completion]:
+        """The stored answers among ``keys`` (absent keys are left out), in chunked SELECTs."""
+        unique = list(dict.fromkeys(keys))
         found: dict[str, Completion] = {}
-        for key in dict.fromkeys(keys):
-            completion = self.get(key)
-            if completion is not None:
-                found[key] = completion
+        for start in range(0, len(unique), self._CHUNK):
+            chunk = unique[start:start + self._CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for row in self._db.execute(f"SELECT {self._COLUMNS} FROM responses WHERE key IN ({marks})", chunk):
+                found[row[0]] = self._completion(row)
         return found
 
     def put(self, key: str, model: str, completion: Completion) -> None:

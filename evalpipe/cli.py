@@ -53,6 +53,10 @@ def _fail(exc: BaseException) -> typer.Exit:
 
 
 ENGINES = ("llamacpp", "vllm", "vllm-inprocess")
+DEFAULT_CONCURRENCY = 64
+#: the in-process engine is fed in batches of up to 2 × concurrency prompts (see
+#: backends/vllm_inprocess.py): large batches keep a GPU busy, and vLLM schedules them itself
+INPROCESS_CONCURRENCY = 256
 
 
 def make_backend(config: RunConfig) -> Backend:
@@ -197,7 +201,7 @@ def run(
     cdn_terms: Annotated[Optional[str], typer.Option(help="CHIP-CDN: the ICD-10 term table; puts top-k candidate terms in the prompt.")] = None,
     context_length: Annotated[Optional[int], typer.Option(help="Model context in tokens for budgeting long inputs (default: ask the server).")] = None,
     data_dir: Annotated[Optional[str], typer.Option(help="Folder holding the data files under their distributed names.")] = None,
-    concurrency: Annotated[int, typer.Option(help="Requests in flight at most.")] = 64,
+    concurrency: Annotated[Optional[int], typer.Option(help="Requests in flight at most (default 64; with --engine vllm-inprocess 256, so a batch holds up to 512 prompts).")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per request attempt.")] = 120.0,
     max_retries: Annotated[int, typer.Option(help="Retries per request for retryable failures.")] = 6,
     compat: Annotated[Optional[str], typer.Option(help="Score like a reference implementation, e.g. evalscope.")] = None,
@@ -226,6 +230,8 @@ def run(
         raise typer.BadParameter("--endpoint must be chat or completions", param_hint="--endpoint")
     if limit is not None and limit < 1:
         raise typer.BadParameter("--limit must be at least 1", param_hint="--limit")
+    if concurrency is None:
+        concurrency = INPROCESS_CONCURRENCY if engine == "vllm-inprocess" else DEFAULT_CONCURRENCY
     if concurrency < 1:
         raise typer.BadParameter("--concurrency must be at least 1", param_hint="--concurrency")
     try:

@@ -284,3 +284,15 @@ def test_a_store_from_before_endpoints_were_kept_still_opens(tmp_path):
     store.put("new", "m", Completion(text="y", endpoint_url="http://127.0.0.1:1/v1/chat/completions"))
     assert store.get("new").endpoint_url == "http://127.0.0.1:1/v1/chat/completions"
     store.close()
+
+
+def test_get_many_finds_stored_answers_across_chunks(tmp_path):
+    from evalpipe.records import Completion
+
+    store = ResponseStore(tmp_path / "r.sqlite")
+    for i in range(1200):  # more than two SELECT chunks
+        store.put(f"k{i}", "m", Completion(text=f"answer {i}"))
+    wanted = [f"k{i}" for i in range(1300)] + ["k5", "k5"]  # 100 absent keys and a repeat
+    found = store.get_many(wanted)
+    assert len(found) == 1200 and found["k1199"].text == "answer 1199" and "k1200" not in found
+    store.close()

@@ -1,6 +1,7 @@
 """The in-process vLLM backend's batching, against a stand-in `vllm` module (no GPU here)."""
 
 import asyncio
+import json
 import sys
 import types
 from dataclasses import dataclass
@@ -157,4 +158,6 @@ def test_cli_engine_vllm_inprocess_passes_the_options_through(tmp_path, fake_vll
                           "enable_prefix_caching": True}
     assert [kind for kind, _ in llm.calls] == ["generate"]
     assert len(sampling) == 4 and all(s["seed"] == 7 and s["temperature"] == 0.0 and s["stop"] for s in sampling)
+    recorded = json.loads(next((tmp_path / "results").glob("*/config.json")).read_text())
+    assert recorded["config"]["concurrency"] == 256  # the in-process default: big batches
     assert "f1" in result.output
