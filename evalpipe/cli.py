@@ -23,17 +23,19 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from evalpipe.backends.base import Backend, BackendError
+from evalpipe.backends.base import BackendError
+from evalpipe.backends.factory import make_backend
 from evalpipe.config import RunConfig, local_model_fingerprint
 from evalpipe.data.errors import DataError
-from evalpipe.endpoints import redact_url
+from evalpipe.engines.launch import ENGINES, server_spec
 from evalpipe.engines.llamacpp import EngineUnavailable
-from evalpipe.engines.server import ManagedServer, ServerSpec, ServerStartError
+from evalpipe.engines.server import ManagedServer, ServerStartError
 from evalpipe.prompting import TemplateError
 from evalpipe.results import DEFAULT_ROOT, RunDir, RunDirBusy
 from evalpipe.rescoring import rescore
 from evalpipe.runner import RunError, RunOutcome, execute
 from evalpipe.tasks.registry import all_tasks, resolve, suites
+from evalpipe.terminal import metrics_table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
 # markup off: paths and metric names contain brackets (bertscore[…]_f1, evalpipe[vllm])
@@ -52,81 +54,10 @@ def _fail(exc: BaseException) -> typer.Exit:
     return typer.Exit(1)
 
 
-ENGINES = ("llamacpp", "vllm", "vllm-inprocess")
 DEFAULT_CONCURRENCY = 64
 #: the in-process engine is fed in batches of up to 2 × concurrency prompts (see
 #: backends/vllm_inprocess.py): large batches keep a GPU busy, and vLLM schedules them itself
 INPROCESS_CONCURRENCY = 256
-
-
-def make_backend(config: RunConfig) -> Backend:
-    """The backend for a run: in-process vLLM, or the OpenAI-compatible client (one URL or replicas)."""
-    if config.engine == "vllm-inprocess":
-        from evalpipe.backends.vllm_inprocess import VLLMBackend, VLLMConfig
-
-        return VLLMBackend(VLLMConfig(model=config.model, max_model_len=config.context_length,
-                                      seed=config.seed or 0, **config.engine_options))
-    from evalpipe.backends.openai_compat import OpenAICompatBackend, OpenAICompatConfig
-
-    if not config.base_url:
-        raise RunError("no endpoint: pass --base-url URL (or set EVALPIPE_BASE_URL), e.g. "
-                       "--base-url http://127.0.0.1:8000/v1 for a local vLLM server, or --engine llamacpp")
-    urls = [config.base_url, *config.replicas]
-    backends = [
-        OpenAICompatBackend(OpenAICompatConfig(
-            base_url=url, model=config.model, api_key_env=config.api_key_env,
-            concurrency=config.concurrency, timeout_s=config.timeout_s, max_retries=config.max_retries,
-        ))
-        for url in urls
-    ]
-    if len(backends) == 1:
-        return backends[0]
-    from evalpipe.backends.replicas import ReplicaBackend
-
-    return ReplicaBackend(backends, [redact_url(u) for u in urls])
-
-
-def server_spec(engine: str, model: str | None, context_length: int | None, options: dict) -> ServerSpec:
-    """How to start the local server for ``--engine`` (llama.cpp default model: bundled SmolLM2)."""
-    if engine == "llamacpp":
-        from evalpipe.engines.llamacpp import llamacpp_server
-
-        return llamacpp_server(model_path=model, n_ctx=context_length or 8192,
-                               n_threads=options.get("n_threads"))
-    from evalpipe.engines.vllm_server import vllm_server
-
-    if not model:
-        raise RunError("--engine vllm needs --model (a local model folder or a model name)")
-    return vllm_server(model, max_model_len=context_length,
-                       **{k: v for k, v in options.items() if k != "n_threads"})
-
-
-COUNT_METRICS = {"n", "errors", "tp", "fp", "fn", "pool_size", "datasets"}
-
-
-def _cell(name: str, value: float | None) -> str:
-    if value is None:
-        return "–"
-    if name in COUNT_METRICS or (isinstance(value, int) and not isinstance(value, bool)):
-        return str(int(value))
-    return f"{value:.4f}"
-
-
-def metrics_table(metrics: dict[str, dict[str, float]], title: str | None = None) -> Table:
-    """Metrics as rows and tasks (or suites) as columns: readable however many metrics a task has."""
-    table = Table(title=Text(title) if title else None, title_justify="left")
-    table.add_column("metric", style="bold", no_wrap=True)
-    for task in metrics:
-        table.add_column(Text(task), justify="right", no_wrap=True)
-    names: list[str] = []
-    for values in metrics.values():
-        for name in values:
-            if name not in names:
-                names.append(name)
-    for name in names:
-        # Text, not markup: metric names carry brackets, e.g. bertscore[all-MiniLM-L6-v2@L6]_f1
-        table.add_row(Text(name), *(_cell(name, values.get(name)) for values in metrics.values()))
-    return table
 
 
 def _parse_data(pairs: list[str], cdn_terms: str | None = None) -> dict[str, str]:
@@ -155,6 +86,8 @@ def _report(outcome: RunOutcome, compat: str | None) -> int:
     elif isinstance(outcome.budget, dict):
         counted = "the model's tokenizer" if outcome.budget.get("token_counter") == "server" else \
             "an estimate (characters / 3.5; no tokenizer endpoint)"
+        if outcome.budget.get("chat_counting") == "template":
+            counted += " and its chat template"
         extra = f", {outcome.budget['estimated_counts']} counts estimated" if outcome.budget.get("estimated_counts") else ""
         console.print(f"long inputs fitted to a {outcome.budget.get('context_length')}-token context, "
                       f"counted with {counted}{extra}", highlight=False)

@@ -79,7 +79,7 @@ def test_local_tokenizer_without_template_is_approximated(tmp_path):
 
 
 def _longhealth_run(tmp_path, server, context_length=None):
-    from evalpipe.cli import make_backend
+    from evalpipe.backends.factory import make_backend
     from evalpipe.config import RunConfig
     from evalpipe.runner import execute
 

@@ -39,7 +39,7 @@ def smollm2():
 
 def test_ncbi_through_the_embedded_server(smollm2, tmp_path):
     spec, server = smollm2
-    from evalpipe.cli import make_backend
+    from evalpipe.backends.factory import make_backend
 
     config = RunConfig(tasks=("ncbi_disease",), model=spec.model, base_url=spec.base_url, limit=3,
                        shots=1, max_tokens=96, concurrency=2, context_length=spec.context_length)

@@ -1,0 +1,38 @@
+"""Which backend answers a run: in-process vLLM, one OpenAI-compatible endpoint, or replicas.
+
+Kept apart from the command line so tests and scripts build backends exactly as ``evalpipe run``
+does.
+"""
+
+from __future__ import annotations
+
+from evalpipe.backends.base import Backend, BackendError
+from evalpipe.config import RunConfig
+from evalpipe.endpoints import redact_url
+
+
+def make_backend(config: RunConfig) -> Backend:
+    """The backend for a run: in-process vLLM, or the OpenAI-compatible client (one URL or replicas)."""
+    if config.engine == "vllm-inprocess":
+        from evalpipe.backends.vllm_inprocess import VLLMBackend, VLLMConfig
+
+        return VLLMBackend(VLLMConfig(model=config.model, max_model_len=config.context_length,
+                                      seed=config.seed or 0, **config.engine_options))
+    from evalpipe.backends.openai_compat import OpenAICompatBackend, OpenAICompatConfig
+
+    if not config.base_url:
+        raise BackendError("no endpoint: pass --base-url URL (or set EVALPIPE_BASE_URL), e.g. "
+                       "--base-url http://127.0.0.1:8000/v1 for a local vLLM server, or --engine llamacpp")
+    urls = [config.base_url, *config.replicas]
+    backends = [
+        OpenAICompatBackend(OpenAICompatConfig(
+            base_url=url, model=config.model, api_key_env=config.api_key_env,
+            concurrency=config.concurrency, timeout_s=config.timeout_s, max_retries=config.max_retries,
+        ))
+        for url in urls
+    ]
+    if len(backends) == 1:
+        return backends[0]
+    from evalpipe.backends.replicas import ReplicaBackend
+
+    return ReplicaBackend(backends, [redact_url(u) for u in urls])
