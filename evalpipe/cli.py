@@ -27,7 +27,7 @@ from evalpipe.backends.base import BackendError
 from evalpipe.backends.factory import make_backend
 from evalpipe.config import RunConfig, local_model_fingerprint
 from evalpipe.data.errors import DataError
-from evalpipe.engines.launch import ENGINES, server_spec
+from evalpipe.engines.launch import ENGINES, parse_engine_args, server_spec
 from evalpipe.engines.llamacpp import EngineUnavailable
 from evalpipe.engines.server import ManagedServer, ServerStartError
 from evalpipe.prompting import TemplateError
@@ -117,6 +117,8 @@ def run(
     dtype: Annotated[Optional[str], typer.Option(help="vLLM: dtype (auto, bfloat16, …).")] = None,
     gpu_memory_utilization: Annotated[Optional[float], typer.Option(help="vLLM: share of GPU memory to use.")] = None,
     revision: Annotated[Optional[str], typer.Option(help="vLLM: model revision.")] = None,
+    engine_arg: Annotated[list[str], typer.Option("--engine-arg", help="Any other engine option, KEY=VALUE (repeatable), passed through: vLLM e.g. max-num-seqs=256, quantization=awq, enforce-eager=true; llama.cpp e.g. n_gpu_layers=20.")] = [],
+    startup_timeout: Annotated[float, typer.Option(help="Seconds to wait for an engine evalpipe starts to answer.")] = 600.0,
     endpoint: Annotated[str, typer.Option(help="chat (instruction-tuned models) or completions (base models).")] = "chat",
     api_key_env: Annotated[str, typer.Option(help="Name of the environment variable holding the API key (its value is never written anywhere). Unset = 'EMPTY', fine for local servers.")] = "OPENAI_API_KEY",
     shots: Annotated[Optional[int], typer.Option(help="Few-shot examples (default: the task's, 5 for NCBI).")] = None,
@@ -167,16 +169,26 @@ def run(
         concurrency = INPROCESS_CONCURRENCY if engine == "vllm-inprocess" else DEFAULT_CONCURRENCY
     if concurrency < 1:
         raise typer.BadParameter("--concurrency must be at least 1", param_hint="--concurrency")
+    vllm_named = (tensor_parallel_size, dtype, gpu_memory_utilization, revision)
+    if engine not in ("vllm", "vllm-inprocess") and any(v is not None for v in vllm_named):
+        raise typer.BadParameter("--tensor-parallel-size, --dtype, --gpu-memory-utilization and --revision apply to "
+                                 "--engine vllm or vllm-inprocess (a server you started has its own settings)",
+                                 param_hint="--engine")
+    if engine_arg and engine is None:
+        raise typer.BadParameter("--engine-arg needs --engine (evalpipe passes it to the engine it starts)",
+                                 param_hint="--engine-arg")
     try:
         specs = resolve(task, suite)
-    except KeyError as exc:
+        extra = parse_engine_args(engine_arg)
+    except (KeyError, ValueError) as exc:
         raise _fail(exc)
     config = RunConfig(
         tasks=tuple(s.name for s in specs), suites=tuple(suite), model=model,
         base_url=base_url[0] if base_url else None, replicas=tuple(base_url[1:]), endpoint=endpoint,
         engine=engine, engine_options={k: v for k, v in {
             "tensor_parallel_size": tensor_parallel_size, "dtype": dtype,
-            "gpu_memory_utilization": gpu_memory_utilization, "revision": revision}.items() if v is not None},
+            "gpu_memory_utilization": gpu_memory_utilization, "revision": revision,
+            "extra": extra or None}.items() if v is not None},
         api_key_env=api_key_env, shots=shots, fewshot_seed=fewshot_seed, fewshot_as_turns=fewshot_as_turns,
         system_role=system_role, temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_tokens,
         split=split, limit=limit, ids=tuple(i.strip() for i in ids.split(",") if i.strip()) if ids else None,
@@ -187,7 +199,7 @@ def run(
         metric_options=_metric_options(rouge_stemmer, bertscore_model, bertscore_layers, bertscore_idf,
                                        bertscore_baseline, umls_extractor),
     )
-    raise typer.Exit(_execute(config, results_dir))
+    raise typer.Exit(_execute(config, results_dir, startup_timeout))
 
 
 def _metric_options(rouge_stemmer: bool, bertscore_model: str | None, bertscore_layers: int | None,
@@ -204,7 +216,7 @@ def _metric_options(rouge_stemmer: bool, bertscore_model: str | None, bertscore_
     return {k: v for k, v in given.items() if v is not None}
 
 
-def _execute(config: RunConfig, results_dir: Path) -> int:
+def _execute(config: RunConfig, results_dir: Path, startup_timeout: float = 600.0) -> int:
     """Run (starting and stopping a local engine if asked) and print the outcome."""
     from evalpipe.progress import make_progress
 
@@ -222,7 +234,7 @@ def _execute(config: RunConfig, results_dir: Path) -> int:
             config = replace(config, base_url=spec.base_url, model=spec.model,
                              context_length=config.context_length or spec.context_length)
             err.print(f"starting {spec.name} ({spec.model}) on {spec.base_url} …", highlight=False)
-            server = ManagedServer(spec, startup_timeout_s=600.0)
+            server = ManagedServer(spec, startup_timeout_s=startup_timeout)
             started = time.monotonic()
             server.start()
             err.print(f"{spec.name} server ready in {time.monotonic() - started:.1f}s", highlight=False)
@@ -408,19 +420,28 @@ def serve(
     context_length: Annotated[Optional[int], typer.Option(help="Context length (llamacpp n_ctx, vllm max-model-len).")] = None,
     port: Annotated[Optional[int], typer.Option(help="Port on 127.0.0.1 (default: a free one).")] = None,
     tensor_parallel_size: Annotated[Optional[int], typer.Option(help="vLLM: GPUs per model.")] = None,
+    dtype: Annotated[Optional[str], typer.Option(help="vLLM: dtype (auto, bfloat16, …).")] = None,
+    gpu_memory_utilization: Annotated[Optional[float], typer.Option(help="vLLM: share of GPU memory to use.")] = None,
+    revision: Annotated[Optional[str], typer.Option(help="vLLM: model revision.")] = None,
+    engine_arg: Annotated[list[str], typer.Option("--engine-arg", help="Any other engine option, KEY=VALUE (repeatable), passed through.")] = [],
+    startup_timeout: Annotated[float, typer.Option(help="Seconds to wait for the server to answer.")] = 600.0,
 ) -> None:
     """Start a local OpenAI-compatible server on loopback and keep it running until Ctrl-C."""
     if engine not in ("llamacpp", "vllm"):
         raise typer.BadParameter("--engine must be llamacpp or vllm", param_hint="--engine")
-    options: dict = {}
-    if tensor_parallel_size and engine == "vllm":
-        options["tensor_parallel_size"] = tensor_parallel_size
+    named = {"tensor_parallel_size": tensor_parallel_size, "dtype": dtype,
+             "gpu_memory_utilization": gpu_memory_utilization, "revision": revision}
+    if engine != "vllm" and any(v is not None for v in named.values()):
+        raise typer.BadParameter("--tensor-parallel-size, --dtype, --gpu-memory-utilization and --revision are "
+                                 "vLLM options (llama.cpp takes --engine-arg)", param_hint="--engine")
     try:
+        options: dict = {k: v for k, v in named.items() if v is not None}
+        options["extra"] = parse_engine_args(engine_arg)
         spec = server_spec(engine, model, context_length, options)
         if port:
             spec.command[spec.command.index("--port") + 1] = str(port)
             spec.base_url = f"http://127.0.0.1:{port}/v1"
-        with ManagedServer(spec, startup_timeout_s=600.0, log=lambda line: err.print(line, highlight=False, markup=False)):
+        with ManagedServer(spec, startup_timeout_s=startup_timeout, log=lambda line: err.print(line, highlight=False, markup=False)):
             console.print(f"{spec.name} serves {spec.model!r} at {spec.base_url}  (Ctrl-C stops it)\n"
                           f"  ./run.sh run --task ncbi_disease --base-url {spec.base_url} --model {spec.model}",
                           highlight=False)

@@ -60,8 +60,10 @@ class RichProgress:
 class LineProgress:
     """One line every ``every_s`` seconds and one at the end: readable in a log file."""
 
-    def __init__(self, stream: TextIO = sys.stderr, every_s: float = 10.0) -> None:
-        self._stream = stream
+    def __init__(self, stream: TextIO | None = None, every_s: float = 10.0) -> None:
+        # sys.stderr looked up now, not at import: whoever imported this module first may have
+        # had a stream in place that is closed by now
+        self._stream = stream if stream is not None else sys.stderr
         self._every = every_s
         self._counter = _Counter()
         self._last = 0.0

@@ -158,16 +158,44 @@ def test_cli_engine_vllm_with_an_option_vllm_rejects_fails_with_its_log(tmp_path
 
     from evalpipe.cli import app
 
-    from evalpipe.engines import vllm_server
-
     _fake_vllm_on_path(tmp_path, monkeypatch)
-    real = vllm_server.vllm_server
-
-    def with_a_typo(*args, **kwargs):  # --max-num-seq for --max-num-seqs
-        return real(*args, **{**kwargs, "extra_args": ["--max-num-seq", "8"]})
-
-    monkeypatch.setattr(vllm_server, "vllm_server", with_a_typo)
     result = CliRunner().invoke(app, ["run", "--engine", "vllm", "--model", "m", "--task", "ncbi_disease",
-                                      "--limit", "1", "--results-dir", str(tmp_path / "r")])
+                                      "--limit", "1", "--engine-arg", "no-such-option=8",
+                                      "--results-dir", str(tmp_path / "r")])
     assert result.exit_code == 1
-    assert "exited with code 2" in result.output and "unrecognized arguments: --max-num-seq" in result.output
+    assert "exited with code 2" in result.output and "unrecognized arguments: --no-such-option" in result.output
+
+
+def test_engine_args_reach_vllm_serve_and_change_the_run(tmp_path, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from evalpipe.cli import app
+
+    argv_log = _fake_vllm_on_path(tmp_path, monkeypatch)
+    base = ["run", "--engine", "vllm", "--model", "m", "--task", "ncbi_disease", "--limit", "2",
+            "--results-dir", str(tmp_path / "r")]
+    plain = CliRunner().invoke(app, base)
+    assert plain.exit_code == 0, plain.output
+    tuned = CliRunner().invoke(app, [*base, "--engine-arg", "max-num-seqs=8", "--engine-arg", "enforce-eager=true"])
+    assert tuned.exit_code == 0, tuned.output
+    argv = json.loads(argv_log.read_text())
+    assert argv[argv.index("--max-num-seqs") + 1] == "8" and "--enforce-eager" in argv
+    # an engine setting may change answers: the tuned run has a directory of its own
+    assert len([p for p in (tmp_path / "r").iterdir() if p.is_dir()]) == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--base-url", "http://127.0.0.1:9/v1", "--engine-arg", "max-num-seqs=8"], "--engine-arg needs --engine"),
+    (["--base-url", "http://127.0.0.1:9/v1", "--dtype", "bfloat16"], "apply to --engine vllm"),
+    (["--engine", "vllm", "--engine-arg", "port=1"], "evalpipe sets port itself"),
+])
+def test_engine_options_that_would_be_ignored_are_refused(tmp_path, args, message):
+    from typer.testing import CliRunner
+
+    from evalpipe.cli import app
+
+    result = CliRunner().invoke(app, ["run", "--model", "m", "--task", "ncbi_disease", *args,
+                                      "--results-dir", str(tmp_path)])
+    assert result.exit_code in (1, 2) and message in " ".join(result.output.split())

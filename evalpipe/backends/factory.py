@@ -16,8 +16,12 @@ def make_backend(config: RunConfig) -> Backend:
     if config.engine == "vllm-inprocess":
         from evalpipe.backends.vllm_inprocess import VLLMBackend, VLLMConfig
 
+        from evalpipe.engines.launch import inprocess_kwargs
+
+        named = {k: v for k, v in config.engine_options.items() if k != "extra"}
         return VLLMBackend(VLLMConfig(model=config.model, max_model_len=config.context_length,
-                                      seed=config.seed or 0, **config.engine_options))
+                                      seed=config.seed or 0,
+                                      extra=inprocess_kwargs(config.engine_options.get("extra") or {}), **named))
     from evalpipe.backends.openai_compat import OpenAICompatBackend, OpenAICompatConfig
 
     if not config.base_url:

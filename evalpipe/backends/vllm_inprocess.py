@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from evalpipe.backends.base import BackendError
@@ -35,6 +35,8 @@ class VLLMConfig:
     max_batch: int = 512
     batch_window_s: float = 0.05
     seed: int = 0
+    #: any other ``vllm.LLM`` keyword arguments (``--engine-arg``), e.g. quantization, enforce_eager
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _load_vllm() -> Any:
@@ -63,16 +65,23 @@ class VLLMBackend:
         self.config = config
         self.model = config.served_name or config.model
         self._vllm = _load_vllm()
-        self._llm = llm or self._vllm.LLM(
-            model=config.model,
-            tensor_parallel_size=config.tensor_parallel_size,
-            max_model_len=config.max_model_len,
-            dtype=config.dtype,
-            gpu_memory_utilization=config.gpu_memory_utilization,
-            revision=config.revision,
-            enable_prefix_caching=True,
-            seed=config.seed,
-        )
+        # the user's pass-through arguments come last: they may override a default (prefix caching)
+        engine_kwargs: dict[str, Any] = {
+            "tensor_parallel_size": config.tensor_parallel_size,
+            "max_model_len": config.max_model_len,
+            "dtype": config.dtype,
+            "gpu_memory_utilization": config.gpu_memory_utilization,
+            "revision": config.revision,
+            "enable_prefix_caching": True,
+            "seed": config.seed,
+            **config.extra,
+        }
+        if llm is None:
+            try:
+                llm = self._vllm.LLM(model=config.model, **engine_kwargs)
+            except Exception as exc:  # a bad option, no GPU memory, an unknown model: one clear line
+                raise BackendError(f"vLLM could not start {config.model}: {type(exc).__name__}: {exc}") from exc
+        self._llm = llm
         self._queue: list[tuple[Prompt, asyncio.Future[Completion]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
@@ -147,7 +156,7 @@ class VLLMBackend:
             await self._flusher
 
     def describe(self) -> Mapping[str, Any]:
-        return {"kind": "vllm-inprocess", **{k: v for k, v in self.config.__dict__.items()}}
+        return {"kind": "vllm-inprocess", **{k: (dict(v) if k == "extra" else v) for k, v in self.config.__dict__.items()}}
 
     def stats(self) -> Mapping[str, Any]:
         return {"requests": self._requests, "batches": self._batches}

@@ -1,23 +1,98 @@
-"""How to start the local server an ``--engine`` names (its command line, URL and model)."""
+"""How to start the local engine an ``--engine`` names: its server command, URL and model, and the
+engine's own options passed through (``--engine-arg KEY=VALUE``).
+
+Why pass-through instead of one evalpipe option per engine setting: vLLM and llama.cpp each have
+dozens of settings (quantization, KV-cache dtype, batch limits, trust-remote-code, …) that change
+from release to release. evalpipe names the few it must know (context length, parallelism, dtype,
+memory share, revision) and passes any other one through unchanged; all of them are part of the run's
+identity, so changing one starts a new run directory instead of mixing answers.
+"""
 
 from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from evalpipe.engines.server import ServerSpec
 
 #: engines ``evalpipe run --engine`` knows: two servers and vLLM in the evalpipe process
 ENGINES = ("llamacpp", "vllm", "vllm-inprocess")
+#: server options evalpipe sets itself: a pass-through may not change them
+RESERVED = {"host", "port", "model", "served-model-name", "model-alias"}
+_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_-]*\Z")
 
 
-def server_spec(engine: str, model: str | None, context_length: int | None, options: dict) -> ServerSpec:
-    """How to start the local server for ``--engine`` (llama.cpp default model: bundled SmolLM2)."""
+def parse_engine_args(pairs: Sequence[str]) -> dict[str, str]:
+    """``KEY=VALUE`` strings (leading dashes on KEY allowed) → ``{key: value}``, in order.
+
+    Raises ValueError naming the bad pair: no ``=``, a malformed key, or one evalpipe sets itself.
+    """
+    parsed: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip().lstrip("-")
+        if not sep or not _KEY.match(key):
+            raise ValueError(f"--engine-arg expects KEY=VALUE (e.g. max-num-seqs=256), got {pair!r}")
+        if key.replace("_", "-") in RESERVED:
+            raise ValueError(f"--engine-arg {pair!r}: evalpipe sets {key} itself")
+        parsed[key] = value.strip()
+    return parsed
+
+
+def vllm_cli_args(extra: Mapping[str, str]) -> list[str]:
+    """``vllm serve`` options: ``--key value``; ``true`` or an empty value gives the bare flag and
+    ``false`` its ``--no-`` form (vLLM's boolean options accept both)."""
+    args: list[str] = []
+    for key, value in extra.items():
+        flag = "--" + key.replace("_", "-")
+        if value.lower() in ("", "true"):
+            args.append(flag)
+        elif value.lower() == "false":
+            args.append("--no-" + key.replace("_", "-"))
+        else:
+            args += [flag, value]
+    return args
+
+
+def llamacpp_cli_args(extra: Mapping[str, str]) -> list[str]:
+    """``python -m llama_cpp.server`` options: ``--key value`` as given (its names use underscores,
+    e.g. ``n_gpu_layers=20``, and booleans take a value: ``flash_attn=True``)."""
+    args: list[str] = []
+    for key, value in extra.items():
+        args += ["--" + key, value]
+    return args
+
+
+def inprocess_kwargs(extra: Mapping[str, str]) -> dict[str, Any]:
+    """``vllm.LLM`` keyword arguments: hyphens become underscores; values are read as JSON where
+    they parse (``256`` → 256, ``true`` → True, ``{"a": 1}`` → a dict), else kept as text."""
+    kwargs: dict[str, Any] = {}
+    for key, value in extra.items():
+        try:
+            kwargs[key.replace("-", "_")] = json.loads(value) if value else True
+        except ValueError:
+            kwargs[key.replace("-", "_")] = value
+    return kwargs
+
+
+def server_spec(engine: str, model: str | None, context_length: int | None, options: Mapping[str, Any]) -> ServerSpec:
+    """How to start the local server for ``--engine`` (llama.cpp default model: bundled SmolLM2).
+
+    ``options``: the named engine settings plus ``extra``, the pass-through ``--engine-arg`` pairs.
+    """
+    extra: Mapping[str, str] = options.get("extra") or {}
     if engine == "llamacpp":
         from evalpipe.engines.llamacpp import llamacpp_server
 
         return llamacpp_server(model_path=model, n_ctx=context_length or 8192,
-                               n_threads=options.get("n_threads"))
+                               n_threads=options.get("n_threads"), extra_args=llamacpp_cli_args(extra))
+    if engine != "vllm":
+        raise ValueError(f"no server for engine {engine!r} (servers: llamacpp, vllm)")
     from evalpipe.engines.vllm_server import vllm_server
 
     if not model:
         raise ValueError("--engine vllm needs --model (a local model folder or a model name)")
-    return vllm_server(model, max_model_len=context_length,
-                       **{k: v for k, v in options.items() if k != "n_threads"})
+    named = {k: v for k, v in options.items() if k not in ("n_threads", "extra")}
+    return vllm_server(model, max_model_len=context_length, extra_args=vllm_cli_args(extra), **named)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from evalpipe.engines.server import ServerSpec, free_port, python_module_command
@@ -50,6 +51,7 @@ def llamacpp_server(
     n_ctx: int = 8192,
     n_threads: int | None = None,
     port: int | None = None,
+    extra_args: Sequence[str] = (),
 ) -> ServerSpec:
     """A ServerSpec for llama.cpp serving ``model_path`` (default: the bundled SmolLM2) on loopback."""
     problem = llamacpp_available()
@@ -74,6 +76,7 @@ def llamacpp_server(
         "--n_ctx", str(n_ctx),
         "--n_threads", str(n_threads or max(1, os.cpu_count() or 1)),
         "--verbose", "False",
+        *extra_args,
     ]
     return ServerSpec(
         name="llama.cpp",

@@ -28,7 +28,7 @@ class _Result:
 
 #: the engine options ``vllm.LLM(**kwargs)`` passes on to ``EngineArgs`` that evalpipe uses (names
 #: checked against vLLM 0.33.0's ``vllm/engine/arg_utils.py``)
-ENGINE_ARGS = {"max_model_len", "enable_prefix_caching"}
+ENGINE_ARGS = {"max_model_len", "enable_prefix_caching", "max_num_seqs", "enforce_eager"}
 
 
 @dataclass(frozen=True)
@@ -161,3 +161,36 @@ def test_cli_engine_vllm_inprocess_passes_the_options_through(tmp_path, fake_vll
     recorded = json.loads(next((tmp_path / "results").glob("*/config.json")).read_text())
     assert recorded["config"]["concurrency"] == 256  # the in-process default: big batches
     assert "f1" in result.output
+
+
+def _inprocess_cli(tmp_path, *extra):
+    from typer.testing import CliRunner
+
+    from evalpipe.cli import app
+
+    return CliRunner().invoke(app, ["run", "--task", "ncbi_disease", "--limit", "2", "--engine", "vllm-inprocess",
+                                    "--model", "some/model", "--results-dir", str(tmp_path / "results"), *extra])
+
+
+def test_engine_args_reach_the_in_process_engine(tmp_path, fake_vllm, monkeypatch):
+    built = []
+
+    class Recording(FakeLLM):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            built.append(self)
+
+    monkeypatch.setattr(fake_vllm, "LLM", Recording)
+    result = _inprocess_cli(tmp_path, "--engine-arg", "max-num-seqs=64", "--engine-arg", "enforce-eager=true",
+                            "--engine-arg", "enable-prefix-caching=false")
+    assert result.exit_code == 0, result.output
+    (llm,) = built
+    assert llm.kwargs["max_num_seqs"] == 64 and llm.kwargs["enforce_eager"] is True
+    assert llm.kwargs["enable_prefix_caching"] is False  # the user's word wins over evalpipe's default
+
+
+def test_an_engine_that_cannot_start_is_one_clear_error(tmp_path, fake_vllm):
+    result = _inprocess_cli(tmp_path, "--engine-arg", "no-such-option=1")
+    assert result.exit_code == 1
+    assert "vLLM could not start some/model: TypeError" in result.output and "no_such_option" in result.output
+    assert "Traceback" not in result.output

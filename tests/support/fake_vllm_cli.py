@@ -36,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--dtype", default="auto")
     serve.add_argument("--gpu-memory-utilization", type=float, default=0.92)
     serve.add_argument("--revision")
+    # two of the many options users pass through with --engine-arg
+    serve.add_argument("--max-num-seqs", type=int)
+    serve.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=False)
     return parser
 
 
