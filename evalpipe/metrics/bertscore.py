@@ -120,7 +120,10 @@ def resolve_settings(options: MetricOptions) -> BertScoreSettings:
 def _scorer(settings: BertScoreSettings) -> Any:
     """The encoder, loaded once per process; rescaling is applied by :func:`_baseline` instead."""
     from bert_score import BERTScorer
+    from transformers.utils import logging as transformers_logging
 
+    # transformers 5 draws a "Loading weights" bar on stderr; in the middle of a run's output it is noise
+    transformers_logging.disable_progress_bar()
     return BERTScorer(model_type=settings.model, num_layers=settings.num_layers, idf=settings.idf,
                       lang="en", device="cpu", batch_size=BATCH_SIZE)
 
