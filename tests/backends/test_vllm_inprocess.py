@@ -1,10 +1,11 @@
 """The in-process vLLM backend's batching, against a stand-in `vllm` module (no GPU here)."""
 
 import asyncio
+import importlib.util
 import json
 import sys
 import types
-from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -12,79 +13,31 @@ from evalpipe.backends.base import BackendError
 from evalpipe.config import RunConfig
 from evalpipe.runner import execute
 
-
-@dataclass
-class _Out:
-    text: str
-    token_ids: list
-    finish_reason: str = "stop"
-
-
-@dataclass
-class _Result:
-    outputs: list
-    prompt_token_ids: list
-
-
-#: the engine options ``vllm.LLM(**kwargs)`` passes on to ``EngineArgs`` that evalpipe uses (names
-#: checked against vLLM 0.33.0's ``vllm/engine/arg_utils.py``)
-ENGINE_ARGS = {"max_model_len", "enable_prefix_caching", "max_num_seqs", "enforce_eager"}
-
-
-@dataclass(frozen=True)
-class FakeSamplingParams:
-    """The fields of vLLM 0.33.0's ``SamplingParams`` that evalpipe sets; any other name fails."""
-
-    max_tokens: int | None = 16
-    temperature: float = 1.0
-    top_p: float = 1.0
-    seed: int | None = None
-    stop: list | None = None
-
-
-class FakeLLM:
-    """Mimics vllm.LLM.chat / generate: answers a perfect copy of the NCBI sentence, untagged.
-
-    Signatures follow vLLM 0.33.0's ``vllm/entrypoints/llm.py`` for the arguments evalpipe passes,
-    so a renamed or unknown argument fails here as it would on a GPU machine.
-    """
-
-    def __init__(self, model=None, *, tensor_parallel_size=1, dtype="auto", revision=None, seed=0,
-                 gpu_memory_utilization=0.92, **kwargs):
-        unknown = set(kwargs) - ENGINE_ARGS
-        if unknown:
-            raise TypeError(f"unknown engine arguments {unknown}")
-        self.kwargs = {"model": model, "tensor_parallel_size": tensor_parallel_size, "dtype": dtype,
-                       "revision": revision, "seed": seed, "gpu_memory_utilization": gpu_memory_utilization,
-                       **kwargs}
-        self.calls = []
-
-    @staticmethod
-    def _check(prompts, sampling):
-        assert isinstance(sampling, list) and len(sampling) == len(prompts)
-        assert all(isinstance(s, FakeSamplingParams) for s in sampling)
-
-    def chat(self, messages, sampling_params=None, use_tqdm=True, **kwargs):
-        self._check(messages, sampling_params)
-        assert all(isinstance(m, dict) and set(m) == {"role", "content"} for c in messages for m in c)
-        self.calls.append(("chat", [c[-1]["content"] for c in messages]))
-        return [self._answer(c[-1]["content"]) for c in messages]
-
-    def generate(self, prompts, sampling_params=None, *, use_tqdm=True, **kwargs):
-        self._check(prompts, sampling_params)
-        self.calls.append(("generate", list(prompts)))
-        return [self._answer(p) for p in prompts]
-
-    def _answer(self, text):
-        sentence = text.rsplit("Text to process:\n", 1)[-1].rsplit("Input:\n", 1)[-1].split("\n", 1)[0]
-        return _Result([_Out(f"<response>{sentence}</response>", [1, 2, 3])], [0] * 10)
+STANDIN = Path(__file__).resolve().parents[1] / "support" / "standin_vllm" / "vllm" / "__init__.py"
 
 
 @pytest.fixture()
-def fake_vllm(monkeypatch):
-    module = types.SimpleNamespace(LLM=FakeLLM, SamplingParams=FakeSamplingParams)
-    monkeypatch.setitem(sys.modules, "vllm", module)
+def fake_vllm(monkeypatch) -> types.ModuleType:
+    """tests/support/standin_vllm/vllm, loaded fresh as ``vllm`` (its classes record calls)."""
+    spec = importlib.util.spec_from_file_location("vllm", STANDIN)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "vllm", module)  # before running it: its dataclasses look it up
+    spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture()
+def built(fake_vllm, monkeypatch):
+    """Every ``vllm.LLM`` the code under test builds, in order."""
+    engines = []
+
+    class Recording(fake_vllm.LLM):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            engines.append(self)
+
+    monkeypatch.setattr(fake_vllm, "LLM", Recording)
+    return engines
 
 
 def test_prompts_are_batched_sorted_and_stored(tmp_path, fake_vllm):
@@ -108,11 +61,11 @@ def test_prompts_are_batched_sorted_and_stored(tmp_path, fake_vllm):
 def test_engine_failure_becomes_sample_errors(tmp_path, fake_vllm):
     from evalpipe.backends.vllm_inprocess import VLLMBackend, VLLMConfig
 
-    class Broken(FakeLLM):
+    class Broken(fake_vllm.LLM):
         def chat(self, *args, **kwargs):
             raise RuntimeError("CUDA out of memory")
 
-    backend = VLLMBackend(VLLMConfig(model="fake"), llm=Broken())
+    backend = VLLMBackend(VLLMConfig(model="fake"), llm=Broken("fake"))
     outcome = asyncio.run(execute(RunConfig(tasks=("ncbi_disease",), model="fake", limit=3), lambda c: backend, tmp_path))
     assert outcome.metrics["ncbi_disease"]["errors"] == 3
     assert "CUDA out of memory" in outcome.run_dir.read_samples()[0]["error"]
@@ -126,23 +79,16 @@ def test_without_vllm_the_error_says_how_to_install(monkeypatch):
         VLLMBackend(VLLMConfig(model="x"))
 
 
-def test_cli_engine_vllm_inprocess_passes_the_options_through(tmp_path, fake_vllm, monkeypatch):
+def test_cli_engine_vllm_inprocess_passes_the_options_through(tmp_path, fake_vllm, built, monkeypatch):
     """``evalpipe run --engine vllm-inprocess`` end to end: engine options reach ``vllm.LLM``,
     generation options reach ``SamplingParams``, and the completion form goes through generate."""
     from typer.testing import CliRunner
 
     from evalpipe.cli import app
 
-    built = []
-
-    class Recording(FakeLLM):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            built.append(self)
-
-    monkeypatch.setattr(fake_vllm, "LLM", Recording)
     sampling = []
-    monkeypatch.setattr(fake_vllm, "SamplingParams", lambda **kw: sampling.append(kw) or FakeSamplingParams(**kw))
+    real = fake_vllm.SamplingParams
+    monkeypatch.setattr(fake_vllm, "SamplingParams", lambda **kw: sampling.append(kw) or real(**kw))
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text('{"max_position_embeddings": 2048}')
@@ -172,15 +118,7 @@ def _inprocess_cli(tmp_path, *extra):
                                     "--model", "some/model", "--results-dir", str(tmp_path / "results"), *extra])
 
 
-def test_engine_args_reach_the_in_process_engine(tmp_path, fake_vllm, monkeypatch):
-    built = []
-
-    class Recording(FakeLLM):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            built.append(self)
-
-    monkeypatch.setattr(fake_vllm, "LLM", Recording)
+def test_engine_args_reach_the_in_process_engine(tmp_path, built):
     result = _inprocess_cli(tmp_path, "--engine-arg", "max-num-seqs=64", "--engine-arg", "enforce-eager=true",
                             "--engine-arg", "enable-prefix-caching=false")
     assert result.exit_code == 0, result.output
