@@ -28,6 +28,10 @@ class SamplingParams:
     stop: list[str] | None = None
 
 
+#: the class itself, for checks that must hold even when a test wraps ``SamplingParams``
+_SAMPLING_PARAMS = SamplingParams
+
+
 @dataclass
 class CompletionOutput:
     text: str
@@ -63,7 +67,7 @@ class LLM:
     @staticmethod
     def _check(prompts: list[Any], sampling: Any) -> None:
         if not (isinstance(sampling, list) and len(sampling) == len(prompts)
-                and all(isinstance(s, SamplingParams) for s in sampling)):
+                and all(isinstance(s, _SAMPLING_PARAMS) for s in sampling)):
             raise TypeError("sampling_params must be one SamplingParams per prompt")
 
     def chat(self, messages: list[list[dict[str, str]]], sampling_params: list[SamplingParams] | None = None,
