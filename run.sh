@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # evalpipe entry point. The first call makes .venv and installs the project into it; later calls
 # skip that (the install is redone only when pyproject.toml changes).
-#   ./run.sh            the main job (the demo suite; see README)
+#   ./run.sh            the main job (the demo suite; see README); ./run.sh --base-url URL --model M
+#                       runs it against that endpoint
 #   ./run.sh test       the test suite
 #   ./run.sh X ...      `evalpipe X ...` inside the virtual environment
 set -euo pipefail
@@ -64,7 +65,8 @@ if [ "${1:-}" = "test" ]; then
     exit "$rc"
 fi
 
-if [ "$#" -eq 0 ]; then
-    set -- demo
+# no command, or only options (./run.sh --base-url URL --model NAME --limit 50): the demo suite
+if [ "$#" -eq 0 ] || { [[ "$1" == -* ]] && [ "$1" != "--help" ] && [ "$1" != "-h" ]; }; then
+    set -- demo "$@"
 fi
 exec "$venv/bin/evalpipe" "$@"

@@ -456,9 +456,9 @@ def serve(
 @app.command()
 def demo(
     limit: Annotated[int, typer.Option(help="Samples per task.")] = 20,
-    model: Annotated[Optional[str], typer.Option(envvar="EVALPIPE_MODEL")] = None,
-    base_url: Annotated[Optional[str], typer.Option(envvar="EVALPIPE_BASE_URL")] = None,
-    results_dir: Annotated[Path, typer.Option()] = DEFAULT_ROOT,
+    model: Annotated[Optional[str], typer.Option(envvar="EVALPIPE_MODEL", help="Model name at --base-url.")] = None,
+    base_url: Annotated[Optional[str], typer.Option(envvar="EVALPIPE_BASE_URL", help="Evaluate this OpenAI-compatible endpoint instead of the embedded engine.")] = None,
+    results_dir: Annotated[Path, typer.Option(help="Where run directories go.")] = DEFAULT_ROOT,
 ) -> None:
     """The main job of ./run.sh: the demo suite (tasks whose data ships) on a short limit.
 

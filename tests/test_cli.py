@@ -231,3 +231,28 @@ def test_each_sample_names_the_replica_that_answered_it(tmp_path):
     samples = [json.loads(line) for line in (only_run(results) / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 12 and {s["endpoint"] for s in samples} == urls
     assert "from store 12" in again.stdout
+
+
+def _bootstrapped() -> str | None:
+    """Why ./run.sh cannot be run quickly here (None: its environment is installed and current)."""
+    import hashlib
+
+    stamp = REPO / ".venv" / ".evalpipe-installed"
+    want = hashlib.sha256((REPO / "pyproject.toml").read_bytes() + (REPO / "run.sh").read_bytes()).hexdigest()
+    if not stamp.is_file() or stamp.read_text().strip() != want:
+        return "./run.sh's environment is not installed or not current (run ./run.sh test)"
+    return None
+
+
+@pytest.mark.skipif(_bootstrapped() is not None, reason=str(_bootstrapped()))
+def test_run_sh_with_options_only_runs_the_demo_against_that_endpoint(server, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALPIPE_")}
+    result = subprocess.run(["bash", str(REPO / "run.sh"), "--base-url", server.url, "--model", "fake-model",
+                             "--limit", "2", "--results-dir", str(tmp_path)],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    run = only_run(tmp_path)
+    assert run.name.startswith("clue_meqsum+ncbi_disease__fake-model")
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["ncbi_disease"]["n"] == 2 and metrics["clue_meqsum"]["n"] == 2
+    assert "./run.sh report" in result.stdout
