@@ -39,18 +39,17 @@ CHARS_PER_TOKEN_ESTIMATE = 3.5
 
 
 class TokenCounter(Protocol):
+    """Counts text in the model's tokens.
+
+    A counter that can also apply the model's chat template has ``count_chat(messages) -> int |
+    None`` (the templated conversation plus the generation prompt; None when it cannot) and a
+    ``chat_template`` flag; :func:`prompt_tokens` uses it where present.
+    """
+
     #: "server" (the model's tokenizer) or "estimate" (characters / 3.5)
     kind: str
 
     def count(self, text: str) -> int: ...
-
-
-class ChatTokenCounter(TokenCounter, Protocol):
-    """A counter that can also count a whole chat prompt with the model's chat template."""
-
-    def count_chat(self, messages: Sequence[Message]) -> int | None:
-        """Tokens of the templated conversation plus the generation prompt; None if it cannot."""
-        ...
 
 
 @dataclass(frozen=True)
