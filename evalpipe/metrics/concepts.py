@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from evalpipe.metrics.options import MetricOptions
+from evalpipe.metrics.prf import set_prf
 
 
 class ConceptExtractor(Protocol):
@@ -135,12 +136,10 @@ def resolve_extractor(options: MetricOptions) -> ConceptExtractor | NotComputed:
 # ---- the metric ------------------------------------------------------------------------------
 
 def concept_prf(answer: frozenset[str], reference: frozenset[str]) -> tuple[float, float, float]:
-    """(precision, recall, F1) of one answer's concept set against the reference's."""
-    common = len(answer & reference)
-    precision = common / len(answer) if answer else 0.0
-    recall = common / len(reference) if reference else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return precision, recall, f1
+    """(precision, recall, F1) of one answer's concept set against the reference's
+    (:func:`evalpipe.metrics.prf.set_prf`: 0.0 on a zero denominator, so an empty answer scores 0)."""
+    prf = set_prf(reference, answer)
+    return prf.precision, prf.recall, prf.f1
 
 
 def concept_key(extractor: ConceptExtractor, part: str) -> str:

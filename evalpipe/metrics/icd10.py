@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from evalpipe.metrics.prf import micro_prf, set_prf
 from evalpipe.records import ScoreSheet
 
 PER_DOCUMENT_KEYS = (
@@ -54,37 +54,14 @@ def is_valid_icd10cm(code: str) -> bool:
     return bool(cm.is_valid_item(code)) and bool(cm.is_category_or_subcategory(code))
 
 
-def set_prf(pred: set[str], gold: set[str]) -> tuple[float, float, float]:
-    common = len(pred & gold)
-    precision = common / len(pred) if pred else 0.0
-    recall = common / len(gold) if gold else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return precision, recall, f1
-
-
-@dataclass(frozen=True)
-class _Counts:
-    tp: int = 0
-    fp: int = 0
-    fn: int = 0
-
-    def add(self, pred: set[str], gold: set[str]) -> _Counts:
-        common = len(pred & gold)
-        return _Counts(self.tp + common, self.fp + len(pred) - common, self.fn + len(gold) - common)
-
-    def prf(self) -> tuple[float, float, float]:
-        p = self.tp / (self.tp + self.fp) if self.tp + self.fp else 0.0
-        r = self.tp / (self.tp + self.fn) if self.tp + self.fn else 0.0
-        return p, r, (2 * p * r / (p + r) if p + r else 0.0)
-
-
 def icd_score_sheet(golds: Sequence[Sequence[str]], preds: Sequence[Sequence[str]]) -> ScoreSheet:
     """Per-document and micro metrics (see the module docstring); codes must be normalised."""
     if len(golds) != len(preds):
         raise ValueError(f"{len(golds)} gold documents but {len(preds)} predictions")
     if not golds:
         raise ValueError("no documents to score")
-    exact_counts, category_counts = _Counts(), _Counts()
+    exact_pairs: list[tuple[set[str], set[str]]] = []
+    category_pairs: list[tuple[set[str], set[str]]] = []
     predicted = valid = 0
     per_sample = []
     for index, (gold_codes, pred_codes) in enumerate(zip(golds, preds)):
@@ -92,20 +69,22 @@ def icd_score_sheet(golds: Sequence[Sequence[str]], preds: Sequence[Sequence[str
         if not gold:
             raise ValueError(f"document {index} has no gold code")
         gold3, pred3 = {c[:3] for c in gold}, {c[:3] for c in pred}
-        exact_counts, category_counts = exact_counts.add(pred, gold), category_counts.add(pred3, gold3)
+        exact_pairs.append((gold, pred))
+        category_pairs.append((gold3, pred3))
         n_valid = sum(1 for c in pred if is_valid_icd10cm(c))
         predicted, valid = predicted + len(pred), valid + n_valid
-        ep, er, ef = set_prf(pred, gold)
-        cp, cr, cf = set_prf(pred3, gold3)
+        exact, category = set_prf(gold, pred), set_prf(gold3, pred3)
         per_sample.append({
-            "exact_precision": ep, "exact_recall": er, "exact_f1": ef,
-            "category_precision": cp, "category_recall": cr, "category_f1": cf,
+            "exact_precision": exact.precision, "exact_recall": exact.recall, "exact_f1": exact.f1,
+            "category_precision": category.precision, "category_recall": category.recall,
+            "category_f1": category.f1,
             "valid_ratio": n_valid / len(pred) if pred else 0.0,
             "predicted_codes": len(pred), "valid_codes": n_valid,
         })
     corpus = {key: sum(s[key] for s in per_sample) / len(per_sample) for key in PER_DOCUMENT_KEYS}
-    for name, counts in (("exact", exact_counts), ("category", category_counts)):
-        p, r, f = counts.prf()
-        corpus.update({f"{name}_micro_precision": p, f"{name}_micro_recall": r, f"{name}_micro_f1": f})
+    for name, pairs in (("exact", exact_pairs), ("category", category_pairs)):
+        total = micro_prf([g for g, _ in pairs], [p for _, p in pairs])
+        corpus.update({f"{name}_micro_precision": total.precision, f"{name}_micro_recall": total.recall,
+                       f"{name}_micro_f1": total.f1})
     corpus["valid_micro_ratio"] = valid / predicted if predicted else 0.0
     return ScoreSheet(corpus=corpus, per_sample=per_sample)

@@ -20,14 +20,17 @@ Conventions shared by every function in this module:
   scores 0 (there is nothing to get right; it is *not* scored as a perfect 1.0). This is what
   seqeval reports in its default ``zero_division="warn"`` mode (which additionally warns), and
   computing F1 from P and R rather than from counts keeps the floats bit-identical to seqeval.
+
+The counting and P/R/F1 arithmetic are :mod:`evalpipe.metrics.prf`'s, shared with the other
+set-based metrics; this module adds what is particular to spans (partial overlap, BIO, tokens).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 
+from evalpipe.metrics.prf import PRF, check_parallel, micro_prf, prf_from_counts, set_counts
 from evalpipe.records import ScoreSheet, Span
 
 __all__ = [
@@ -45,47 +48,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class PRF:
-    """Counts and the precision / recall / F1 derived from them.
-
-    ``precision = tp / (tp + fp)``, ``recall = tp / (tp + fn)``, ``f1 = 2PR / (P + R)``; each
-    ratio is ``0.0`` when its denominator is zero (see the module docstring).
-    """
-
-    tp: int
-    fp: int
-    fn: int
-    precision: float
-    recall: float
-    f1: float
-
-    @classmethod
-    def from_counts(cls, tp: int, fp: int, fn: int) -> PRF:
-        """Build a PRF from true-positive, false-positive and false-negative counts."""
-        for name, value in (("tp", tp), ("fp", fp), ("fn", fn)):
-            if value < 0:
-                raise ValueError(f"{name} must be >= 0, got {value}")
-        precision = _ratio(tp, tp + fp)
-        recall = _ratio(tp, tp + fn)
-        f1 = 2.0 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-        return cls(tp=tp, fp=fp, fn=fn, precision=precision, recall=recall, f1=f1)
-
-
-def prf_from_counts(tp: int, fp: int, fn: int) -> PRF:
-    """Same as :meth:`PRF.from_counts`: P, R, F1 from counts, ``0.0`` on a zero denominator."""
-    return PRF.from_counts(tp, fp, fn)
-
-
-def _ratio(numerator: int, denominator: int) -> float:
-    return numerator / denominator if denominator else 0.0
-
-
-def _check_parallel(golds: Sequence[object], preds: Sequence[object]) -> None:
-    if len(golds) != len(preds):
-        raise ValueError(f"{len(golds)} gold samples but {len(preds)} predicted samples")
-
-
 # --------------------------------------------------------------------------- strict matching
 
 
@@ -96,23 +58,7 @@ def strict_counts(gold: Iterable[Span], pred: Iterable[Span]) -> tuple[int, int,
     ``label``. Both sides are sets (duplicates collapse). ``tp = |G ∩ P|``, ``fp = |P \\ G|``,
     ``fn = |G \\ P|``; empty gold and empty prediction give ``(0, 0, 0)``.
     """
-    gold_set, pred_set = set(gold), set(pred)
-    tp = len(gold_set & pred_set)
-    return tp, len(pred_set) - tp, len(gold_set) - tp
-
-
-def _summed(
-    golds: Sequence[Iterable[Span]],
-    preds: Sequence[Iterable[Span]],
-    counts: Callable[[Iterable[Span], Iterable[Span]], tuple[int, int, int]],
-) -> PRF:
-    """Micro averaging: per-sample (tp, fp, fn) summed over the corpus, then P/R/F1 once."""
-    _check_parallel(golds, preds)
-    tp = fp = fn = 0
-    for gold, pred in zip(golds, preds):
-        s_tp, s_fp, s_fn = counts(gold, pred)
-        tp, fp, fn = tp + s_tp, fp + s_fp, fn + s_fn
-    return PRF.from_counts(tp, fp, fn)
+    return set_counts(gold, pred)
 
 
 def strict_micro_prf(golds: Sequence[Iterable[Span]], preds: Sequence[Iterable[Span]]) -> PRF:
@@ -123,7 +69,7 @@ def strict_micro_prf(golds: Sequence[Iterable[Span]], preds: Sequence[Iterable[S
     (zero denominators give ``0.0``). An empty corpus, or one with no gold and no predicted
     spans, scores P = R = F1 = 0.
     """
-    return _summed(golds, preds, strict_counts)
+    return micro_prf(golds, preds, strict_counts)
 
 
 def per_label_prf(
@@ -136,7 +82,7 @@ def per_label_prf(
     label that occurs in gold or in predictions, in sorted order. A span predicted with the wrong
     label is a false positive for the predicted label and a false negative for the gold one.
     """
-    _check_parallel(golds, preds)
+    check_parallel(golds, preds)
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     for gold, pred in zip(golds, preds):
         gold_set, pred_set = set(gold), set(pred)
@@ -198,7 +144,7 @@ def partial_micro_prf(golds: Sequence[Iterable[Span]], preds: Sequence[Iterable[
     best overlap first) are summed over the corpus and P/R/F1 computed once from the sums; zero
     denominators give ``0.0``, so empty gold with empty prediction scores 0.
     """
-    return _summed(golds, preds, partial_counts)
+    return micro_prf(golds, preds, partial_counts)
 
 
 def span_score_sheet(
@@ -214,7 +160,7 @@ def span_score_sheet(
     (:func:`partial_counts`). Every corpus value is a function of the per-sample counts summed
     over the samples, so a report can recompute it on any resample without calling this again.
     """
-    _check_parallel(golds, preds)
+    check_parallel(golds, preds)
     per_sample = []
     strict_sums = [0, 0, 0]
     partial_sums = [0, 0, 0]
@@ -323,7 +269,7 @@ def token_accuracy(
     sentence must be a sequence of tag strings, not a string (``TypeError``), and a corpus with
     no tokens raises ``ValueError`` (seqeval raises ``ZeroDivisionError``).
     """
-    _check_parallel(golds_tags, preds_tags)
+    check_parallel(golds_tags, preds_tags)
     correct = total = 0
     for i, (gold, pred) in enumerate(zip(golds_tags, preds_tags)):
         if isinstance(gold, str) or isinstance(pred, str):

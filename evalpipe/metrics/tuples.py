@@ -4,7 +4,7 @@ Used where the unit of credit is an extracted item without a position: CMeIE tri
 ``(subject, predicate, object)``, CHIP-CDN standard terms of one diagnosis text, PromptCBLUE's
 position-free entities and events.
 
-Definition (the same as :mod:`evalpipe.metrics.spans`, with tuples instead of spans):
+Definition (:mod:`evalpipe.metrics.prf`, as for spans, with tuples instead of spans):
 
 * **Sets.** Within one sample the gold and predicted items are sets: an item listed twice counts
   once. Items are compared with ``==``; callers normalise strings first (the CBLUE tasks compare
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 
-from evalpipe.metrics.spans import PRF
+from evalpipe.metrics.prf import PRF, micro_prf, set_counts
 from evalpipe.records import ScoreSheet
 
 __all__ = ["tuple_counts", "tuple_micro_prf", "tuple_score_sheet"]
@@ -28,20 +28,12 @@ __all__ = ["tuple_counts", "tuple_micro_prf", "tuple_score_sheet"]
 
 def tuple_counts(gold: Iterable[Hashable], pred: Iterable[Hashable]) -> tuple[int, int, int]:
     """``(tp, fp, fn)`` of one sample; both sides are sets."""
-    gold_set, pred_set = set(gold), set(pred)
-    tp = len(gold_set & pred_set)
-    return tp, len(pred_set) - tp, len(gold_set) - tp
+    return set_counts(gold, pred)
 
 
 def tuple_micro_prf(golds: Sequence[Iterable[Hashable]], preds: Sequence[Iterable[Hashable]]) -> PRF:
     """Corpus micro P/R/F1: per-sample counts summed, then P/R/F1 once (0/0 → 0.0)."""
-    if len(golds) != len(preds):
-        raise ValueError(f"{len(golds)} gold samples but {len(preds)} predicted samples")
-    tp = fp = fn = 0
-    for gold, pred in zip(golds, preds):
-        s_tp, s_fp, s_fn = tuple_counts(gold, pred)
-        tp, fp, fn = tp + s_tp, fp + s_fp, fn + s_fn
-    return PRF.from_counts(tp, fp, fn)
+    return micro_prf(golds, preds, set_counts)
 
 
 def tuple_score_sheet(golds: Sequence[Iterable[Hashable]], preds: Sequence[Iterable[Hashable]]) -> ScoreSheet:
