@@ -57,6 +57,19 @@ class GenerationParams:
     seed: int | None = None
     stop: tuple[str, ...] = ()
 
+    def sampling_options(self) -> dict[str, Any]:
+        """The options an engine is sent, under the names OpenAI's API and vLLM's
+        ``SamplingParams`` share: ``max_tokens`` and ``temperature`` always, ``top_p``, ``seed``
+        and ``stop`` only when set (so the engine's own defaults stay in force otherwise)."""
+        options: dict[str, Any] = {"max_tokens": self.max_tokens, "temperature": self.temperature}
+        if self.top_p is not None:
+            options["top_p"] = self.top_p
+        if self.seed is not None:
+            options["seed"] = self.seed
+        if self.stop:
+            options["stop"] = list(self.stop)
+        return options
+
 
 @dataclass(frozen=True)
 class Prompt:

@@ -326,14 +326,7 @@ class OpenAICompatBackend:
 
     def _request(self, prompt: Prompt) -> tuple[str, dict[str, Any]]:
         """The path and JSON body for a prompt, built once and reused by every retry."""
-        params = prompt.params
-        body: dict[str, Any] = {"model": self.model, "max_tokens": params.max_tokens, "temperature": params.temperature}
-        if params.top_p is not None:
-            body["top_p"] = params.top_p
-        if params.seed is not None:
-            body["seed"] = params.seed
-        if params.stop:
-            body["stop"] = list(params.stop)
+        body: dict[str, Any] = {"model": self.model, **prompt.params.sampling_options()}
         if prompt.messages is not None:
             self._counts.chat_prompts += 1
             body["messages"] = [{"role": m.role, "content": m.content} for m in prompt.messages]

@@ -106,15 +106,7 @@ class VLLMBackend:
                 await self._run_batch(batch)
 
     def _sampling(self, prompt: Prompt) -> Any:
-        p = prompt.params
-        kwargs: dict[str, Any] = {"max_tokens": p.max_tokens, "temperature": p.temperature}
-        if p.top_p is not None:
-            kwargs["top_p"] = p.top_p
-        if p.seed is not None:
-            kwargs["seed"] = p.seed
-        if p.stop:
-            kwargs["stop"] = list(p.stop)
-        return self._vllm.SamplingParams(**kwargs)
+        return self._vllm.SamplingParams(**prompt.params.sampling_options())
 
     async def _run_batch(self, batch: list[tuple[Prompt, asyncio.Future[Completion]]]) -> None:
         batch = sorted(batch, key=lambda item: _sort_key(item[0]))
