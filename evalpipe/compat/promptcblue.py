@@ -56,6 +56,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
+from evalpipe.metrics.grouped import grouped_score_sheet
 from evalpipe.records import ScoreSheet
 
 __all__ = [
@@ -270,34 +271,23 @@ def report_scores(golds: Sequence[Mapping[str, str]], preds: Sequence[Mapping[st
     return {"rouge_l": sum(pooled) / len(pooled) if pooled else 0.0}, per_sample
 
 
-
-
 def score_sheet(families: Sequence[str], datasets: Sequence[str], golds: Sequence[Any], preds: Sequence[Any]
                 ) -> ScoreSheet:
     """Per-dataset metrics (``<dataset>.<metric>``) and ``score``, the mean of their main metrics."""
-    corpus: dict[str, float] = {}
-    per_sample: list[dict[str, float]] = [{} for _ in golds]
-    mains: list[float] = []
-    for dataset in dict.fromkeys(datasets):
-        idx = [i for i, d in enumerate(datasets) if d == dataset]
+
+    def score_dataset(dataset: str, idx: list[int]) -> tuple[dict[str, float], list[dict[str, float]], float]:
         family = families[idx[0]]
         g, p = [golds[i] for i in idx], [preds[i] for i in idx]
         if family == "cls":
             metrics, samples = classification_scores(g, p, dataset)
-            main = metrics["macro_f1" if dataset in MACRO_DATASETS else "f1"]
-        elif family == "gen":
+            return metrics, samples, metrics["macro_f1" if dataset in MACRO_DATASETS else "f1"]
+        if family == "gen":
             metrics, samples = generation_scores(g, p)
-            main = metrics["rouge_l"]
-        elif family == "report":
+            return metrics, samples, metrics["rouge_l"]
+        if family == "report":
             metrics, samples = report_scores(g, p)
-            main = metrics["rouge_l"]
-        else:
-            metrics, samples = extraction_scores(g, p)
-            main = metrics["f1"]
-        mains.append(main)
-        corpus.update({f"{dataset}.{k}": v for k, v in metrics.items()})
-        for i, s in zip(idx, samples):
-            per_sample[i] = s
-    corpus["score"] = sum(mains) / len(mains)
-    corpus["datasets"] = float(len(mains))
-    return ScoreSheet(corpus=corpus, per_sample=per_sample)
+            return metrics, samples, metrics["rouge_l"]
+        metrics, samples = extraction_scores(g, p)
+        return metrics, samples, metrics["f1"]
+
+    return grouped_score_sheet(datasets, score_dataset)

@@ -38,6 +38,7 @@ from evalpipe.data.cblue_files import PROMPTCBLUE_SOURCE, REPO_DATA, SPLITS, Pro
 from evalpipe.data.errors import DataError
 from evalpipe.metrics.chinese_text import rouge_l
 from evalpipe.metrics.classification import accuracy, macro_f1
+from evalpipe.metrics.grouped import grouped_score_sheet
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.metrics.tuples import tuple_score_sheet
 from evalpipe.parsers.zh_labels import LabelSet, answer_body, parse_label
@@ -292,43 +293,30 @@ def score(examples: Sequence[Example], predictions: Sequence[Prediction], option
     macro-F1 (gold label set) and micro-F1 (= accuracy); generation character ROUGE-L (mean);
     reports: character ROUGE-L per gold section with text, pooled. ``score`` = mean of the main
     metrics (F1 / macro-F1 / micro-F1 / ROUGE-L per the PromptCBLUE README)."""
-    corpus: dict[str, float] = {}
-    per_sample: list[dict[str, float]] = [{} for _ in examples]
-    mains: list[float] = []
-    datasets = [ex.gold.dataset for ex in examples]
-    for dataset in dict.fromkeys(datasets):
-        idx = [i for i, d in enumerate(datasets) if d == dataset]
+    def score_dataset(dataset: str, idx: list[int]) -> tuple[dict[str, float], list[dict[str, float]], float]:
         family = FAMILIES[dataset]
         golds = [examples[i].gold.value for i in idx]
         preds = [predictions[i].value for i in idx]
         if family == "cls":
             acc = accuracy(golds, preds)
             metrics = {"accuracy": acc, "micro_f1": acc, "macro_f1": macro_f1(golds, preds)}
-            main = metrics["macro_f1" if dataset in MACRO else "micro_f1"]
             samples = [{"score": 1.0 if p is not None and p == g else 0.0} for g, p in zip(golds, preds)]
-        elif family == "gen":
+            return metrics, samples, metrics["macro_f1" if dataset in MACRO else "micro_f1"]
+        if family == "gen":
             values = [rouge_l(p or "", g) for g, p in zip(golds, preds)]
             metrics = {"rouge_l": sum(values) / len(values)}
-            main, samples = metrics["rouge_l"], [{"score": v} for v in values]
-        elif family == "report":
+            return metrics, [{"score": v} for v in values], metrics["rouge_l"]
+        if family == "report":
             pairs = [_report_pairs(g, p) for g, p in zip(golds, preds)]
             pooled = [v for sample in pairs for v in sample]
             metrics = {"rouge_l": sum(pooled) / len(pooled) if pooled else 0.0}
-            main = metrics["rouge_l"]
-            samples = [{"score": sum(s) / len(s) if s else 0.0} for s in pairs]
-        else:
-            sheet = tuple_score_sheet([{_item_key(x) for x in g} for g in golds],
-                                      [{_item_key(x) for x in p} for p in preds])
-            metrics = {k: float(v) for k, v in sheet.corpus.items() if k in ("precision", "recall", "f1")}
-            main = metrics["f1"]
-            samples = [{"score": s["f1"]} for s in sheet.per_sample]
-        mains.append(main)
-        corpus.update({f"{dataset}.{k}": v for k, v in metrics.items()})
-        for i, s in zip(idx, samples):
-            per_sample[i] = s
-    corpus["score"] = sum(mains) / len(mains)
-    corpus["datasets"] = float(len(mains))
-    return ScoreSheet(corpus=corpus, per_sample=per_sample)
+            return metrics, [{"score": sum(s) / len(s) if s else 0.0} for s in pairs], metrics["rouge_l"]
+        sheet = tuple_score_sheet([{_item_key(x) for x in g} for g in golds],
+                                  [{_item_key(x) for x in p} for p in preds])
+        metrics = {k: float(v) for k, v in sheet.corpus.items() if k in ("precision", "recall", "f1")}
+        return metrics, [{"score": s["f1"]} for s in sheet.per_sample], metrics["f1"]
+
+    return grouped_score_sheet([ex.gold.dataset for ex in examples], score_dataset)
 
 
 # ---- PromptCBLUE's own scoring (compat) ------------------------------------------------------
