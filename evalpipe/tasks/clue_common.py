@@ -16,9 +16,8 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 from evalpipe.compat.clue import reference_positions
 from evalpipe.data.clue_files import DataFile, locate, problem_locating
@@ -63,18 +62,19 @@ def held_out_data(examples: Sequence[Example], held: HeldOut, path: Path) -> Tas
     )
 
 
-def locate_test_file(file: DataFile, options: LoadOptions) -> Path:
-    """The evaluated file of a task whose data set is a single test file (no other split)."""
+def locate_test_file(file: DataFile, options: LoadOptions, shipped: Path | None = None) -> Path:
+    """The evaluated file of a task whose data set is a single test file (no other split):
+    ``--data TASK=PATH``, else ``--data-dir``, else the copy that ships with evalpipe, if any."""
     if (options.split or "test") != "test":
         raise DataError(file.name, None, "split", f"unknown split {options.split!r} (only test is scored)")
-    return locate(file, options.paths.get("eval"), options.data_dir)
+    return locate(file, options.paths.get("eval"), options.data_dir, shipped)
 
 
-def single_file_problem(file: DataFile) -> Callable[[LoadOptions], str | None]:
-    """``data_problem`` for a task that reads one file (``--data TASK=PATH`` or ``--data-dir``)."""
+def single_file_problem(file: DataFile, shipped: Path | None = None) -> Callable[[LoadOptions], str | None]:
+    """``data_problem`` for a task that reads one file (``--data TASK=PATH``, ``--data-dir`` or shipped)."""
 
     def data_problem(options: LoadOptions) -> str | None:
-        return problem_locating(file, options.paths.get("eval"), options.data_dir)
+        return problem_locating(file, options.paths.get("eval"), options.data_dir, shipped)
 
     return data_problem
 
@@ -182,6 +182,11 @@ def summary_scorings(
                         description=f"CLUE reference: {metrics} on raw answers and the reference's gold text",
                         mean_metrics=SUMMARY_MEAN_METRICS),
     }
+
+
+def gold_text(example: Example) -> str:
+    """The reference text of a task whose gold is a plain string."""
+    return str(example.gold)
 
 
 def provenance(path: Any, line: int | None, position: int) -> dict[str, Any]:

@@ -20,9 +20,8 @@ from evalpipe.data.clue_files import DataFile, read_json_or_jsonl
 from evalpipe.records import Example
 from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.clue_common import (
-    locate_test_file,
-    ALL, CITATION, LEVEL2, SUMMARY_METRICS, held_out_data, hold_out_reference_shots, provenance,
-    single_file_problem, summary_scorings,
+    ALL, CITATION, LEVEL2, SUMMARY_METRICS, gold_text, held_out_data, hold_out_reference_shots, locate_test_file,
+    provenance, single_file_problem, summary_scorings,
 )
 from evalpipe.tasks.registry import register
 
@@ -53,10 +52,6 @@ def load(options: LoadOptions) -> TaskData:
 data_problem = single_file_problem(FILE)
 
 
-def reference(example: Example) -> str:
-    return str(example.gold)
-
-
 SPEC = register(
     TaskSpec(
         name=NAME,
@@ -64,8 +59,8 @@ SPEC = register(
         description="CLUE L2 · MeDiSumQA: answer a patient-oriented question about a discharge letter (1-shot).",
         template="clue/medisumqa.j2",
         load=load,
-        shot_target=reference,
-        scorings=summary_scorings(reference, reference, concepts=True),
+        shot_target=gold_text,
+        scorings=summary_scorings(gold_text, gold_text, concepts=True),
         metrics=SUMMARY_METRICS,
         max_tokens=512,
         long_field="discharge_summary",

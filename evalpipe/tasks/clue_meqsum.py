@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalpipe.data.clue_files import DataFile, check_unique_ids, locate, problem_locating, read_jsonl
-from evalpipe.data.errors import DataError
+from evalpipe.data.clue_files import DataFile, check_unique_ids, read_jsonl
 from evalpipe.records import Example
 from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.clue_common import (
-    ALL, CITATION, LEVEL1, SUMMARY_METRICS, hold_out_reference_shots, provenance, summary_scorings,
+    ALL, CITATION, LEVEL1, SUMMARY_METRICS, gold_text, held_out_data, hold_out_reference_shots, locate_test_file,
+    provenance, single_file_problem, summary_scorings,
 )
 from evalpipe.tasks.registry import register
 
@@ -32,14 +32,8 @@ FILE = DataFile(name="meqsum.jsonl", dataset="MeQSum", published="https://github
                 credentialed=False, subdir="MeQSum")
 
 
-def _check_split(options: LoadOptions) -> None:
-    if (options.split or "test") != "test":
-        raise DataError(FILE.name, None, "split", f"unknown split {options.split!r} (MeQSum has only test)")
-
-
 def load(options: LoadOptions) -> TaskData:
-    _check_split(options)
-    path = locate(FILE, options.paths.get("eval"), options.data_dir, SHIPPED)
+    path = locate_test_file(FILE, options, SHIPPED)
     records = read_jsonl(path)
     held = hold_out_reference_shots(len(records), REFERENCE_SHOTS, path)
     examples = []
@@ -52,20 +46,10 @@ def load(options: LoadOptions) -> TaskData:
             meta={**provenance(path, record.line, held.positions[row]), "source_file": record.fields.get("File")},
         ))
     check_unique_ids(records, [ex.id for ex in examples], "id")
-    return TaskData(
-        examples=tuple(examples[r] for r in held.scored),
-        shot_pool=tuple(examples[r] for r in held.shots),
-        files=(path,),
-        split="test",
-    )
+    return held_out_data(examples, held, path)
 
 
-def data_problem(options: LoadOptions) -> str | None:
-    return problem_locating(FILE, options.paths.get("eval"), options.data_dir, SHIPPED)
-
-
-def reference(example: Example) -> str:
-    return str(example.gold)
+data_problem = single_file_problem(FILE, SHIPPED)
 
 
 SPEC = register(
@@ -76,8 +60,8 @@ SPEC = register(
         "(3-shot, 997 scored).",
         template="clue/meqsum.j2",
         load=load,
-        shot_target=reference,
-        scorings=summary_scorings(reference, reference, concepts=False),
+        shot_target=gold_text,
+        scorings=summary_scorings(gold_text, gold_text, concepts=False),
         metrics=SUMMARY_METRICS,
         max_tokens=512,
         default_shots=3,
