@@ -27,7 +27,7 @@ from evalpipe.backends.base import BackendError
 from evalpipe.backends.factory import make_backend
 from evalpipe.config import RunConfig, local_model_fingerprint
 from evalpipe.data.errors import DataError
-from evalpipe.engines.launch import ENGINES, parse_engine_args, server_spec
+from evalpipe.engines.launch import ENGINES, VLLM_NAMED, engine_options, server_spec
 from evalpipe.engines.llamacpp import EngineUnavailable
 from evalpipe.engines.server import ManagedServer, ServerStartError
 from evalpipe.prompting import TemplateError
@@ -169,26 +169,19 @@ def run(
         concurrency = INPROCESS_CONCURRENCY if engine == "vllm-inprocess" else DEFAULT_CONCURRENCY
     if concurrency < 1:
         raise typer.BadParameter("--concurrency must be at least 1", param_hint="--concurrency")
-    vllm_named = (tensor_parallel_size, dtype, gpu_memory_utilization, revision)
-    if engine not in ("vllm", "vllm-inprocess") and any(v is not None for v in vllm_named):
-        raise typer.BadParameter("--tensor-parallel-size, --dtype, --gpu-memory-utilization and --revision apply to "
-                                 "--engine vllm or vllm-inprocess (a server you started has its own settings)",
-                                 param_hint="--engine")
-    if engine_arg and engine is None:
-        raise typer.BadParameter("--engine-arg needs --engine (evalpipe passes it to the engine it starts)",
-                                 param_hint="--engine-arg")
+    try:
+        options = engine_options(engine, dict(zip(VLLM_NAMED, (tensor_parallel_size, dtype, gpu_memory_utilization,
+                                                               revision))), engine_arg)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--engine") from None
     try:
         specs = resolve(task, suite)
-        extra = parse_engine_args(engine_arg)
-    except (KeyError, ValueError) as exc:
+    except KeyError as exc:
         raise _fail(exc)
     config = RunConfig(
         tasks=tuple(s.name for s in specs), suites=tuple(suite), model=model,
         base_url=base_url[0] if base_url else None, replicas=tuple(base_url[1:]), endpoint=endpoint,
-        engine=engine, engine_options={k: v for k, v in {
-            "tensor_parallel_size": tensor_parallel_size, "dtype": dtype,
-            "gpu_memory_utilization": gpu_memory_utilization, "revision": revision,
-            "extra": extra or None}.items() if v is not None},
+        engine=engine, engine_options=options,
         api_key_env=api_key_env, shots=shots, fewshot_seed=fewshot_seed, fewshot_as_turns=fewshot_as_turns,
         system_role=system_role, temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_tokens,
         split=split, limit=limit, ids=tuple(i.strip() for i in ids.split(",") if i.strip()) if ids else None,
@@ -429,18 +422,13 @@ def serve(
     """Start a local OpenAI-compatible server on loopback and keep it running until Ctrl-C."""
     if engine not in ("llamacpp", "vllm"):
         raise typer.BadParameter("--engine must be llamacpp or vllm", param_hint="--engine")
-    named = {"tensor_parallel_size": tensor_parallel_size, "dtype": dtype,
-             "gpu_memory_utilization": gpu_memory_utilization, "revision": revision}
-    if engine != "vllm" and any(v is not None for v in named.values()):
-        raise typer.BadParameter("--tensor-parallel-size, --dtype, --gpu-memory-utilization and --revision are "
-                                 "vLLM options (llama.cpp takes --engine-arg)", param_hint="--engine")
     try:
-        options: dict = {k: v for k, v in named.items() if v is not None}
-        options["extra"] = parse_engine_args(engine_arg)
-        spec = server_spec(engine, model, context_length, options)
-        if port:
-            spec.command[spec.command.index("--port") + 1] = str(port)
-            spec.base_url = f"http://127.0.0.1:{port}/v1"
+        options = engine_options(engine, dict(zip(VLLM_NAMED, (tensor_parallel_size, dtype, gpu_memory_utilization,
+                                                               revision))), engine_arg)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--engine") from None
+    try:
+        spec = server_spec(engine, model, context_length, options, port=port)
         with ManagedServer(spec, startup_timeout_s=startup_timeout, log=lambda line: err.print(line, highlight=False, markup=False)):
             console.print(f"{spec.name} serves {spec.model!r} at {spec.base_url}  (Ctrl-C stops it)\n"
                           f"  ./run.sh run --task ncbi_disease --base-url {spec.base_url} --model {spec.model}",

@@ -24,6 +24,28 @@ RESERVED = {"host", "port", "model", "served-model-name", "model-alias"}
 _KEY = re.compile(r"[A-Za-z][A-Za-z0-9_-]*\Z")
 
 
+#: the vLLM settings evalpipe names as options of its own (everything else: ``--engine-arg``)
+VLLM_NAMED = ("tensor_parallel_size", "dtype", "gpu_memory_utilization", "revision")
+
+
+def engine_options(engine: str | None, named: Mapping[str, Any], engine_args: Sequence[str]) -> dict[str, Any]:
+    """The engine settings of a run or a server, checked: ``named`` (``VLLM_NAMED`` keys, None when not
+    given) apply to vLLM engines only, and pass-through ``--engine-arg`` pairs need an engine that
+    evalpipe starts — a setting that would be silently ignored is refused (ValueError).
+
+    Returns the given named settings plus ``extra`` (the parsed pairs) when there are any.
+    """
+    given = {k: v for k, v in named.items() if v is not None}
+    if given and engine not in ("vllm", "vllm-inprocess"):
+        raise ValueError("--tensor-parallel-size, --dtype, --gpu-memory-utilization and --revision apply to "
+                         "--engine vllm or vllm-inprocess only (a server you started has its own settings; "
+                         "llama.cpp takes --engine-arg)")
+    if engine_args and engine is None:
+        raise ValueError("--engine-arg needs --engine (evalpipe passes it to the engine it starts)")
+    extra = parse_engine_args(engine_args)
+    return {**given, **({"extra": extra} if extra else {})}
+
+
 def parse_engine_args(pairs: Sequence[str]) -> dict[str, str]:
     """``KEY=VALUE`` strings (leading dashes on KEY allowed) → ``{key: value}``, in order.
 
@@ -77,16 +99,18 @@ def inprocess_kwargs(extra: Mapping[str, str]) -> dict[str, Any]:
     return kwargs
 
 
-def server_spec(engine: str, model: str | None, context_length: int | None, options: Mapping[str, Any]) -> ServerSpec:
+def server_spec(engine: str, model: str | None, context_length: int | None, options: Mapping[str, Any],
+                port: int | None = None) -> ServerSpec:
     """How to start the local server for ``--engine`` (llama.cpp default model: bundled SmolLM2).
 
     ``options``: the named engine settings plus ``extra``, the pass-through ``--engine-arg`` pairs.
+    ``port``: on 127.0.0.1; default a free one.
     """
     extra: Mapping[str, str] = options.get("extra") or {}
     if engine == "llamacpp":
         from evalpipe.engines.llamacpp import llamacpp_server
 
-        return llamacpp_server(model_path=model, n_ctx=context_length or 8192,
+        return llamacpp_server(model_path=model, n_ctx=context_length or 8192, port=port,
                                n_threads=options.get("n_threads"), extra_args=llamacpp_cli_args(extra))
     if engine != "vllm":
         raise ValueError(f"no server for engine {engine!r} (servers: llamacpp, vllm)")
@@ -95,4 +119,4 @@ def server_spec(engine: str, model: str | None, context_length: int | None, opti
     if not model:
         raise ValueError("--engine vllm needs --model (a local model folder or a model name)")
     named = {k: v for k, v in options.items() if k not in ("n_threads", "extra")}
-    return vllm_server(model, max_model_len=context_length, extra_args=vllm_cli_args(extra), **named)
+    return vllm_server(model, max_model_len=context_length, port=port, extra_args=vllm_cli_args(extra), **named)
