@@ -108,6 +108,7 @@ class Completion:
     latency_s: float = 0.0
     attempts: int = 1
     error: str | None = None
+    #: where the answer came from, as the backend shows it: never with credentials (``redact_url``)
     endpoint_url: str | None = None
 
     @property

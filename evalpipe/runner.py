@@ -395,22 +395,11 @@ def write_config(run: RunDir, config: RunConfig, prepared: Sequence[PreparedTask
         "evalpipe_version": __version__,
         "git_commit": git_commit(REPO_ROOT),
         "tasks": {p.spec.name: _task_record(p, config) for p in prepared},
-        "backend": _redact_urls(dict(backend.describe())) if backend is not None else previous.get("backend"),
+        "backend": dict(backend.describe()) if backend is not None else previous.get("backend"),
         "allow_external_endpoint": config.allow_external_endpoint,
         "created": previous.get("created", time.strftime("%Y-%m-%dT%H:%M:%S%z")),
         "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     })
-
-
-def _redact_urls(value: Any) -> Any:
-    """Every http(s) URL in a nested structure, without user-info or query (see redact_url)."""
-    if isinstance(value, str) and value.startswith(("http://", "https://")):
-        return redact_url(value)
-    if isinstance(value, Mapping):
-        return {k: _redact_urls(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_redact_urls(v) for v in value]
-    return value
 
 
 def _prompt_json(prompt: Prompt) -> str:
@@ -555,7 +544,7 @@ async def _execute_locked(
             ))
         outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
         write_outcome(run, outcome, config.compat,
-                      {"backend": _redact_urls(dict(stats)), "fetch_seconds": fetch_s, **budget_info})
+                      {"backend": dict(stats), "fetch_seconds": fetch_s, **budget_info})
         return outcome
     finally:
         if backend is not None:

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalpipe.config import RunConfig
-from evalpipe.endpoints import redact_url
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Completion, Example, Prediction, to_jsonable
 from evalpipe.tasks.base import TaskSpec
@@ -96,9 +95,8 @@ def score_task(
             "latency_s": completion.latency_s if completion is not None else None,
             "finish_reason": completion.finish_reason if completion is not None else None,
             "attempts": completion.attempts if completion is not None else 0,
-            # which server answered (or failed): the replica, with credentials removed
-            "endpoint": redact_url(completion.endpoint_url) if completion is not None and completion.endpoint_url
-            else None,
+            # which server answered (or failed): the replica, as the backend shows it (no credentials)
+            "endpoint": completion.endpoint_url if completion is not None else None,
             "truncated_tokens": truncated[i],
             "meta": to_jsonable(example.meta),
         })

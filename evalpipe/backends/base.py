@@ -15,6 +15,33 @@ from typing import Any, Protocol, runtime_checkable
 from evalpipe.records import Completion, Prompt
 
 
+#: API keys shorter than this are placeholders ("EMPTY", "x"); scrubbing them would mangle text
+MIN_SECRET_LEN = 6
+
+
+class Secret:
+    """Holds the API key so that no repr, log record or f-string can show it by accident."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def scrub(self, text: str) -> str:
+        """Replace the key (when it is a real one) in text we are about to show or store."""
+        if len(self._value) >= MIN_SECRET_LEN and self._value in text:
+            return text.replace(self._value, "***")
+        return text
+
+    def __repr__(self) -> str:
+        return "<secret>"
+
+    __str__ = __repr__
+
+
 class BackendError(RuntimeError):
     """A fatal, user-facing backend problem (unreachable endpoint, unknown model, bad options).
 
@@ -40,7 +67,8 @@ class Backend(Protocol):
         ...
 
     def describe(self) -> Mapping[str, Any]:
-        """Options worth recording in ``config.json`` (never an API key)."""
+        """Options worth recording in ``config.json``: never an API key, and URLs only as
+        :func:`evalpipe.endpoints.redact_url` shows them."""
         ...
 
     def stats(self) -> Mapping[str, Any]:

@@ -34,7 +34,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from evalpipe.backends.base import BackendError
+from evalpipe.backends.base import BackendError, Secret
+from evalpipe.endpoints import redact_url
 
 __all__ = [
     "Embedder",
@@ -44,9 +45,6 @@ __all__ = [
     "default_local_model_path",
     "make_embedder",
 ]
-
-_MIN_SECRET_LEN = 6
-
 
 @runtime_checkable
 class Embedder(Protocol):
@@ -91,13 +89,12 @@ class OpenAIEmbeddings:
 
         self.config = config
         self.model = config.model
-        self._key = os.environ.get(config.api_key_env) or "EMPTY"
-        self._client = openai.AsyncOpenAI(base_url=config.base_url, api_key=self._key,
+        self._secret = Secret(os.environ.get(config.api_key_env) or "EMPTY")
+        #: the URL as shown in messages and config.json: without user-info or query
+        self.shown_url = redact_url(config.base_url)
+        self._client = openai.AsyncOpenAI(base_url=config.base_url, api_key=self._secret.reveal(),
                                           max_retries=config.max_retries, timeout=config.timeout_s)
         self.requests = 0
-
-    def _scrub(self, text: str) -> str:
-        return text.replace(self._key, "***") if len(self._key) >= _MIN_SECRET_LEN else text
 
     async def _batch(self, texts: Sequence[str], gate: asyncio.Semaphore) -> np.ndarray:
         import openai
@@ -111,11 +108,11 @@ class OpenAIEmbeddings:
             except openai.APIError as exc:
                 status = getattr(exc, "status_code", None)
                 what = f"HTTP {status}" if status else type(exc).__name__
-                detail = self._scrub(str(exc))[:200]
-                raise BackendError(f"embeddings request to {self.config.base_url} failed ({what}): {detail}") from None
+                detail = self._secret.scrub(str(exc))[:200]
+                raise BackendError(f"embeddings request to {self.shown_url} failed ({what}): {detail}") from None
         rows = sorted(reply.data, key=lambda d: d.index)
         if len(rows) != len(texts):
-            raise BackendError(f"{self.config.base_url} returned {len(rows)} embeddings for {len(texts)} inputs")
+            raise BackendError(f"{self.shown_url} returned {len(rows)} embeddings for {len(texts)} inputs")
         return np.asarray([row.embedding for row in rows], dtype=np.float32)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -127,7 +124,7 @@ class OpenAIEmbeddings:
         return np.vstack(parts)
 
     def describe(self) -> Mapping[str, Any]:
-        return {"kind": "openai-embeddings", **{k: v for k, v in asdict(self.config).items()}}
+        return {"kind": "openai-embeddings", **asdict(self.config), "base_url": self.shown_url}
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -62,9 +62,10 @@ import httpx2
 import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from evalpipe.backends.base import BackendError
+from evalpipe.backends.base import BackendError, Secret
 from evalpipe.backends.http_transport import make_async_client, uses_keepalive_transport
 from evalpipe.backends.limiter import AIMDLimiter
+from evalpipe.endpoints import redact_url
 from evalpipe.records import Completion, Prompt, Usage
 
 __all__ = ["OpenAICompatBackend", "OpenAICompatConfig", "parse_retry_after"]
@@ -75,8 +76,6 @@ log = logging.getLogger(__name__)
 _CONNECTIONS_PER_POOL = 4
 #: status codes worth another attempt besides 5xx
 _RETRY_STATUSES = frozenset({408, 409, 429})
-#: API keys shorter than this are placeholders ("EMPTY", "x"); scrubbing them would mangle text
-_MIN_SECRET_LEN = 6
 _DETAIL_MAX_CHARS = 200
 _PREFLIGHT_TRIES = 2
 _MAX_MODELS_LISTED = 20
@@ -109,7 +108,7 @@ class OpenAICompatConfig:
 
     def __post_init__(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
-            raise BackendError(f"base_url must start with http:// or https:// (got {self.base_url!r})")
+            raise BackendError(f"base_url must start with http:// or https:// (got {redact_url(self.base_url)!r})")
         if not self.model:
             raise BackendError("model must be set (the name the endpoint serves it under)")
         if self.concurrency < 1:
@@ -138,29 +137,6 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
             return None
         seconds = moment.timestamp() - (time.time() if now is None else now)
     return max(0.0, seconds) if math.isfinite(seconds) else None
-
-
-class _Secret:
-    """Holds the API key so that no repr, log record or f-string can show it by accident."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def scrub(self, text: str) -> str:
-        """Replace the key (when it is a real one) in text we are about to show or store."""
-        if len(self._value) >= _MIN_SECRET_LEN and self._value in text:
-            return text.replace(self._value, "***")
-        return text
-
-    def __repr__(self) -> str:
-        return "<secret>"
-
-    __str__ = __repr__
 
 
 class _AttemptError(Exception):
@@ -204,8 +180,10 @@ class OpenAICompatBackend:
         self.config = config
         self.model = config.model
         self.base_url = config.base_url.rstrip("/")
+        #: the URL as shown in messages, logs, config.json and samples: without user-info or query
+        self.shown_url = redact_url(self.base_url)
         self._key_was_set = bool(os.environ.get(config.api_key_env))
-        self._secret = _Secret(os.environ.get(config.api_key_env) or "EMPTY")
+        self._secret = Secret(os.environ.get(config.api_key_env) or "EMPTY")
         self._limiter = AIMDLimiter(config.concurrency, decrease_window_s=config.rate_limit_window_s)
         lean = uses_keepalive_transport(self.base_url)
         self._pool_size = config.concurrency if lean else min(_CONNECTIONS_PER_POOL, config.concurrency)
@@ -225,7 +203,7 @@ class OpenAICompatBackend:
         )
         self._counts = _Counters()
         self._errors: Counter[str] = Counter()
-        self._urls = {"chat": f"{self.base_url}/chat/completions", "completions": f"{self.base_url}/completions"}
+        self._urls = {"chat": f"{self.shown_url}/chat/completions", "completions": f"{self.shown_url}/completions"}
 
     def _make_client(self, ssl_context: ssl.SSLContext | None) -> openai.AsyncOpenAI:
         cfg = self.config
@@ -246,7 +224,7 @@ class OpenAICompatBackend:
 
     def __repr__(self) -> str:
         return (
-            f"OpenAICompatBackend(base_url={self.base_url!r}, model={self.model!r}, "
+            f"OpenAICompatBackend(base_url={self.shown_url!r}, model={self.model!r}, "
             f"concurrency={self.config.concurrency}, api_key_env={self.config.api_key_env!r})"
         )
 
@@ -261,11 +239,11 @@ class OpenAICompatBackend:
         data = await self._get_models()
         served = _model_ids(data)
         if served is None:
-            raise BackendError(f"{self.base_url}/models did not return an OpenAI model list; {_NOT_OPENAI_HINT}")
+            raise BackendError(f"{self.shown_url}/models did not return an OpenAI model list; {_NOT_OPENAI_HINT}")
         if self.model not in served:
             shown = ", ".join(served[:_MAX_MODELS_LISTED]) or "no models"
             more = f" (and {len(served) - _MAX_MODELS_LISTED} more)" if len(served) > _MAX_MODELS_LISTED else ""
-            raise BackendError(f"{self.base_url} does not serve model {self.model!r}; it serves: {shown}{more}")
+            raise BackendError(f"{self.shown_url} does not serve model {self.model!r}; it serves: {shown}{more}")
 
     async def complete(self, prompt: Prompt) -> Completion:
         """Send one prompt with retries; a request that fails for good comes back as an error value."""
@@ -283,7 +261,7 @@ class OpenAICompatBackend:
         except _AttemptError as err:
             return self._failed(err.reason, err.detail, tries[0], started, endpoint)
         except Exception as err:  # a bug or an SDK surprise: one sample fails, the run goes on
-            log.warning("unexpected %s from %s", type(err).__name__, self.base_url, exc_info=True)
+            log.warning("unexpected %s from %s", type(err).__name__, self.shown_url, exc_info=True)
             return self._failed(f"unexpected {type(err).__name__}", str(err), tries[0], started, endpoint)
         attempts = tries[0]
         self._counts.successes += 1
@@ -305,7 +283,7 @@ class OpenAICompatBackend:
     def describe(self) -> Mapping[str, Any]:
         """Options for ``config.json``: the API key's environment variable *name*, never its value."""
         options = asdict(self.config)
-        options["base_url"] = self.base_url
+        options["base_url"] = self.shown_url
         options["backend"] = "openai_compat"
         options["endpoints"] = dict(self._urls)
         options["api_key_set"] = self._key_was_set
@@ -381,7 +359,7 @@ class OpenAICompatBackend:
         if status == 429:
             self._counts.rate_limited += 1
             if self._limiter.on_overload():
-                log.info("HTTP 429 from %s: concurrency limit lowered to %d", self.base_url, self._limiter.limit)
+                log.info("HTTP 429 from %s: concurrency limit lowered to %d", self.shown_url, self._limiter.limit)
             headers = err.response.headers
             retry_after = parse_retry_after(headers.get("retry-after"))
             if retry_after is None and headers.get("retry-after-ms"):
@@ -405,7 +383,7 @@ class OpenAICompatBackend:
         (each one walking every pending request) cost more client CPU than the HTTP stack.
         """
         delay = self._delay(first, retry_number=1)
-        log.debug("attempt 1 to %s failed (%s); retrying in %.2fs", self.base_url, first, delay)
+        log.debug("attempt 1 to %s failed (%s); retrying in %.2fs", self.shown_url, first, delay)
         await asyncio.sleep(delay)
         async for attempt in self._retrying.copy():
             with attempt:
@@ -431,7 +409,7 @@ class OpenAICompatBackend:
     def _before_sleep(self, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None
         wait = state.next_action.sleep if state.next_action is not None else 0.0
-        log.debug("attempt %d to %s failed (%s); retrying in %.2fs", state.attempt_number + 1, self.base_url, exc, wait)
+        log.debug("attempt %d to %s failed (%s); retrying in %.2fs", state.attempt_number + 1, self.shown_url, exc, wait)
 
     def _failed(self, reason: str, detail: str | None, attempts: int, started: float, endpoint: str) -> Completion:
         self._counts.failures += 1
@@ -478,25 +456,25 @@ class OpenAICompatBackend:
             try:
                 return json.loads(response.content)
             except ValueError:
-                raise BackendError(f"{self.base_url}/models did not return JSON; {_NOT_OPENAI_HINT}") from None
-        raise BackendError(f"cannot reach {self.base_url} ({self._short(last)}); is the server running?")
+                raise BackendError(f"{self.shown_url}/models did not return JSON; {_NOT_OPENAI_HINT}") from None
+        raise BackendError(f"cannot reach {self.shown_url} ({self._short(last)}); is the server running?")
 
     def _preflight_status_error(self, err: openai.APIStatusError) -> BackendError:
         status, env = err.status_code, self.config.api_key_env
         if status in (401, 403):
             if not self._key_was_set:
                 return BackendError(
-                    f"{self.base_url} refused the request (HTTP {status}) and environment variable {env} is not set; "
+                    f"{self.shown_url} refused the request (HTTP {status}) and environment variable {env} is not set; "
                     f"export the API key as {env}"
                 )
-            return BackendError(f"{self.base_url} rejected the API key from environment variable {env} (HTTP {status})")
+            return BackendError(f"{self.shown_url} rejected the API key from environment variable {env} (HTTP {status})")
         if status == 404:
             return BackendError(
-                f"GET {self.base_url}/models returned HTTP 404; is the base URL right? "
+                f"GET {self.shown_url}/models returned HTTP 404; is the base URL right? "
                 "OpenAI-compatible servers usually serve under .../v1"
             )
         detail = self._short(_error_message(err.body))
-        return BackendError(f"GET {self.base_url}/models returned HTTP {status}" + (f": {detail}" if detail else ""))
+        return BackendError(f"GET {self.shown_url}/models returned HTTP {status}" + (f": {detail}" if detail else ""))
 
 
 def _parse_answer(raw: bytes, *, chat: bool) -> tuple[str, str | None, Usage]:

@@ -582,3 +582,18 @@ def test_limiter_rejects_bad_bounds() -> None:
         AIMDLimiter(4, min_limit=5)
     with pytest.raises(RuntimeError):
         AIMDLimiter(2).release()
+
+
+def test_urls_with_credentials_are_shown_redacted_everywhere_the_backend_shows_them():
+    """describe() (config.json), endpoint names (samples) and the embedder's record never carry
+    user-info or query strings; the redaction happens in the backend, at the source."""
+    from evalpipe.backends.embeddings import HTTPEmbeddingsConfig, OpenAIEmbeddings
+
+    url = "http://user:s3cret-pw@127.0.0.1:9/v1?api-key=s3cret-q"
+    backend = OpenAICompatBackend(OpenAICompatConfig(base_url=url, model="m"))
+    shown = repr(backend.describe()) + repr(backend._urls) + repr(backend)
+    embedder = OpenAIEmbeddings(HTTPEmbeddingsConfig(base_url=url, model="e"))
+    shown += repr(embedder.describe())
+    assert "s3cret" not in shown and "127.0.0.1:9/v1" in shown
+    asyncio.run(backend.aclose())
+    asyncio.run(embedder.aclose())
