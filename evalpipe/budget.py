@@ -192,7 +192,6 @@ class Fitted:
     prompt: Prompt
     #: tokens removed from the long field (0 = untouched)
     truncated_tokens: int
-    prompt_tokens: int
 
 
 def fit_prompt(
@@ -202,37 +201,38 @@ def fit_prompt(
     context_length: int,
     counter: TokenCounter,
     max_rounds: int = 6,
+    prompt: Prompt | None = None,
 ) -> Fitted:
     """Render ``example``; if it does not fit, shorten ``inputs[long_field]`` from the end until it does.
 
-    Each round estimates how many characters to drop from the overshoot measured in tokens and
-    the field's own characters-per-token, then re-counts; it stops when the prompt fits or after
-    ``max_rounds`` (then the field is emptied, which always fits unless the rest is too long —
-    in that case the prompt is returned as is and the server's error will be recorded).
+    ``prompt`` is ``render(example)`` when the caller already has it (then it is not rendered
+    again). Each round estimates how many characters to drop from the overshoot measured in
+    tokens and the field's own characters-per-token, then re-counts; it stops when the prompt fits
+    or after ``max_rounds`` (then the field is emptied, which always fits unless the rest is too
+    long — in that case the prompt is returned as is and the server's error will be recorded).
     """
-    prompt = render(example)
+    prompt = prompt if prompt is not None else render(example)
     max_tokens = prompt.params.max_tokens
     limit = context_length - max_tokens - SAFETY_TOKENS
     used = prompt_tokens(prompt, counter)
     if used <= limit:
-        return Fitted(example, prompt, 0, used)
+        return Fitted(example, prompt, 0)
     original = str(example.inputs[long_field])
     original_tokens = counter.count(original)
-    text = original
+    text, field_tokens = original, original_tokens
     current = example
     for _ in range(max_rounds):
         overshoot = used - limit
-        field_tokens = max(counter.count(text), 1)
-        chars_per_token = max(len(text) / field_tokens, 1.0)
+        chars_per_token = max(len(text) / max(field_tokens, 1), 1.0)
         cut = math.ceil((overshoot + 1) * chars_per_token)
         text = text[: max(len(text) - cut, 0)]
         current = replace(example, inputs={**example.inputs, long_field: text})
         prompt = render(current)
         used = prompt_tokens(prompt, counter)
+        field_tokens = counter.count(text)
         if used <= limit or not text:
             break
-    removed = original_tokens - counter.count(text)
-    return Fitted(current, prompt, max(removed, 0), used)
+    return Fitted(current, prompt, max(original_tokens - field_tokens, 0))
 
 
 def server_context_length(base_url: str, timeout_s: float = 5.0, api_key: str | None = None) -> int | None:

@@ -141,16 +141,23 @@ class ResponseStore:
         """Record which prompt (and key) each sample of ``task`` uses, replacing an older plan.
 
         Written before the first request, so a run directory can be re-scored later from the
-        store alone — even if it was killed, and even if the template has changed since.
+        store alone — even if it was killed, and even if the template has changed since. A resumed
+        run usually has the very same plan: then nothing is written (the key is a hash of the
+        prompt, so equal ids, keys and infos mean equal rows — LongHealth's prompts are tens of MB).
         """
+        infos = infos or [{} for _ in rows]
+        wanted = [(sid, key, json.dumps(info)) for (sid, key, _), info in zip(rows, infos)]
+        recorded = self._db.execute(
+            "SELECT sample_id, key, info FROM plan WHERE task = ? ORDER BY position", (task,)).fetchall()
+        if recorded == wanted:
+            return
         with self._db:
             self._db.execute("BEGIN")
             self._db.execute("DELETE FROM plan WHERE task = ?", (task,))
-            infos = infos or [{} for _ in rows]
             self._db.executemany(
                 "INSERT INTO plan VALUES (?, ?, ?, ?, ?, ?)",
-                [(task, sid, i, key, prompt, json.dumps(info))
-                 for i, ((sid, key, prompt), info) in enumerate(zip(rows, infos))],
+                [(task, sid, i, key, prompt, info_json)
+                 for i, ((sid, key, prompt), (_, _, info_json)) in enumerate(zip(rows, wanted))],
             )
 
     def plan_size(self, task: str) -> int:

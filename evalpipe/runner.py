@@ -210,13 +210,16 @@ def apply_budget(p: PreparedTask, context_length: int, counter: TokenCounter) ->
     """Shorten the task's long field where a prompt would not fit the context (see evalpipe.budget)."""
     if p.spec.long_field is None:
         return p
-    fitted = [fit_prompt(ex, p.renderer.render, p.spec.long_field, context_length, counter) for ex in p.examples]
+    fitted = [fit_prompt(ex, p.renderer.render, p.spec.long_field, context_length, counter, prompt=prompt)
+              for ex, prompt in zip(p.examples, p.prompts)]
     prompts = tuple(f.prompt for f in fitted)
     return replace(
         p,
         examples=tuple(f.example for f in fitted),
         prompts=prompts,
-        keys=tuple(cache_key(p.model, prompt) for prompt in prompts),
+        # an untouched prompt keeps the key prepare_task computed
+        keys=tuple(key if f.truncated_tokens == 0 and f.prompt is prompt else cache_key(p.model, f.prompt)
+                   for f, prompt, key in zip(fitted, p.prompts, p.keys)),
         truncated=tuple(f.truncated_tokens for f in fitted),
     )
 

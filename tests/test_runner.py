@@ -296,3 +296,15 @@ def test_get_many_finds_stored_answers_across_chunks(tmp_path):
     found = store.get_many(wanted)
     assert len(found) == 1200 and found["k1199"].text == "answer 1199" and "k1200" not in found
     store.close()
+
+
+def test_an_unchanged_plan_is_not_rewritten_and_a_changed_one_is(tmp_path):
+    store = ResponseStore(tmp_path / "r.sqlite")
+    rows = [("a", "k1", '{"text": "one"}'), ("b", "k2", '{"text": "two"}')]
+    store.write_plan("t", rows, [{"truncated_tokens": 0}, {"truncated_tokens": 3}])
+    changes = store._db.total_changes
+    store.write_plan("t", rows, [{"truncated_tokens": 0}, {"truncated_tokens": 3}])
+    assert store._db.total_changes == changes  # the resume case: nothing written
+    store.write_plan("t", rows[:1], [{"truncated_tokens": 0}])
+    assert [r[:2] for r in store.read_plan("t")] == [("a", "k1")]
+    store.close()
