@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from evalpipe.records import Example, Message, Prompt
+from evalpipe.records import Example, Message, Prompt, chat_payload
 
 CHAT_OVERHEAD_TOKENS = 8
 SAFETY_TOKENS = 16
@@ -58,10 +58,6 @@ class EstimateCounter:
 
     def count(self, text: str) -> int:
         return math.ceil(len(text) / CHARS_PER_TOKEN_ESTIMATE)
-
-
-def _chat_payload(messages: Sequence[Message]) -> list[dict[str, str]]:
-    return [{"role": m.role, "content": m.content} for m in messages]
 
 
 class ServerCounter:
@@ -112,7 +108,7 @@ class ServerCounter:
         request does); llama.cpp's endpoint has no chat form, so None (the caller approximates)."""
         if self.flavour != "vllm" or not self.chat_template:
             return None
-        payload = {"model": self.model, "messages": _chat_payload(messages), "add_generation_prompt": True}
+        payload = {"model": self.model, "messages": chat_payload(messages), "add_generation_prompt": True}
         try:
             return int(self._post(payload)["count"])
         except (urllib.error.URLError, OSError, KeyError, ValueError, TypeError, TimeoutError):
@@ -142,7 +138,7 @@ class HFTokenizerCounter:
         if not self.chat_template:
             return None
         encoded: Any = self._tokenizer.apply_chat_template(
-            _chat_payload(messages), add_generation_prompt=True, tokenize=True)
+            chat_payload(messages), add_generation_prompt=True, tokenize=True)
         # transformers 5 returns a BatchEncoding, older releases a list of ids
         ids = encoded["input_ids"] if isinstance(encoded, Mapping) else encoded
         return len(ids)

@@ -45,7 +45,8 @@ class RunConfig:
     replicas: tuple[str, ...] = ()
     #: a local engine evalpipe starts itself: "llamacpp", "vllm" (server) or "vllm-inprocess"
     engine: str | None = None
-    #: engine settings (tensor_parallel_size, dtype, gpu_memory_utilization, revision, n_threads)
+    #: engine settings: vLLM's tensor_parallel_size, dtype, gpu_memory_utilization, revision, and
+    #: ``extra``, the ``--engine-arg`` pairs passed through (see evalpipe.engines.launch)
     engine_options: dict[str, Any] = field(default_factory=dict)
     #: identity of local weights (path, sizes, mtimes hashed) when --model is a local file or folder:
     #: two checkpoints with the same file name must never share answers

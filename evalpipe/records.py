@@ -71,6 +71,12 @@ class GenerationParams:
         return options
 
 
+def chat_payload(messages: Sequence[Message]) -> list[dict[str, str]]:
+    """Messages as every chat API takes them (OpenAI's, vLLM's ``LLM.chat`` and ``/tokenize``,
+    Hugging Face chat templates): ``[{"role": …, "content": …}, …]``."""
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
 @dataclass(frozen=True)
 class Prompt:
     """A rendered request: chat ``messages`` *or* completion ``text``, never both."""

@@ -103,7 +103,7 @@ def _rescore_locked(run: RunDir, compat: str | None, metric_options: Mapping[str
     for task in tasks:
         outcome.cached += sum(1 for a in task.answers if a is not None)
         outcome.tasks.append(score_task(
-            task.spec.name, task.spec, task.examples, task.prompts_json, task.answers, compat, options,
+            task.spec, task.examples, task.prompts_json, task.answers, compat, options,
             task.truncated, answer_prefix(task.spec, config),
         ))
     outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)

@@ -542,7 +542,7 @@ async def _execute_locked(
         options = MetricOptions.from_json(config.metric_options)
         for p in prepared:
             outcome.tasks.append(score_task(
-                p.spec.name, p.spec, p.examples, prompts_json[p.spec.name], [answers.get(k) for k in p.keys],
+                p.spec, p.examples, prompts_json[p.spec.name], [answers.get(k) for k in p.keys],
                 config.compat, options, p.truncated_tokens(), answer_prefix(p.spec, config),
             ))
         outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)

@@ -36,7 +36,6 @@ def _percentile(values: list[float], q: float) -> float | None:
 
 
 def score_task(
-    name: str,
     spec: TaskSpec,
     examples: Sequence[Example],
     prompts_json: Sequence[str],
@@ -80,7 +79,7 @@ def score_task(
                 if isinstance(value, (bool, int, float)):
                     diagnostics[key] = diagnostics.get(key, 0) + value
         records.append({
-            "task": name,
+            "task": spec.name,
             "id": example.id,
             "prompt": json.loads(prompts_json[i]),
             "answer": completion.text if completion is not None else None,
@@ -114,7 +113,7 @@ def score_task(
         "truncated_share": sum(1 for t in truncated if t > 0) / n if n else 0.0,
         "truncated_tokens": sum(truncated),
     }
-    return TaskOutcome(name=name, metrics=metrics, summary=summary, records=records)
+    return TaskOutcome(name=spec.name, metrics=metrics, summary=summary, records=records)
 
 
 def answer_prefix(spec: TaskSpec, config: RunConfig) -> str:

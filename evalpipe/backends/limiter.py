@@ -88,10 +88,6 @@ class AIMDLimiter:
         """How many times the limit was halved."""
         return self._decreases
 
-    @property
-    def waiting(self) -> int:
-        return sum(not f.done() for f in self._waiters)
-
     def __repr__(self) -> str:
         return (
             f"AIMDLimiter(limit={self._limit}, max_limit={self.max_limit}, "

@@ -66,7 +66,7 @@ from evalpipe.backends.base import BackendError, Secret
 from evalpipe.backends.http_transport import make_async_client, uses_keepalive_transport
 from evalpipe.backends.limiter import AIMDLimiter
 from evalpipe.endpoints import redact_url
-from evalpipe.records import Completion, Prompt, Usage
+from evalpipe.records import Completion, Prompt, Usage, chat_payload
 
 __all__ = ["OpenAICompatBackend", "OpenAICompatConfig", "parse_retry_after"]
 
@@ -307,7 +307,7 @@ class OpenAICompatBackend:
         body: dict[str, Any] = {"model": self.model, **prompt.params.sampling_options()}
         if prompt.messages is not None:
             self._counts.chat_prompts += 1
-            body["messages"] = [{"role": m.role, "content": m.content} for m in prompt.messages]
+            body["messages"] = chat_payload(prompt.messages)
             return "/chat/completions", body
         self._counts.completions_prompts += 1
         body["prompt"] = prompt.text

@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalpipe.backends.base import BackendError
-from evalpipe.records import Completion, Message, Prompt, Usage
+from evalpipe.records import Completion, Prompt, Usage, chat_payload
 
 
 @dataclass(frozen=True)
 class VLLMConfig:
     model: str
-    served_name: str | None = None
     tensor_parallel_size: int = 1
     max_model_len: int | None = None
     dtype: str = "auto"
@@ -50,10 +49,6 @@ def _load_vllm() -> Any:
     return vllm
 
 
-def _messages(messages: tuple[Message, ...]) -> list[dict[str, str]]:
-    return [{"role": m.role, "content": m.content} for m in messages]
-
-
 def _sort_key(prompt: Prompt) -> str:
     if prompt.messages is not None:
         return "\x00".join(m.content for m in prompt.messages)
@@ -63,7 +58,7 @@ def _sort_key(prompt: Prompt) -> str:
 class VLLMBackend:
     def __init__(self, config: VLLMConfig, llm: Any | None = None) -> None:
         self.config = config
-        self.model = config.served_name or config.model
+        self.model = config.model
         self._vllm = _load_vllm()
         # the user's pass-through arguments come last: they may override a default (prefix caching)
         engine_kwargs: dict[str, Any] = {
@@ -84,7 +79,6 @@ class VLLMBackend:
         self._llm = llm
         self._queue: list[tuple[Prompt, asyncio.Future[Completion]]] = []
         self._flusher: asyncio.Task[None] | None = None
-        self._lock = asyncio.Lock()
         self._batches = 0
         self._requests = 0
 
@@ -102,8 +96,8 @@ class VLLMBackend:
         await asyncio.sleep(self.config.batch_window_s)
         while self._queue:
             batch, self._queue = self._queue[: self.config.max_batch], self._queue[self.config.max_batch:]
-            async with self._lock:
-                await self._run_batch(batch)
+            # one flusher at a time (a new one starts only when this one is done): batches never overlap
+            await self._run_batch(batch)
 
     def _sampling(self, prompt: Prompt) -> Any:
         return self._vllm.SamplingParams(**prompt.params.sampling_options())
@@ -140,7 +134,7 @@ class VLLMBackend:
     def _generate(self, prompts: list[Prompt], is_chat: bool) -> list[Any]:
         sampling = [self._sampling(p) for p in prompts]
         if is_chat:
-            return self._llm.chat([_messages(p.messages or ()) for p in prompts], sampling, use_tqdm=False)
+            return self._llm.chat([chat_payload(p.messages or ()) for p in prompts], sampling, use_tqdm=False)
         return self._llm.generate([p.text or "" for p in prompts], sampling, use_tqdm=False)
 
     async def aclose(self) -> None:

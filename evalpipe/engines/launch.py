@@ -111,12 +111,12 @@ def server_spec(engine: str, model: str | None, context_length: int | None, opti
         from evalpipe.engines.llamacpp import llamacpp_server
 
         return llamacpp_server(model_path=model, n_ctx=context_length or 8192, port=port,
-                               n_threads=options.get("n_threads"), extra_args=llamacpp_cli_args(extra))
+                               extra_args=llamacpp_cli_args(extra))
     if engine != "vllm":
         raise ValueError(f"no server for engine {engine!r} (servers: llamacpp, vllm)")
     from evalpipe.engines.vllm_server import vllm_server
 
     if not model:
         raise ValueError("--engine vllm needs --model (a local model folder or a model name)")
-    named = {k: v for k, v in options.items() if k not in ("n_threads", "extra")}
+    named = {k: v for k, v in options.items() if k != "extra"}
     return vllm_server(model, max_model_len=context_length, port=port, extra_args=vllm_cli_args(extra), **named)

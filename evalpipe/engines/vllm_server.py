@@ -18,7 +18,6 @@ from evalpipe.engines.server import ServerSpec, free_port
 
 def vllm_server(
     model: str,
-    served_name: str | None = None,
     max_model_len: int | None = None,
     tensor_parallel_size: int = 1,
     dtype: str | None = None,
@@ -31,7 +30,7 @@ def vllm_server(
     if not Path(exe).exists():
         raise EngineUnavailable("vLLM is not installed: pip install 'evalpipe[vllm]' (needs a CUDA GPU)")
     port = port or free_port()
-    name = served_name or model
+    name = model
     args = [exe, "serve", model, "--host", "127.0.0.1", "--port", str(port), "--served-model-name", name,
             "--tensor-parallel-size", str(tensor_parallel_size), "--enable-prefix-caching"]
     if max_model_len:

@@ -92,7 +92,7 @@ def test_sloppy_label_answers_still_parse_and_invented_labels_fail(cblue, tmp_pa
 
 def _score(task, examples, answers):
     spec = get_task(task)
-    return score_task(task, spec, examples, ["{}"] * len(examples), [Completion(text=a) for a in answers], None)
+    return score_task(spec, examples, ["{}"] * len(examples), [Completion(text=a) for a in answers], None)
 
 
 def test_cmeee_strict_micro_f1_counts_inner_and_outer_entities(cblue):

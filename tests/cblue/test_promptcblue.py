@@ -29,8 +29,8 @@ def examples(tmp_path, records):
 def both(exs, answers):
     completions = [None if a is None else Completion(text=a) for a in answers]
     prompts = ["{}"] * len(exs)
-    default = score_task("promptcblue", SPEC, exs, prompts, completions, None)
-    compat = score_task("promptcblue", SPEC, exs, prompts, completions, "promptcblue")
+    default = score_task(SPEC, exs, prompts, completions, None)
+    compat = score_task(SPEC, exs, prompts, completions, "promptcblue")
     return default.metrics, compat.metrics
 
 
@@ -46,7 +46,7 @@ def test_input_is_sent_verbatim_and_perfect_targets_score_one(tmp_path):
     assert m["score"] == 1.0 and m["datasets"] == 10.0 and m["parse_failure_rate"] == 0.0
     assert m["CMeEE-V2.f1"] == m["CHIP-CTC.macro_f1"] == m["KUAKE-QTR.micro_f1"] == m["MedDG.rouge_l"] == 1.0
     exs = SPEC.load(LoadOptions(paths={"eval": path})).examples
-    compat = score_task("promptcblue", SPEC, exs, ["{}"] * len(exs),
+    compat = score_task(SPEC, exs, ["{}"] * len(exs),
                         [Completion(text=r["target"]) for r in syn.PROMPTCBLUE], "promptcblue").metrics
     assert compat["score"] == pytest.approx(1.0) and compat["CHIP-STS.f1"] == 1.0
 

@@ -27,9 +27,9 @@ def test_longhealth_completions_are_scored_with_the_primed_opening():
 
     # each mode's own gold (compat: the reference's substring rule) answered right → accuracy 1
     for compat, gold_letter in ((None, lambda ex: ex.gold.letter), ("clue", lambda ex: ex.gold.clue_letter)):
-        scored = score_task(spec.name, spec, examples, ["{}"] * 4, continuations(gold_letter), compat,
+        scored = score_task(spec, examples, ["{}"] * 4, continuations(gold_letter), compat,
                             answer_prefix=_answer_prefix(spec, base))
         assert scored.metrics["accuracy"] == 1.0, compat
     # without the prefix the reference's rule finds no "The correct answer is X:" at all
-    unprimed = score_task(spec.name, spec, examples, ["{}"] * 4, continuations(lambda ex: ex.gold.clue_letter), "clue")
+    unprimed = score_task(spec, examples, ["{}"] * 4, continuations(lambda ex: ex.gold.clue_letter), "clue")
     assert unprimed.metrics["accuracy"] == 0.0

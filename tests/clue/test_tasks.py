@@ -96,10 +96,10 @@ def test_mednli_default_vs_compat_on_hand_made_answers():
     assert [ex.meta["reference_position"] for ex in examples] == [5, 2, 3]
     answers = ["ENTAILMENT or NEUTRAL", "contradiction", "Neutral. Definitely neutral."]
     completions = [Completion(text=a) for a in answers]
-    default = score_task(spec.name, spec, examples, ["{}"] * 3, completions, None).metrics
+    default = score_task(spec, examples, ["{}"] * 3, completions, None).metrics
     # default: the hedge fails, the others are right → 2/3; one parse failure in three answers
     assert default["accuracy"] == pytest.approx(2 / 3) and default["parse_failure_rate"] == pytest.approx(1 / 3)
-    compat = score_task(spec.name, spec, examples, ["{}"] * 3, completions, "clue")
+    compat = score_task(spec, examples, ["{}"] * 3, completions, "clue")
     # reference: t1 credited (gold once), t2 not scored, t6 not credited (gold twice) and counted
     # twice as the first item → (1 + 0 + 0) / 3
     assert compat.metrics["accuracy"] == pytest.approx(1 / 3)
@@ -113,9 +113,9 @@ def test_medisumcode_default_vs_compat():
     examples = {ex.id: ex for ex in spec.load(LoadOptions(data_dir=FIXTURES)).examples}
     chosen = [examples["1002"], examples["1004"]]  # gold U071, J1282 / C4A3
     answers = [Completion(text="u07.1, J12.82, J12.82"), Completion(text="C4A.3")]
-    default = score_task(spec.name, spec, chosen, ["{}"] * 2, answers, None).metrics
+    default = score_task(spec, chosen, ["{}"] * 2, answers, None).metrics
     assert default["exact_f1"] == 1.0 and default["valid_ratio"] == 1.0
-    compat = score_task(spec.name, spec, chosen, ["{}"] * 2, answers, "clue")
+    compat = score_task(spec, chosen, ["{}"] * 2, answers, "clue")
     # reference regex: doc 1002 → J1282, J1282 (u07.1 missed): P 1, R 1/2, F1 2/3; doc 1004 → nothing: 0
     per_doc = [r["scores"]["exact_f1"] for r in compat.records]
     assert per_doc == [pytest.approx(2 / 3), 0.0]

@@ -19,7 +19,7 @@ def adjacent(tmp_path):
 def _score(examples, answers, compat=None):
     completions = [None if a is None else Completion(text=a) for a in answers]
     prompts = ["{}"] * len(examples)
-    return score_task("ncbi_disease", SPEC, examples, prompts, completions, compat)
+    return score_task(SPEC, examples, prompts, completions, compat)
 
 
 def test_adjacent_entities_default_keeps_two_evalscope_merges(adjacent):
