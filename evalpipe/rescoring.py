@@ -2,7 +2,9 @@
 
 The plan recorded in ``responses.sqlite`` says which prompt (and cache key) each sample used, so
 a run killed before it wrote its results can be scored, and a template edited after the run does
-not orphan its answers. The data files must be unchanged since the run (their sha256 is checked).
+not orphan its answers. The data files read now must be the ones the run read: each file the
+task loads is hashed and must match a sha256 recorded by the run (runs recorded without digests
+are not checked).
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from typing import Any
 
 from evalpipe.cache import ResponseStore
 from evalpipe.config import RunConfig
+from evalpipe.data.digest import file_sha256
 from evalpipe.data.errors import DataError
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Completion, Example
 from evalpipe.results import RunDir
-from evalpipe.runner import RunError, RunOutcome, _sha256, load_options, write_outcome
+from evalpipe.runner import RunError, RunOutcome, load_options, write_outcome
 from evalpipe.scoring import answer_prefix, score_task
 from evalpipe.tasks.base import TaskSpec
 from evalpipe.tasks.registry import get_task
@@ -39,9 +42,9 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
     """Rebuild every task of a run from its recorded plan and stored answers.
 
     Uses the plan recorded in the store (which prompt each sample used), so it works for a run that
-    was killed before writing results, and is unaffected by later template edits. The data files
-    must be unchanged since the run (their sha256 is checked) — otherwise answers would be
-    compared against different gold.
+    was killed before writing results, and is unaffected by later template edits. Every file the
+    task loads now must have a sha256 the run recorded — wherever it is found now (``--data-dir``,
+    the default location) — otherwise answers would be compared against different gold.
     """
     run = RunDir(run_path)
     recorded = run.read_config()
@@ -58,11 +61,13 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
         for name in config.tasks:
             spec = get_task(name)
             task_info = recorded.get("tasks", {}).get(name, {})
-            for path, digest in task_info.get("data_files", {}).items():
-                if Path(path).is_file() and _sha256(Path(path)) != digest:
-                    raise DataError(path, None, None, "changed since the run (sha256 differs); re-scoring "
-                                    "would compare answers against different gold")
-            by_id = {ex.id: ex for ex in spec.load(load_options(config, name, task_info.get("split"))).examples}
+            data = spec.load(load_options(config, name, task_info.get("split")))
+            recorded_digests = set(task_info.get("data_files", {}).values())
+            for path in data.files if recorded_digests else ():
+                if file_sha256(path) not in recorded_digests:
+                    raise DataError(path, None, None, "changed since the run (its sha256 is not one the run "
+                                    "recorded); re-scoring would compare answers against different gold")
+            by_id = {ex.id: ex for ex in data.examples}
             plan = store.read_plan(name)
             if not plan:
                 raise RunError(f"{run.path}: no plan stored for task {name}")

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import json
 import os
 import time
@@ -40,6 +39,7 @@ from evalpipe.budget import (
 )
 from evalpipe.cache import ResponseStore, cache_key
 from evalpipe.config import RunConfig, data_paths_for
+from evalpipe.data.digest import file_sha256
 from evalpipe.data.errors import DataError
 from evalpipe.endpoints import is_local_url, redact_url
 from evalpipe.metrics.options import MetricOptions
@@ -358,20 +358,12 @@ def check_endpoint_policy(prepared: Sequence[PreparedTask], config: RunConfig) -
             )
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _task_record(p: PreparedTask, config: RunConfig) -> dict[str, Any]:
     return {
         "template": str(template_path(p.spec).relative_to(REPO_ROOT))
         if template_path(p.spec).is_relative_to(REPO_ROOT) else str(template_path(p.spec)),
         "template_sha256": template_sha256(p.spec),
-        "data_files": {str(f): _sha256(Path(f)) for f in p.data.files},
+        "data_files": {str(f): file_sha256(Path(f)) for f in p.data.files},
         "split": p.data.split,
         "n": len(p.examples),
         "shots": [s.id for s in p.shots],

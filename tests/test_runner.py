@@ -10,7 +10,7 @@ from evalpipe.cache import ResponseStore
 from evalpipe.config import RunConfig
 from evalpipe.data.errors import DataError
 from evalpipe.rescoring import rescore
-from evalpipe.runner import RunError, check_endpoint_policy, execute, prepare
+from evalpipe.runner import RunError, check_endpoint_policy, execute, load_options, prepare
 from evalpipe.tasks.base import LoadOptions
 from evalpipe.tasks.registry import get_task
 from tests.support.scripted_backend import ScriptedBackend, query_text
@@ -308,3 +308,25 @@ def test_an_unchanged_plan_is_not_rewritten_and_a_changed_one_is(tmp_path):
     store.write_plan("t", rows[:1], [{"truncated_tokens": 0}])
     assert [r[:2] for r in store.read_plan("t")] == [("a", "k1")]
     store.close()
+
+
+def test_rescore_checks_the_file_it_reads_not_only_the_recorded_path(tmp_path):
+    """The run read a modified copy; re-scoring reads another file (here the shipped data, as when
+    the copy moved) — the recorded path is intact, but the file read now has a digest the run
+    never recorded, so it is refused."""
+    import shutil
+
+    from evalpipe.tasks.ncbi_disease import SPEC
+
+    shipped = SPEC.load(load_options(config(limit=None), "ncbi_disease")).files[0]
+    copy = tmp_path / "copy.tsv"
+    shutil.copy(shipped, copy)
+    with copy.open("a") as handle:
+        handle.write("\nExtra\tO\n")
+    cfg = config(data={"ncbi_disease": str(copy)}, limit=3)
+    outcome = run(cfg, ScriptedBackend(perfect), tmp_path / "r")
+    recorded = json.loads((outcome.run_dir.path / "config.json").read_text())
+    recorded["config"]["data"] = {}  # as if re-scored without --data: the shipped file is read
+    (outcome.run_dir.path / "config.json").write_text(json.dumps(recorded))
+    with pytest.raises(DataError, match="changed since the run"):
+        rescore(outcome.run_dir.path)

@@ -42,6 +42,7 @@ import numpy as np
 
 from evalpipe import __version__
 from evalpipe.backends.embeddings import Embedder
+from evalpipe.data.digest import file_sha256
 from evalpipe.data.errors import DataError
 from evalpipe.data.jsonl import read_json_lines
 from evalpipe.metrics.chinese_text import text_score_sheet
@@ -270,10 +271,6 @@ class RetrievalRun:
 RETRIEVAL_TASKS = {"huatuo_retrieval": load}
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 async def run_retrieval(config: RetrievalConfig, embedder: Embedder, results_root: Path) -> RetrievalRun:
     """Load, embed, rank, score, and write ``results_root/<run>/`` in the usual layout."""
     if config.task not in RETRIEVAL_TASKS:
@@ -291,7 +288,7 @@ async def run_retrieval(config: RetrievalConfig, embedder: Embedder, results_roo
         "config": asdict(config),
         "evalpipe_version": __version__,
         "git_commit": git_commit(REPO_ROOT),
-        "tasks": {config.task: {"data_files": {str(f): _sha256(Path(f)) for f in data.files}, "split": data.split,
+        "tasks": {config.task: {"data_files": {str(f): file_sha256(f) for f in data.files}, "split": data.split,
                                 "n": len(examples), "pool_size": len(result.pool), "seed": config.seed}},
         "embedder": dict(embedder.describe()),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
