@@ -40,7 +40,7 @@ Quirks reproduced, one per line (evalpipe's default behaviour in brackets; see d
     BasicTokenizer tokens (Chinese characters split, English words whole, lower-cased, accents
     stripped, punctuation kept), ``rouge_chinese`` ROUGE-L ``f`` = 2PR/(P+R+1e-8) over the whole
     token sequence, averaged; an **empty answer or reference becomes "无 。"** — so an empty
-    answer against an empty section scores 1.0 [default: evalpipe's character ROUGE-L,
+    answer against an empty section scores 2/(2+1e-8) ≈ 1.0 [default: evalpipe's character ROUGE-L,
     punctuation dropped, empty = 0, sections with an empty reference not scored]. Report
     sections are read only from the second line on, as ``主诉：…`` lines.
 11. The overall ``score`` is the mean of each dataset's main metric (F1, macro-F1 or ROUGE-L);
@@ -261,7 +261,10 @@ def generation_scores(golds: Sequence[str], preds: Sequence[str]) -> tuple[dict[
 
 def report_scores(golds: Sequence[Mapping[str, str]], preds: Sequence[Mapping[str, str]]
                   ) -> tuple[dict[str, float], list[dict[str, float]]]:
-    """Every gold section of every sample is one pair; the mean over all pairs."""
+    """Every gold section of every sample is one pair; the corpus value is the mean over all pairs
+    (pooled, as PromptCBLUE reports it); a sample's own value is the mean over its sections, so
+    per-sample values do not average to the corpus value when samples have different numbers of
+    sections."""
     pooled: list[float] = []
     per_sample = []
     for gold, pred in zip(golds, preds):

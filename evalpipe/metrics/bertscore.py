@@ -14,7 +14,9 @@ does). With a baseline, each value is rescaled ``(x - b) / (1 - b)``.
 * **Long texts** are truncated to the encoder's maximum length by bert-score's tokenizer call.
 
 Which encoder, layer, idf and baseline produced a number changes the number, so the settings are
-part of the metric **name**: ``bertscore[<encoder>@L<layer>(+idf)(+rescaled)]_f1``. Scores from
+part of the metric **name**: ``bertscore[<encoder>@L<layer>(+idf)(+rescaled)]_f1``, where
+``+rescaled`` means bert-score's own baseline file for that encoder and ``+rescaled(<file stem>)``
+a baseline file the user gave. Scores from
 different encoders therefore never share a column or get averaged together.
 
 Encoders:

@@ -1,4 +1,7 @@
-"""Label metrics: accuracy and per-class / macro / micro F1.
+"""Label metrics: accuracy and per-class / macro F1.
+
+(Micro-F1 of single-label classification equals accuracy — every wrong or missing prediction is
+one false positive and one false negative — so it has no function of its own.)
 
 Conventions shared by every classification task:
 
@@ -7,35 +10,17 @@ Conventions shared by every classification task:
 * Macro-F1 averages over the **gold label set** (the labels that occur in gold, or an explicit
   ``labels`` list), so a label the model invented cannot add a class and move the average.
   Its predictions still count as false positives of nothing and false negatives of the gold class.
-* Any 0/0 is 0.0; a class with no gold and no prediction inside an explicit ``labels`` list
+* Per-class P/R/F1 are :class:`evalpipe.metrics.prf.PRF` (any 0/0 is 0.0); a class with no gold and no prediction inside an explicit ``labels`` list
   scores F1 0.0 and is still averaged (pass only the labels you mean).
 * Empty input (no samples) raises ``ValueError``: a score over nothing is a bug upstream.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class ClassScore:
-    tp: int
-    fp: int
-    fn: int
-
-    @property
-    def precision(self) -> float:
-        return self.tp / (self.tp + self.fp) if self.tp + self.fp else 0.0
-
-    @property
-    def recall(self) -> float:
-        return self.tp / (self.tp + self.fn) if self.tp + self.fn else 0.0
-
-    @property
-    def f1(self) -> float:
-        p, r = self.precision, self.recall
-        return 2 * p * r / (p + r) if p + r else 0.0
+from evalpipe.metrics.prf import PRF
 
 
 def _check(golds: Sequence[object], preds: Sequence[object]) -> None:
@@ -53,17 +38,15 @@ def accuracy(golds: Sequence[Hashable], preds: Sequence[Hashable | None]) -> flo
 
 def per_class(
     golds: Sequence[Hashable], preds: Sequence[Hashable | None], labels: Sequence[Hashable] | None = None
-) -> dict[Hashable, ClassScore]:
-    """One-vs-rest tp/fp/fn for each label in ``labels`` (default: the gold labels, sorted by str)."""
+) -> dict[Hashable, PRF]:
+    """One-vs-rest counts and P/R/F1 for each label in ``labels`` (default: the gold labels, sorted by str)."""
     _check(golds, preds)
     classes = list(labels) if labels is not None else sorted(set(golds), key=str)
-    out = {}
-    for c in classes:
-        tp = sum(1 for g, p in zip(golds, preds) if g == c and p == c)
-        fp = sum(1 for g, p in zip(golds, preds) if g != c and p == c)
-        fn = sum(1 for g, p in zip(golds, preds) if g == c and p != c)
-        out[c] = ClassScore(tp, fp, fn)
-    return out
+    if not classes:
+        raise ValueError("no labels to score")
+    gold_n, pred_n = Counter(golds), Counter(p for p in preds if p is not None)
+    right = Counter(g for g, p in zip(golds, preds) if p is not None and p == g)
+    return {c: PRF.from_counts(right[c], pred_n[c] - right[c], gold_n[c] - right[c]) for c in classes}
 
 
 def macro_f1(

@@ -19,7 +19,8 @@ class MetricOptions:
     #: BERTScore layer; required for a local path that bert-score does not know
     bertscore_num_layers: int | None = None
     bertscore_idf: bool = False
-    #: baseline file for rescaling; None = no rescaling
+    #: rescaling baseline: a baseline file, "auto" (the file bert-score ships for the encoder), or
+    #: None = no rescaling
     bertscore_baseline: str | None = None
     #: UMLS concept extractor name ("scispacy"), None = auto-detect, "none" = do not compute
     umls_extractor: str | None = None

@@ -50,8 +50,8 @@ def _clean(piece: str) -> str:
 def parse_term_list(answer: str | None, known_keys: Collection[str] | None = None) -> Prediction:
     """Answer → ``tuple[str, ...]`` of unique terms (see the module docstring).
 
-    ``known_keys`` are the :func:`~evalpipe.text.chinese.match_key` forms of the term table
-    (a set computed once per task, not per answer).
+    ``known_keys`` are the :func:`~evalpipe.text.chinese.match_key` forms of the terms the answer
+    may use (CHIP-CDN: the candidates offered in that sample's prompt); None = no check.
     """
     body, reasoning = answer_body(answer)
     diagnostics = {"empty": False, "none_answer": False, "unknown_terms": 0, "reasoning_stripped": reasoning}

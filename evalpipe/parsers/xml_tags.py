@@ -36,12 +36,14 @@ for Chinese); :func:`char_spans_to_token_spans` snaps the result onto a task's t
    normalised and lower-cased (``，``≡``,``, ``Ａ``≡``a``), each key character remembering its
    original offset. Equal keys map one-to-one (the usual case: only spacing differed, so
    ``T-cell`` finds ``T - cell``). Otherwise :class:`difflib.SequenceMatcher` matching blocks of
-   ≥ 3 characters are the alignment (shorter ones are mostly coincidence), and only the first
+   ≥ 3 characters are the alignment (shorter ones are mostly coincidence — unless one block is
+   the whole answer or the whole source, e.g. a two-character answer), and only the first
    ``2·|source| + 1000`` key characters of the answer are aligned (so a runaway 1 MB answer costs
    no more than a normal one). Because the alignment is positional, an entity whose text occurs
    twice in the source maps to the occurrence at its place in the answer. When the texts are too
    big for that (product of lengths > 4·10⁶) each entity's key text is searched in the source in
-   answer order instead.
+   answer order instead, and the coverages of rule 8 are the share of each text's 16-character
+   chunks found in the other (a cheap stand-in for aligned characters).
 7. **Entity mapping.** An entity is kept if at least half of its key characters are aligned; its
    span runs from its first to its last aligned character, extended at either end over as many
    *unaligned* source characters as it had unaligned characters there (so ``tumour`` vs source
@@ -64,6 +66,7 @@ aggregate them: ``empty``, ``wrapper_missing``, ``code_fence`` (bool), ``tags_un
 from __future__ import annotations
 
 import difflib
+import functools
 import html
 import re
 import unicodedata
@@ -112,6 +115,7 @@ def _diagnostics() -> dict[str, Any]:
     }
 
 
+@functools.lru_cache(maxsize=256)
 def _tag_re(name: str, closing: bool) -> re.Pattern[str]:
     slash = r"/[ \t]{0,4}" if closing else ""
     return re.compile(r"<[ \t]{0,4}" + slash + re.escape(name) + r"(?![A-Za-z0-9_.:-])[^<>\n]{0,256}>", re.I)

@@ -8,8 +8,8 @@ The rule is **exact label after normalisation**, nothing cleverer: an answer tha
    markers (``**``, ``__``) are removed, and the rest is stripped.
 2. **Normalisation** (:func:`evalpipe.text.chinese.label_key`): NFKC width folding (``２`` ≡ ``2``,
    ``Ｄｉｓｅａｓｅ`` ≡ ``Disease``), case folding, all whitespace removed, trailing sentence
-   punctuation removed (``是的。`` ≡ ``是的``), one pair of wrapping quotes/brackets removed
-   (``“否”`` ≡ ``否``). Labels and aliases are normalised the same way.
+   punctuation and wrapping quotes/brackets removed, repeatedly (``是的。`` ≡ ``是的``,
+   ``“否”`` ≡ ``否``, ``“是的”！`` ≡ ``是的``). Labels and aliases are normalised the same way.
 3. **Lookup**: the normalised answer must equal the key of exactly one label or alias. If it
    does not, one answer prefix from :data:`ANSWER_PREFIXES` (``答：``, ``答案：``, ``标签：`` …,
    which models echo from prompts ending in ``答：``) is removed and the lookup is tried again.

@@ -130,10 +130,16 @@ def shot_target(example: Example) -> str:
     return format_term_list(example.gold)
 
 
+@lru_cache(maxsize=1 << 16)
+def _keys(terms: tuple[str, ...]) -> frozenset[str]:
+    """Match keys of a term list, cached: the bootstrap re-scores the same candidates ~1000 times."""
+    return frozenset(match_key(t) for t in terms)
+
+
 def parse(answer: str, example: Example) -> Prediction:
     """``##`` list → terms; ``outside_candidates`` counts terms that were not offered."""
     candidates = example.inputs["candidates"]
-    known = {match_key(c) for c in candidates} if candidates else None
+    known = _keys(tuple(candidates)) if candidates else None
     prediction = parse_term_list(answer, known)
     diagnostics = dict(prediction.diagnostics)
     diagnostics["outside_candidates"] = diagnostics.pop("unknown_terms")
@@ -150,11 +156,11 @@ def score(examples: Sequence[Example], predictions: Sequence[Prediction], option
     ``candidate_recall`` = gold terms that were among the prompt's candidates / all gold terms,
     over samples that had candidates (absent without a term table).
     """
-    golds = [{match_key(t) for t in ex.gold} for ex in examples]
+    golds = [_keys(tuple(ex.gold)) for ex in examples]
     preds = [{match_key(t) for t in p.value} for p in predictions]
     sheet = tuple_score_sheet(golds, preds)
     corpus = dict(sheet.corpus)
-    with_candidates = [(g, {match_key(c) for c in ex.inputs["candidates"]})
+    with_candidates = [(g, _keys(tuple(ex.inputs["candidates"])))
                        for g, ex in zip(golds, examples) if ex.inputs["candidates"]]
     if with_candidates:
         found = sum(len(g & c) for g, c in with_candidates)

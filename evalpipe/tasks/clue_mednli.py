@@ -127,7 +127,8 @@ def empty(example: Example) -> Prediction:
 
 
 def score(examples: Sequence[Example], predictions: Sequence[Prediction], options: MetricOptions) -> ScoreSheet:
-    """Accuracy (a failed parse is wrong) and macro-F1 over the three labels (gold label set)."""
+    """Accuracy (a failed parse is wrong) and macro-F1 over the fixed three labels: a label absent
+    from the scored gold (possible under ``--limit``/``--ids``) scores F1 0 and is still averaged."""
     golds = [ex.gold for ex in examples]
     preds = [p.value for p in predictions]
     per_sample = [{"accuracy": float(p is not None and p == g)} for g, p in zip(golds, preds)]

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalpipe.compat.evalscope_ner import evalscope_predicted_tags, evalscope_score_sheet
+from evalpipe.compat.evalscope_ner import NCBI_TAG_MAP, evalscope_predicted_tags, evalscope_score_sheet
 from evalpipe.data.conll import read_conll
 from evalpipe.data.errors import DataError
 from evalpipe.metrics.options import MetricOptions
@@ -31,8 +31,8 @@ from evalpipe.tasks.registry import register
 DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "ncbi_disease"
 SPLITS = ("train", "devel", "test")
 ENTITY_TYPE = "Disease"
-#: tag name in answers → gold entity type
-TAG_MAP = {"disease": ENTITY_TYPE}
+#: tag name in answers → gold entity type (``{"disease": "Disease"}``, shared with the evalscope mode)
+TAG_MAP = NCBI_TAG_MAP
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,12 @@ Choices, and why:
   characters. Chinese does not use spaces between words, so a space a model inserts or drops is
   never meaningful for entity, term or triple matching. Keys are for *comparison only*; predicted
   values are stored as the model wrote them.
-* **Label keys.** :func:`label_key` = match key with sentence punctuation removed from the end
-  (``是的。`` ≡ ``是的``) and one pair of quotes or brackets removed when it wraps the whole answer
-  (``“是”`` ≡ ``是``). Brackets *inside* a label are kept (``症状(患者感受)``).
+* **Label keys.** :func:`label_key` = match key with, repeatedly until neither applies, sentence
+  punctuation removed from the end (``是的。`` ≡ ``是的``) and a quote/bracket pair removed when the
+  key starts with its opening and ends with its closing character (``“是”`` ≡ ``是``,
+  ``“是的”！`` ≡ ``是的``, ``((是))`` ≡ ``是``). The two ends are not checked for belonging
+  together: ``“是”还是“否”`` becomes ``是”还是“否`` — which matches no label, so it stays a
+  parse failure. Brackets *inside* a label are kept (``症状(患者感受)``).
 * **Tokens for ROUGE = characters.** :func:`rouge_tokens`: after fold + lower-casing, every
   character of a script written without spaces (Unicode category ``Lo``: Han, kana, Hangul) is
   one token; runs of letters and digits (Latin words, numbers, ``CRP``, ``5mg``) are one token
@@ -72,7 +75,8 @@ def match_key(text: str) -> str:
 
 
 def label_key(text: str) -> str:
-    """Key of a label answer: :func:`match_key` without trailing punctuation or wrapping quotes.
+    """Key of a label answer: :func:`match_key`, then trailing punctuation and wrapping
+    quote/bracket pairs stripped repeatedly until neither applies (see the module docstring).
 
     Applied to both the label set and the answer, so labels that themselves end in a bracket
     still compare equal to their own key.
@@ -109,7 +113,9 @@ def rouge_tokens(text: str) -> list[str]:
     """
     tokens: list[str] = []
     word: list[str] = []
-    for ch in fold(text or "").lower():
+    # NFKC directly, not the cached fold(): whole answers and references rarely repeat, and would
+    # only crowd out the short keys that cache is for
+    for ch in unicodedata.normalize("NFKC", text or "").lower():
         kind = _kind(ch)
         if kind == "word":
             word.append(ch)
