@@ -144,9 +144,9 @@ def read_json_or_jsonl(path: str | Path) -> list[Record]:
     path = Path(path)
     if not path.is_file():
         raise DataError(path, None, None, "file not found")
+    if _first_character(path) != "[":
+        return read_jsonl(path)  # JSON lines: read once, line by line
     text = path.read_text(encoding="utf-8-sig")
-    if not text.lstrip().startswith("["):
-        return read_jsonl(path)
     try:
         items = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -161,6 +161,16 @@ def read_json_or_jsonl(path: str | Path) -> list[Record]:
     if not out:
         raise DataError(path, None, None, "no records (empty array)")
     return out
+
+
+def _first_character(path: Path) -> str:
+    """The first non-whitespace character of a text file ("" if none), without reading it all."""
+    with path.open(encoding="utf-8-sig") as handle:
+        while chunk := handle.read(4096):
+            stripped = chunk.lstrip()
+            if stripped:
+                return stripped[0]
+    return ""
 
 
 def _array_item_lines(text: str) -> Iterator[int]:

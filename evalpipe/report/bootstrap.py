@@ -13,9 +13,9 @@ of something it is not. For each corpus metric the first of these methods that a
   full-sample mean matches the corpus value (|Δ| ≤ 1e-9). The resampled value is the mean of the
   resampled per-sample values (vectorised; BERTScore is never recomputed).
 * ``sums`` — the task has a ``from_sums`` (corpus metrics as a function of per-sample values
-  summed over the samples, e.g. token accuracy = Σ correct tokens / Σ tokens: declared by the
-  task, or derived by the report from the examples and predictions, see
-  :mod:`evalpipe.report.token_counts`) and it reproduces the corpus value on the full sample and
+  summed over the samples, e.g. token accuracy = Σ correct tokens / Σ tokens, derived by the
+  report from the examples and predictions, see :mod:`evalpipe.report.token_counts`) and it
+  reproduces the corpus value on the full sample and
   on the first resamples re-scored by the scorer. The summed values are ``per_sample`` plus the
   task's ``parts``. Sums are vectorised; ``from_sums`` is called once per resample.
 * ``counts`` — micro precision/recall/F1 (and the summed counts) of a family whose per-sample
@@ -110,8 +110,8 @@ class ScoredTask:
     #: ``Scoring.mean_metrics`` as given (``in`` may match patterns)
     mean_metrics: Container[str] = frozenset()
     score: Scorer | None = None
-    #: corpus metrics from per-sample values summed over the samples (``Scoring.from_sums``, when a
-    #: task declares one): makes every metric it returns vectorisable
+    #: corpus metrics from per-sample values summed over the samples (the report's own, e.g.
+    #: token accuracy): makes every metric it returns vectorisable
     from_sums: Callable[[Mapping[str, float]], Mapping[str, float]] | None = None
     #: further per-sample values for ``from_sums`` that are not the scorer's (e.g. token counts the
     #: report derived); empty, or one mapping per sample

@@ -37,8 +37,8 @@ __all__ = ["BuildResult", "build_document", "build_report", "compare_runs", "sco
 METHOD_TEXT = (
     "Intervals: 95 % percentile bootstrap over samples ({resamples} resamples, seed {seed}). Each resample "
     "recomputes the task's corpus metric as the task defines it: metrics that are per-sample means are "
-    "averaged over the resampled per-sample values ('mean'); metrics the task defines from summed "
-    "per-sample values are recomputed from the resampled sums ('sums'); micro precision/recall/F1 are "
+    "averaged over the resampled per-sample values ('mean'); metrics that are ratios of summed "
+    "per-sample values (token accuracy) are recomputed from the resampled sums ('sums'); micro precision/recall/F1 are "
     "recomputed from the summed per-sample tp/fp/fn ('counts'; formulas checked against the scorer); every other metric is "
     "recomputed by calling the task's scorer on the resample ('rescore'). Suite averages and aggregates "
     "combine replicate b of every member task. Point values are the runs' own metrics.json."

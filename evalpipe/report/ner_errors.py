@@ -1,6 +1,6 @@
 """NER error analysis: what kind of mistake each gold and each predicted entity is.
 
-Applies to any task whose gold has ``.spans`` (a sequence of :class:`~evalpipe.records.Span`)
+Applies to any task whose gold has ``.spans`` or is itself a sequence of :class:`~evalpipe.records.Span`
 and whose prediction values are sequences of Spans (NCBI, CMeEE, …); a prediction given as IOB2
 tags with one tag per gold tag (a compatibility mode) is decoded into spans first. Spans are
 half-open; two spans *overlap* when they share at least one position (token or character, as
@@ -138,7 +138,9 @@ def prediction_spans(value: Any, gold: Any) -> tuple[Span, ...] | None:
 
 
 def gold_spans(gold: Any) -> tuple[Span, ...] | None:
-    spans = getattr(gold, "spans", None)
+    """The gold entities: ``gold.spans`` (NCBI) or the gold itself when it is a sequence of Spans
+    (CMeEE); None for any other gold."""
+    spans = getattr(gold, "spans", gold)
     if isinstance(spans, (list, tuple)) and all(isinstance(s, Span) for s in spans):
         return tuple(spans)
     return None

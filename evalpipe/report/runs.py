@@ -7,16 +7,16 @@ analysis also need the examples and parsed predictions, which are rebuilt withou
 does. When that is impossible (data files moved or changed),
 the report still renders and says why those parts are partial.
 
-A task's ``from_sums`` (corpus metrics from per-sample values summed over samples) is the one its
-scoring declares, if any, merged with what the report can derive itself from the examples and
-predictions (token accuracy, :mod:`evalpipe.report.token_counts`); the bootstrap only uses a
-formula where it reproduces the recorded value.
+A task's ``from_sums`` (corpus metrics from per-sample values summed over samples) is what the
+report derives itself from the examples and predictions — token accuracy,
+:mod:`evalpipe.report.token_counts`; tasks declare none — and the bootstrap only uses it where it
+reproduces the recorded value.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -88,21 +88,6 @@ def _metric_options(config: Mapping[str, Any], summary: Mapping[str, Any]) -> Me
     return MetricOptions.from_json(config.get("config", {}).get("metric_options"))
 
 
-SumsFormula = Callable[[Mapping[str, float]], Mapping[str, float]]
-
-
-def _merged_sums(declared: SumsFormula | None, derived: SumsFormula | None) -> SumsFormula | None:
-    """One ``from_sums`` out of a task's own and the report's; the task's wins on a shared name."""
-    if declared is None or derived is None:
-        return declared or derived
-    own, ours = declared, derived
-
-    def both(sums: Mapping[str, float]) -> Mapping[str, float]:
-        return {**ours(sums), **own(sums)}
-
-    return both
-
-
 def _recorded(run: ReportRun, task: str) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
     """Per-sample scores by sample id (samples.jsonl) and corpus metrics (metrics.json) of a task."""
     rows = run.samples[run.samples["task"] == task]
@@ -158,9 +143,8 @@ def _rebuild(run: ReportRun) -> None:
             # kept as given: a task may use a set type whose ``in`` matches patterns (MetricFamilies)
             mean_metrics=scoring.mean_metrics,
             score=partial(_score, scoring.score, options),
-            # an optional Scoring field (see evalpipe.report.bootstrap, method "sums"), plus ours
-            from_sums=_merged_sums(getattr(scoring, "from_sums", None),
-                                   accuracy_from_sums if parts is not None else None),
+            # see evalpipe.report.bootstrap, method "sums"
+            from_sums=accuracy_from_sums if parts is not None else None,
             parts=parts or (),
         )
 

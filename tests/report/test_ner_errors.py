@@ -88,3 +88,15 @@ def test_span_task_detection_and_iob_predictions():
     assert not is_span_task([plain], [Prediction(())])
     # character spans over text when there are no tokens
     assert span_text({"text": "肺癌患者"}, Span(0, 2, "dis")) == "肺癌"
+
+
+def test_cmeee_gold_a_bare_tuple_of_spans_is_a_span_task():
+    """CMeEE's gold is the spans themselves (no ``.spans`` attribute): the analysis applies."""
+    from evalpipe.records import Example, Prediction, Span
+    from evalpipe.report.ner_errors import gold_spans, is_span_task
+
+    gold = (Span(0, 2, "dis"), Span(3, 5, "sym"))
+    example = Example(id="1", inputs={"text": "糖尿病，头痛"}, gold=gold)
+    assert gold_spans(gold) == gold
+    assert is_span_task([example], [Prediction(value=(Span(0, 2, "dis"),), failed=False)])
+    assert gold_spans(("a term",)) is None
