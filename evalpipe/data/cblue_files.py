@@ -147,19 +147,23 @@ def _candidates(root: Path, folders: Sequence[str], split: str) -> list[Path]:
     return out
 
 
-def split_files(options: LoadOptions, folders: Sequence[str], default_dir: str = "cblue",
-                source: str = CBLUE_SOURCE) -> SplitFiles:
+def _data_root(options: LoadOptions) -> Path:
+    """``--data-dir``, else ``data/cblue/`` in the checkout."""
+    return Path(options.data_dir) if options.data_dir else REPO_DATA / "cblue"
+
+
+def split_files(options: LoadOptions, folders: Sequence[str]) -> SplitFiles:
     """Resolve ``--split``, ``--data``/``--data-dir`` into files (default split: dev).
 
     The eval file is ``options.paths["eval"]`` if given, else the first existing candidate under
-    the data directory (default ``data/<default_dir>/`` in the checkout). Shots come from
+    the data directory (default ``data/cblue/`` in the checkout). Shots come from
     ``paths["shots"]``, else the train file (the dev file when train is evaluated) found under the
     data directory or next to the eval file; if there is none, the shot pool is empty.
     """
     split = options.split or "dev"
     if split not in SPLITS:
         raise DataError(folders[0], None, "split", f"unknown split {split!r} (expected one of {', '.join(SPLITS)})")
-    root = Path(options.data_dir) if options.data_dir else REPO_DATA / default_dir
+    root = _data_root(options)
     if "eval" in options.paths:
         eval_path = Path(options.paths["eval"])
     else:
@@ -167,7 +171,7 @@ def split_files(options: LoadOptions, folders: Sequence[str], default_dir: str =
         if not found:
             expected = root / folders[0] / f"{folders[0]}_{split}.json"
             raise DataError(expected, None, None, f"file not found: expected {expected.name} under {root} "
-                            f"(or pass --data-dir DIR / --data TASK=FILE); {source}; see docs/cblue.md")
+                            f"(or pass --data-dir DIR / --data TASK=FILE); {CBLUE_SOURCE}; see docs/cblue.md")
         eval_path = found[0]
     shot_split = "train" if split != "train" else "dev"
     if "shots" in options.paths:
@@ -177,10 +181,9 @@ def split_files(options: LoadOptions, folders: Sequence[str], default_dir: str =
     return SplitFiles(split, eval_path, shot_split, shot_path)
 
 
-def sibling_file(options: LoadOptions, eval_path: Path, folders: Sequence[str], names: Sequence[str],
-                 default_dir: str = "cblue") -> Path | None:
+def sibling_file(options: LoadOptions, eval_path: Path, folders: Sequence[str], names: Sequence[str]) -> Path | None:
     """An auxiliary file (schema, term table) next to the eval file or in the task folder."""
-    root = Path(options.data_dir) if options.data_dir else REPO_DATA / default_dir
+    root = _data_root(options)
     places = [eval_path.parent / n for n in names]
     for folder in folders:
         places += [root / folder / n for n in names] + [root / n for n in names]

@@ -23,6 +23,7 @@ option or more than one option equals ``correct`` is a DataError, because its go
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -103,8 +104,24 @@ def _question(path: Path, pid: str, index: int, raw: Any, texts: Mapping[str, st
 
 
 def read_longhealth(path: str | Path) -> tuple[Patient, ...]:
-    """Read and validate the whole benchmark; patients and texts keep file order."""
+    """Read and validate the whole benchmark; patients and texts keep file order.
+
+    Cached per file version (path, size, modification time): the three LongHealth tasks — and the
+    reload once the context budget is known — read the same file.
+    """
     path = Path(path)
+    stat = path.stat() if path.is_file() else None
+    if stat is None:
+        return _read_longhealth(path)
+    return _read_cached(path.resolve(), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_cached(path: Path, size: int, mtime_ns: int) -> tuple[Patient, ...]:
+    return _read_longhealth(path)
+
+
+def _read_longhealth(path: Path) -> tuple[Patient, ...]:
     data = read_json_object(path)
     patients = []
     for pid, raw in data.items():

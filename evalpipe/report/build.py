@@ -207,7 +207,6 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
     doc = Document(title)
     doc.sections.append(_runs_section(runs))
     leaderboard = Section("leaderboard", "Leaderboard", [board.to_table()])
-    leaderboard.blocks.extend(Paragraph(n) for n in board.notes)
     doc.sections.append(leaderboard)
     if has_cblue(runs):
         doc.sections.append(cblue_section(cblue_rows(runs, boots, level), split_label(runs)))

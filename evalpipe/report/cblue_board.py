@@ -103,12 +103,9 @@ def _run_row(run: ReportRun, boots: Mapping[str, TaskBootstrap], level: float) -
             replicates.append(reps)
     complete = all(values[t] is not None for t in TASK_ORDER)
     recorded = run.metrics.get(SUITE.name, {}).get(AVERAGE)
-    if recorded is not None:
-        values[AVERAGE] = 100 * float(recorded)
-    elif complete:
-        values[AVERAGE] = sum(float(values[t] or 0.0) for t in TASK_ORDER) / len(TASK_ORDER)
-    else:
-        values[AVERAGE] = None
+    if recorded is None and complete:  # a run of the eight tasks without --suite cblue
+        recorded = SUITE.aggregate({t: run.metrics[t] for t in TASK_ORDER})[AVERAGE]
+    values[AVERAGE] = 100 * float(recorded) if recorded is not None else None
     if complete and len(replicates) == len(TASK_ORDER):
         count = min(r.size for r in replicates)
         average = percentile_interval(np.mean([r[:count] for r in replicates], axis=0), level)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -75,7 +75,6 @@ class Leaderboard:
     runs: tuple[str, ...]
     columns: tuple[Column, ...]
     entries: Mapping[tuple[str, str], Entry]
-    notes: tuple[str, ...] = field(default=())
 
     def entry(self, row: str, column: Column) -> Entry:
         return self.entries.get((row, column.key), Entry(None))
@@ -235,9 +234,9 @@ def build_leaderboard(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str
         place(task)
 
     entries: dict[tuple[str, str], Entry] = {}
-    notes: list[str] = []
     for run in runs:
         run_boots = boots.get(run.label, {})
+        suite_reps: dict[str, dict[str, np.ndarray] | None] = {}  # one pass over the resamples per suite, not per aggregate column
         for column in columns:
             if column.kind == "task":
                 value = run.metrics.get(column.group, {}).get(column.metric)
@@ -247,7 +246,9 @@ def build_leaderboard(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str
                     value, ci.low if ci else None, ci.high if ci else None) if value is not None else Entry(None)
             elif column.kind == "aggregate":
                 value = run.metrics.get(column.group, {}).get(column.metric)
-                reps = _aggregate_replicates(suites[column.group], run, run_boots) if column.group in suites else None
+                if column.group in suites and column.group not in suite_reps:
+                    suite_reps[column.group] = _aggregate_replicates(suites[column.group], run, run_boots)
+                reps = suite_reps.get(column.group)
                 ci = percentile_interval(reps[column.metric], level) if reps and column.metric in reps else None
                 entries[(run.label, column.key)] = Entry(value, *(ci or (None, None)))
             else:
@@ -264,4 +265,4 @@ def build_leaderboard(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str
                     ci = percentile_interval(np.mean([a[:count] for a in arrays], axis=0), level)  # type: ignore[index]
                 entries[(run.label, column.key)] = Entry(float(np.mean(values)), *(ci or (None, None)))
     return Leaderboard(rows=tuple(r.label for r in runs), runs=tuple(r.path.name for r in runs),
-                       columns=tuple(columns), entries=entries, notes=tuple(notes))
+                       columns=tuple(columns), entries=entries)
