@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 
-from evalpipe.metrics.prf import PRF, micro_prf, set_counts
+from evalpipe.metrics.prf import PRF, check_parallel, micro_prf, set_counts, set_prf
 from evalpipe.records import ScoreSheet
 
 __all__ = ["tuple_counts", "tuple_micro_prf", "tuple_score_sheet"]
@@ -38,13 +38,10 @@ def tuple_micro_prf(golds: Sequence[Iterable[Hashable]], preds: Sequence[Iterabl
 
 def tuple_score_sheet(golds: Sequence[Iterable[Hashable]], preds: Sequence[Iterable[Hashable]]) -> ScoreSheet:
     """``corpus``: precision, recall, f1, tp, fp, fn (micro); ``per_sample``: tp, fp, fn, f1."""
-    golds_l = [tuple(g) for g in golds]
-    preds_l = [tuple(p) for p in preds]
-    total = tuple_micro_prf(golds_l, preds_l)
-    per_sample = []
-    for gold, pred in zip(golds_l, preds_l):
-        s = PRF.from_counts(*tuple_counts(gold, pred))
-        per_sample.append({"tp": s.tp, "fp": s.fp, "fn": s.fn, "f1": s.f1})
+    check_parallel(golds, preds)
+    samples = [set_prf(gold, pred) for gold, pred in zip(golds, preds)]  # each sample counted once
+    total = PRF.from_counts(sum(s.tp for s in samples), sum(s.fp for s in samples), sum(s.fn for s in samples))
+    per_sample = [{"tp": s.tp, "fp": s.fp, "fn": s.fn, "f1": s.f1} for s in samples]
     corpus = {"precision": total.precision, "recall": total.recall, "f1": total.f1,
               "tp": total.tp, "fp": total.fp, "fn": total.fn}
     return ScoreSheet(corpus=corpus, per_sample=per_sample)
