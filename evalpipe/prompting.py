@@ -22,7 +22,7 @@ import json
 import os
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -123,6 +123,18 @@ class PromptRenderer:
         if not hasattr(self._module, needed):
             raise TemplateError(f"{path}: the template has no `{needed}` macro, needed for the {options.endpoint} form")
         self._shots = [{"inputs": dict(s.inputs), "target": spec.shot_target(s)} for s in shots]
+        # what is the same for every example, rendered once: the system text, the shot turns, and
+        # the completion form's parameters (the task's stop sequences unless the user gave some)
+        self._turn = "turn" if hasattr(self._module, "turn") else None
+        self._system = self._call("system") if hasattr(self._module, "system") else ""
+        self._shot_turns: tuple[Message, ...] = ()
+        if options.endpoint != "completions" and options.fewshot_as_turns:
+            self._shot_turns = tuple(
+                message for shot in self._shots
+                for message in (Message("user", self._user_turn(shot["inputs"])), Message("assistant", shot["target"]))
+            )
+        self._completion_params = (
+            replace(params, stop=spec.completion_stop) if spec.completion_stop and not params.stop else params)
 
     def _call(self, macro: str, *args: Any) -> str:
         try:
@@ -130,25 +142,20 @@ class PromptRenderer:
         except jinja2.TemplateError as exc:
             raise TemplateError(f"{self._path}: macro {macro}: {_describe(exc)}") from exc
 
+    def _user_turn(self, inputs: dict[str, Any]) -> str:
+        """One example as a user turn: the ``turn`` macro, else ``prompt`` without shots."""
+        return self._call(self._turn, inputs) if self._turn else self._call("prompt", inputs, [])
+
     def render(self, example: Example) -> Prompt:
         inputs = dict(example.inputs)
         if self.options.endpoint == "completions":
-            text = self._call("completion", inputs, self._shots)
-            params = self.params
-            if self.spec.completion_stop and not params.stop:
-                params = GenerationParams(**{**params.__dict__, "stop": self.spec.completion_stop})
-            return Prompt(params=params, text=text)
-        messages: list[Message] = []
-        system = self._call("system") if hasattr(self._module, "system") else ""
+            return Prompt(params=self._completion_params, text=self._call("completion", inputs, self._shots))
+        messages: list[Message]
         if self.options.fewshot_as_turns and self._shots:
-            turn = "turn" if hasattr(self._module, "turn") else None
-            for shot in self._shots:
-                user = self._call(turn, shot["inputs"]) if turn else self._call("prompt", shot["inputs"], [])
-                messages += [Message("user", user), Message("assistant", shot["target"])]
-            final = self._call(turn, inputs) if turn else self._call("prompt", inputs, [])
-            messages.append(Message("user", final))
+            messages = [*self._shot_turns, Message("user", self._user_turn(inputs))]
         else:
-            messages.append(Message("user", self._call("prompt", inputs, self._shots)))
+            messages = [Message("user", self._call("prompt", inputs, self._shots))]
+        system = self._system
         if system.strip():
             if self.options.system_role:
                 messages.insert(0, Message("system", system))
