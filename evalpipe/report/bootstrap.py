@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import math
 import operator
-import re
 import time
 import zlib
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
@@ -64,6 +63,7 @@ from typing import Any
 import numpy as np
 
 from evalpipe.records import ScoreSheet
+from evalpipe.tasks.base import metric_matches
 
 __all__ = [
     "MIN_RESAMPLES",
@@ -254,10 +254,6 @@ def _counts_values(family: tuple[np.ndarray, np.ndarray, np.ndarray], idx: np.nd
     return _prf(tp, fp, fn)
 
 
-def _pattern_match(pattern: str, metric: str) -> bool:
-    return re.fullmatch(".*".join(re.escape(part) for part in pattern.split("*")), metric) is not None
-
-
 def is_mean_metric(mean_metrics: Container[str], metric: str) -> bool:
     """``metric in mean_metrics``, where a member with ``*`` is a pattern (``bertscore[*]_f1``).
 
@@ -267,7 +263,7 @@ def is_mean_metric(mean_metrics: Container[str], metric: str) -> bool:
     if metric in mean_metrics:
         return True
     if isinstance(mean_metrics, Iterable) and not isinstance(mean_metrics, str):
-        return any(isinstance(p, str) and "*" in p and _pattern_match(p, metric) for p in mean_metrics)
+        return any(isinstance(p, str) and "*" in p and metric_matches(p, metric) for p in mean_metrics)
     return False
 
 

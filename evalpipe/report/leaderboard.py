@@ -34,7 +34,7 @@ import pandas as pd
 from evalpipe.report.bootstrap import TaskBootstrap, percentile_interval
 from evalpipe.report.document import Cell, Table, fmt, fmt_interval
 from evalpipe.report.runs import RUNNER_METRICS, ReportRun
-from evalpipe.tasks.base import IncompleteSuite, SuiteSpec, TaskSpec
+from evalpipe.tasks.base import IncompleteSuite, SuiteSpec, TaskSpec, metric_matches
 
 __all__ = ["BOOKKEEPING", "LOWER_IS_BETTER", "Column", "Entry", "Leaderboard", "build_leaderboard",
            "primary_metric", "shown_metrics"]
@@ -139,17 +139,11 @@ def primary_metric(spec: TaskSpec | None, present: Sequence[str]) -> str | None:
 _TAGGED_F1 = re.compile(r".+\[.*\]_f1")
 
 
-def _matches(pattern: str, metric: str) -> bool:
-    if "*" not in pattern:
-        return pattern == metric
-    return re.fullmatch(".*".join(re.escape(p) for p in pattern.split("*")), metric) is not None
-
-
 def shown_metrics(spec: TaskSpec | None, present: Sequence[str]) -> list[str]:
     """The task's leaderboard metrics, in its display order (see the module docstring)."""
     shown: list[str] = []
     for declared in (spec.metrics if spec else ()):
-        shown.extend(m for m in present if _matches(declared, m) and m not in shown)
+        shown.extend(m for m in present if metric_matches(declared, m) and m not in shown)
     if not shown:
         return [m for m in present if m not in BOOKKEEPING]
     # metrics whose key carries the settings that produced them (``bertscore[<encoder>]_f1``) cannot

@@ -7,6 +7,8 @@ calls :func:`evalpipe.tasks.registry.register`, and tests — never editing the 
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,8 +61,22 @@ class Scoring:
     empty: Callable[[Example], Prediction]
     description: str = ""
     #: corpus metrics that are the plain mean of the same key in ``per_sample``; a bootstrap can
-    #: resample those values directly instead of calling ``score`` again (BERTScore is costly)
+    #: resample those values directly instead of calling ``score`` again (BERTScore is costly).
+    #: A member with ``*`` is a pattern (:func:`metric_matches`), for keys that carry a settings tag.
     mean_metrics: frozenset[str] = frozenset()
+
+
+@functools.lru_cache(maxsize=256)
+def _glob(pattern: str) -> re.Pattern[str]:
+    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")))
+
+
+def metric_matches(pattern: str, metric: str) -> bool:
+    """Whether a metric key matches a declared name, where ``*`` stands for any text
+    (``bertscore[*]_f1`` matches ``bertscore[all-MiniLM-L6-v2@L6]_f1``); without ``*``, equality."""
+    if "*" not in pattern:
+        return pattern == metric
+    return _glob(pattern).fullmatch(metric) is not None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ fixed by the task (it does not depend on ``--shots``).
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from evalpipe.metrics.concepts import NotComputed, concept_per_sample, resolve_e
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.metrics.rouge import rouge_per_sample
 from evalpipe.records import Example, Prediction, ScoreSheet
-from evalpipe.tasks.base import LoadOptions, Scoring, TaskData
+from evalpipe.tasks.base import LoadOptions, Scoring, TaskData, metric_matches
 
 log = logging.getLogger("evalpipe.clue")
 
@@ -98,11 +97,7 @@ class MetricFamilies(frozenset):
     def __contains__(self, key: object) -> bool:
         if not isinstance(key, str):
             return False
-        return any(_pattern(p).fullmatch(key) for p in frozenset.__iter__(self))
-
-
-def _pattern(pattern: str) -> re.Pattern[str]:
-    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")))
+        return any(metric_matches(p, key) for p in frozenset.__iter__(self))
 
 
 def mean_over(per_sample: Sequence[Mapping[str, float]], keys: Iterable[str]) -> dict[str, float]:
