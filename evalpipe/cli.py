@@ -54,6 +54,16 @@ def _fail(exc: BaseException) -> typer.Exit:
     return typer.Exit(1)
 
 
+# engine options shared by `run` and `serve`
+TensorParallelOption = Annotated[Optional[int], typer.Option(help="vLLM: GPUs per model.")]
+DtypeOption = Annotated[Optional[str], typer.Option(help="vLLM: dtype (auto, bfloat16, …).")]
+GpuMemoryOption = Annotated[Optional[float], typer.Option(help="vLLM: share of GPU memory to use.")]
+RevisionOption = Annotated[Optional[str], typer.Option(help="vLLM: model revision.")]
+EngineArgOption = Annotated[list[str], typer.Option(
+    "--engine-arg", help="Any other engine option, KEY=VALUE (repeatable), passed through: vLLM e.g. "
+    "max-num-seqs=256, quantization=awq, enforce-eager=true; llama.cpp e.g. n_gpu_layers=20.")]
+StartupTimeoutOption = Annotated[float, typer.Option(help="Seconds to wait for an engine evalpipe starts to answer.")]
+
 DEFAULT_CONCURRENCY = 64
 #: the in-process engine is fed in batches of up to 2 × concurrency prompts (see
 #: backends/vllm_inprocess.py): large batches keep a GPU busy, and vLLM schedules them itself
@@ -113,12 +123,12 @@ def run(
     model: Annotated[Optional[str], typer.Option(envvar="EVALPIPE_MODEL", help="Model name as the endpoint serves it.")] = None,
     base_url: Annotated[list[str], typer.Option(help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1; repeat for replicas of the same model (default: $EVALPIPE_BASE_URL).")] = [],
     engine: Annotated[Optional[str], typer.Option(help="Start a local engine: llamacpp (default model: the bundled SmolLM2-135M), vllm (server), vllm-inprocess.")] = None,
-    tensor_parallel_size: Annotated[Optional[int], typer.Option(help="vLLM: GPUs per model.")] = None,
-    dtype: Annotated[Optional[str], typer.Option(help="vLLM: dtype (auto, bfloat16, …).")] = None,
-    gpu_memory_utilization: Annotated[Optional[float], typer.Option(help="vLLM: share of GPU memory to use.")] = None,
-    revision: Annotated[Optional[str], typer.Option(help="vLLM: model revision.")] = None,
-    engine_arg: Annotated[list[str], typer.Option("--engine-arg", help="Any other engine option, KEY=VALUE (repeatable), passed through: vLLM e.g. max-num-seqs=256, quantization=awq, enforce-eager=true; llama.cpp e.g. n_gpu_layers=20.")] = [],
-    startup_timeout: Annotated[float, typer.Option(help="Seconds to wait for an engine evalpipe starts to answer.")] = 600.0,
+    tensor_parallel_size: TensorParallelOption = None,
+    dtype: DtypeOption = None,
+    gpu_memory_utilization: GpuMemoryOption = None,
+    revision: RevisionOption = None,
+    engine_arg: EngineArgOption = [],
+    startup_timeout: StartupTimeoutOption = 600.0,
     endpoint: Annotated[str, typer.Option(help="chat (instruction-tuned models) or completions (base models).")] = "chat",
     api_key_env: Annotated[str, typer.Option(help="Name of the environment variable holding the API key (its value is never written anywhere). Unset = 'EMPTY', fine for local servers.")] = "OPENAI_API_KEY",
     shots: Annotated[Optional[int], typer.Option(help="Few-shot examples (default: the task's, 5 for NCBI).")] = None,
@@ -412,12 +422,12 @@ def serve(
     model: Annotated[Optional[str], typer.Option(help="GGUF file (llamacpp; default: bundled SmolLM2-135M) or model folder/name (vllm).")] = None,
     context_length: Annotated[Optional[int], typer.Option(help="Context length (llamacpp n_ctx, vllm max-model-len).")] = None,
     port: Annotated[Optional[int], typer.Option(help="Port on 127.0.0.1 (default: a free one).")] = None,
-    tensor_parallel_size: Annotated[Optional[int], typer.Option(help="vLLM: GPUs per model.")] = None,
-    dtype: Annotated[Optional[str], typer.Option(help="vLLM: dtype (auto, bfloat16, …).")] = None,
-    gpu_memory_utilization: Annotated[Optional[float], typer.Option(help="vLLM: share of GPU memory to use.")] = None,
-    revision: Annotated[Optional[str], typer.Option(help="vLLM: model revision.")] = None,
-    engine_arg: Annotated[list[str], typer.Option("--engine-arg", help="Any other engine option, KEY=VALUE (repeatable), passed through.")] = [],
-    startup_timeout: Annotated[float, typer.Option(help="Seconds to wait for the server to answer.")] = 600.0,
+    tensor_parallel_size: TensorParallelOption = None,
+    dtype: DtypeOption = None,
+    gpu_memory_utilization: GpuMemoryOption = None,
+    revision: RevisionOption = None,
+    engine_arg: EngineArgOption = [],
+    startup_timeout: StartupTimeoutOption = 600.0,
 ) -> None:
     """Start a local OpenAI-compatible server on loopback and keep it running until Ctrl-C."""
     if engine not in ("llamacpp", "vllm"):
