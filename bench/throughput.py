@@ -53,7 +53,7 @@ from evalpipe.metrics.options import MetricOptions  # noqa: E402
 from evalpipe.prompting import PromptRenderer, select_shots  # noqa: E402
 from evalpipe.records import Example, GenerationParams, Message, Prompt  # noqa: E402
 from evalpipe.tasks.base import LoadOptions  # noqa: E402
-from evalpipe.tasks.ncbi_disease import SPEC  # noqa: E402
+from evalpipe.tasks.ncbi.disease import SPEC  # noqa: E402
 from tests.support.fake_openai import FakeOpenAIProcess  # noqa: E402
 
 MODEL = "bench-model"

@@ -324,7 +324,7 @@ def retrieve(
 ) -> None:
     """Embedding retrieval (Huatuo-26M): Recall@5 and MRR@10 of gold answers among a candidate pool."""
     from evalpipe.backends.embeddings import make_embedder
-    from evalpipe.tasks.huatuo import RetrievalConfig, run_retrieval
+    from evalpipe.tasks.huatuo.tasks import RetrievalConfig, run_retrieval
 
     async def go():
         embedder = make_embedder(url=embeddings_url, model=embeddings_model, path=embeddings_path,

@@ -57,7 +57,7 @@ from evalpipe.scoring import TaskOutcome, answer_prefix, score_task
 from evalpipe.tasks.base import IncompleteSuite, LoadOptions, PartialSuite, TaskData, TaskSpec
 from evalpipe.tasks.registry import get_task, suites
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from evalpipe.paths import REPO_ROOT
 
 
 class RunError(RuntimeError):

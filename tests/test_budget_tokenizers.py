@@ -89,7 +89,7 @@ def _longhealth_run(tmp_path, server, context_length=None):
 
 
 def test_longhealth_documents_are_sized_in_tokens_by_the_servers_context(tmp_path):
-    from evalpipe.tasks.clue_longhealth import PROMPT_RESERVE_TOKENS
+    from evalpipe.tasks.clue.longhealth import PROMPT_RESERVE_TOKENS
 
     budget = 30  # tokens (words, for the fake tokenizer) of documents: two fixture letters, not three
     answer = "The correct answer is A: x"
@@ -111,7 +111,7 @@ def test_longhealth_documents_are_sized_in_tokens_by_the_servers_context(tmp_pat
 
 
 def test_longhealth_without_a_tokenizer_keeps_the_character_budget(tmp_path):
-    from evalpipe.tasks.clue_longhealth import PROMPT_RESERVE_TOKENS
+    from evalpipe.tasks.clue.longhealth import PROMPT_RESERVE_TOKENS
 
     with FakeOpenAIServer(models=("m",), max_model_len=PROMPT_RESERVE_TOKENS + 30,
                           responder=lambda body: "The correct answer is A: x") as server:
@@ -124,7 +124,7 @@ def test_longhealth_without_a_tokenizer_keeps_the_character_budget(tmp_path):
 
 
 def test_longhealth_sized_by_the_server_resumes_without_asking_again(tmp_path):
-    from evalpipe.tasks.clue_longhealth import PROMPT_RESERVE_TOKENS
+    from evalpipe.tasks.clue.longhealth import PROMPT_RESERVE_TOKENS
 
     with FakeOpenAIServer(models=("m",), tokenize=True, max_model_len=PROMPT_RESERVE_TOKENS + 30,
                           responder=lambda body: "The correct answer is A: x") as server:

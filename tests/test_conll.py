@@ -5,7 +5,7 @@ import pytest
 from evalpipe.data.conll import read_conll
 from evalpipe.data.errors import DataError
 from evalpipe.tasks.base import LoadOptions
-from evalpipe.tasks.ncbi_disease import DATA_DIR, load
+from evalpipe.tasks.ncbi.disease import DATA_DIR, load
 
 
 def test_shipped_ncbi_splits_have_published_sizes():

@@ -4,8 +4,8 @@
 operations table, the NER error analysis of span tasks and — for exactly two runs — the paired
 comparison, and writes ``report.md``, ``report.html`` (self-contained), ``leaderboard.csv`` and,
 on request, ``samples.parquet`` into one folder. Nothing here knows a task by name; a suite with
-published reference rows (CBLUE: :mod:`evalpipe.report.cblue_board`) adds its own section and
-marks those rows in leaderboard.csv.
+published reference rows registers a section (:mod:`evalpipe.report.contributions`) that adds itself
+and marks its rows in leaderboard.csv.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from evalpipe.report.bootstrap import TaskBootstrap, bootstrap_task
-from evalpipe.report.cblue_board import cblue_rows, cblue_section, has_cblue, reference_frame, split_label
+from evalpipe.report.contributions import sections as contributed_sections
 from evalpipe.report.compare import CompareResult, compare_loaded, compare_section
 from evalpipe.report.document import Cell, Document, Examples, Paragraph, Plot, Section, Table, fmt, fmt_interval
 from evalpipe.report.html import render_html
@@ -208,8 +208,9 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
     doc.sections.append(_runs_section(runs))
     leaderboard = Section("leaderboard", "Leaderboard", [board.to_table()])
     doc.sections.append(leaderboard)
-    if has_cblue(runs):
-        doc.sections.append(cblue_section(cblue_rows(runs, boots, level), split_label(runs)))
+    for contribution in contributed_sections():
+        if contribution.applies(runs):
+            doc.sections.append(contribution.section(runs, boots, level))
 
     tasks: list[str] = []
     for run in runs:
@@ -284,8 +285,9 @@ def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed
     html_path.write_text(render_html(doc), encoding="utf-8")
     md_path.write_text(render_markdown(doc), encoding="utf-8")
     frame = board.to_frame()
-    if has_cblue(loaded):
-        frame = pd.concat([frame, reference_frame(cblue_rows(loaded, boots, level))], ignore_index=True)
+    for contribution in contributed_sections():
+        if contribution.reference_rows is not None and contribution.applies(loaded):
+            frame = pd.concat([frame, contribution.reference_rows(loaded, boots, level)], ignore_index=True)
     frame.to_csv(csv_path, index=False)
     parquet_path = None
     if parquet:

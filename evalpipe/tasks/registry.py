@@ -37,9 +37,11 @@ def load_builtin_tasks() -> None:
         return
     import evalpipe.tasks as package
 
-    for module in pkgutil.iter_modules(package.__path__):
-        if module.name not in ("base", "registry"):
-            importlib.import_module(f"evalpipe.tasks.{module.name}")
+    # every module of every task family package (``tasks/clue/…``): a new family or task module is
+    # picked up without touching any list here
+    for module in pkgutil.walk_packages(package.__path__, prefix="evalpipe.tasks."):
+        if module.name not in ("evalpipe.tasks.base", "evalpipe.tasks.registry"):
+            importlib.import_module(module.name)
     _loaded = True
 
 

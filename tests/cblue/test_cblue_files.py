@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from evalpipe.data.cblue_files import read_json_records, read_term_table
+from evalpipe.tasks.cblue.files import read_json_records, read_term_table
 from evalpipe.data.errors import DataError
 from evalpipe.records import Span
 from evalpipe.tasks.base import LoadOptions

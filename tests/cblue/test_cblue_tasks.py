@@ -12,8 +12,8 @@ from evalpipe.records import Completion
 from evalpipe.runner import execute
 from evalpipe.scoring import score_task
 from evalpipe.tasks.base import IncompleteSuite, LoadOptions
-from evalpipe.tasks.cblue_reference import BEST_BASELINE, HUMAN, HUMAN_AVERAGE, TASK_ORDER
-from evalpipe.tasks.cblue_suite import aggregate
+from evalpipe.tasks.cblue.reference import BEST_BASELINE, HUMAN, HUMAN_AVERAGE, TASK_ORDER
+from evalpipe.tasks.cblue.suite import aggregate
 from evalpipe.tasks.registry import get_task, suites
 from tests.cblue import synthetic as syn
 from tests.support.scripted_backend import ScriptedBackend, last_user_text

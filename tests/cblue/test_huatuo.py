@@ -22,7 +22,7 @@ from evalpipe.config import RunConfig
 from evalpipe.metrics.chinese_text import bleu4, rouge_l
 from evalpipe.records import Example
 from evalpipe.runner import execute
-from evalpipe.tasks.huatuo import (
+from evalpipe.tasks.huatuo.tasks import (
     POOL_NOTE,
     RetrievalConfig,
     build_pool,

@@ -8,7 +8,7 @@ from evalpipe.parsers.term_list import format_term_list, parse_term_list
 from evalpipe.parsers.triples import Triple, format_triples, parse_triples
 from evalpipe.parsers.zh_labels import LabelSet, parse_label
 from evalpipe.records import Example, Span
-from evalpipe.tasks.cblue_cmeee import TAG_MAP, parse, tagged_text
+from evalpipe.tasks.cblue.cmeee import TAG_MAP, parse, tagged_text
 from evalpipe.text.chinese import match_key
 
 STS = LabelSet.of(("0", "1"), {"是": "1", "是的": "1", "否": "0", "不是": "0"})
@@ -139,7 +139,7 @@ def test_tagged_text_leaves_out_crossing_spans():
 def test_parsers_never_raise_on_junk():
     import random
 
-    from evalpipe.tasks.promptcblue import FAMILIES, parse_answer
+    from evalpipe.tasks.cblue.promptcblue import FAMILIES, parse_answer
 
     rng = random.Random(0)
     alphabet = "是否的。，,：:|｜#＃\n 　<>/think实体头尾为关系主体词无abc123“”（）()[]{}\"'\\"

@@ -39,7 +39,7 @@ def test_settings_tags_and_layer_resolution():
 
 
 def test_summary_sheet_notes_a_metric_it_did_not_compute(minilm_rows):
-    from evalpipe.tasks.clue_common import summary_score_sheet
+    from evalpipe.tasks.clue.common import summary_score_sheet
 
     options = MetricOptions(umls_extractor="none")
     sheet = summary_score_sheet(["heart failure"], ["heart failure"], options, concepts=True)

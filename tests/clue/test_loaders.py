@@ -6,12 +6,12 @@ from importlib import import_module
 
 import pytest
 
-from evalpipe.data.clue_files import read_json_or_jsonl
+from evalpipe.tasks.clue.files import read_json_or_jsonl
 from evalpipe.data.context_budget import Document, fit_documents
 from evalpipe.data.errors import DataError
 from evalpipe.tasks.base import LoadOptions
-from evalpipe.data.longhealth import read_longhealth
-from evalpipe.tasks.clue_longhealth import SEPARATOR, build_examples
+from evalpipe.tasks.clue.longhealth_data import read_longhealth
+from evalpipe.tasks.clue.longhealth import SEPARATOR, build_examples
 from evalpipe.tasks.registry import get_task
 from tests.clue.conftest import FIXTURES
 

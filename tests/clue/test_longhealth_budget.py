@@ -5,7 +5,7 @@ import pytest
 from evalpipe.data.context_budget import CHARACTERS, CountedMeasure
 from evalpipe.data.errors import DataError
 from evalpipe.tasks.base import LoadOptions
-from evalpipe.tasks.clue_longhealth import DEFAULT_CONTEXT_CHARS, PROMPT_RESERVE_TOKENS, document_budget
+from evalpipe.tasks.clue.longhealth import DEFAULT_CONTEXT_CHARS, PROMPT_RESERVE_TOKENS, document_budget
 
 
 def test_budget_follows_context_length():

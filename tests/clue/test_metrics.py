@@ -9,8 +9,8 @@ from evalpipe.metrics.icd10 import icd_score_sheet, is_valid_icd10cm
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.metrics.rouge import rouge_f
 from evalpipe.tasks.base import IncompleteSuite
-from evalpipe.tasks.clue_common import MetricFamilies
-from evalpipe.tasks.clue_suites import LEVEL_1, LEVEL_2, PartialSuite, clue_aggregate, level_aggregate
+from evalpipe.tasks.clue.common import MetricFamilies
+from evalpipe.tasks.clue.suites import LEVEL_1, LEVEL_2, PartialSuite, clue_aggregate, level_aggregate
 from tests.clue.conftest import FakeExtractor
 
 # ---- ROUGE -----------------------------------------------------------------------------------

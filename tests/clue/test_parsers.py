@@ -96,7 +96,7 @@ def test_compat_choice_accepts_only_the_stated_format():
 
 
 def test_gold_letter_exact_vs_compat_substring():
-    from evalpipe.data.longhealth import gold_letter
+    from evalpipe.tasks.clue.longhealth_data import gold_letter
 
     options = {"A": "Diabetes mellitus type 2", "B": "Diabetes mellitus", "C": "Asthma"}
     assert gold_letter(options, "Diabetes mellitus") == "B"

@@ -5,7 +5,7 @@ import pytest
 
 from evalpipe.metrics.spans import span_score_sheet
 from evalpipe.records import ScoreSheet, Span
-from evalpipe.tasks.clue_common import MetricFamilies
+from evalpipe.tasks.clue.common import MetricFamilies
 from evalpipe.report.bootstrap import (
     MIN_RESAMPLES,
     ScoredTask,

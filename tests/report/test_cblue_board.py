@@ -7,10 +7,10 @@ import pytest
 
 from evalpipe.config import RunConfig
 from evalpipe.report import build_report
-from evalpipe.report.cblue_board import REFERENCE_SOURCE, cblue_rows, split_label
+from evalpipe.tasks.cblue.board import REFERENCE_SOURCE, cblue_rows, split_label
 from evalpipe.report.runs import load_report_runs
 from evalpipe.runner import execute
-from evalpipe.tasks.cblue_reference import BEST_BASELINE, HUMAN, TASK_ORDER
+from evalpipe.tasks.cblue.reference import BEST_BASELINE, HUMAN, TASK_ORDER
 from tests.cblue import synthetic as syn
 from tests.cblue.test_cblue_tasks import answers_by_text, first_field
 from tests.support.scripted_backend import ScriptedBackend, last_user_text
@@ -102,7 +102,7 @@ def test_average_without_a_recorded_aggregate_is_the_mean_of_the_eight_with_comb
 
     from evalpipe.report.bootstrap import MetricInterval, Replicates, TaskBootstrap
     from evalpipe.report.runs import ReportRun
-    from evalpipe.tasks.cblue_suite import HEADLINE
+    from evalpipe.tasks.cblue.suite import HEADLINE
 
     # task i scores i/10 (0.0 … 0.7); replicate b of every task is i/10 + (b - 1)/100 for b = 0, 1, 2
     metrics = {t: {HEADLINE[t]: i / 10} for i, t in enumerate(TASK_ORDER)}

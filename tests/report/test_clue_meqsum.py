@@ -1,6 +1,6 @@
 """A CLUE MeQSum report: BERTScore intervals come from the stored per-sample values, never re-scored.
 
-MeQSum's ``mean_metrics`` is a :class:`~evalpipe.tasks.clue_common.MetricFamilies` whose members
+MeQSum's ``mean_metrics`` is a :class:`~evalpipe.tasks.clue.common.MetricFamilies` whose members
 are patterns (``bertscore[*]_f1``): the report must keep that object, not a plain set of names.
 """
 
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import evalpipe.metrics.bertscore as bertscore_module
-import evalpipe.tasks.clue_common as clue_common
+import evalpipe.tasks.clue.common as clue_common
 from evalpipe.config import RunConfig
 from evalpipe.frames import load_samples
 from evalpipe.report import build_report

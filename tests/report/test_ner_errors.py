@@ -2,7 +2,7 @@
 
 from evalpipe.records import Example, Prediction, Span
 from evalpipe.report.ner_errors import analyse, classify, is_span_task, prediction_spans, span_text
-from evalpipe.tasks.ncbi_disease import NerGold
+from evalpipe.tasks.ncbi.disease import NerGold
 
 
 def categories(outcomes):

@@ -9,7 +9,7 @@ from evalpipe.records import Example, Prediction, Span
 from evalpipe.report.bootstrap import replicate, resample_indices, restrict
 from evalpipe.report.runs import load_report_runs
 from evalpipe.report.token_counts import CORRECT, TOKENS, accuracy_from_sums, predicted_tags, token_parts
-from evalpipe.tasks.ncbi_disease import NerGold
+from evalpipe.tasks.ncbi.disease import NerGold
 
 
 def example(tags):

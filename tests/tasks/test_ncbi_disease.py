@@ -5,7 +5,7 @@ import pytest
 from evalpipe.scoring import score_task
 from evalpipe.records import Completion
 from evalpipe.tasks.base import LoadOptions
-from evalpipe.tasks.ncbi_disease import SPEC
+from evalpipe.tasks.ncbi.disease import SPEC
 
 
 @pytest.fixture()

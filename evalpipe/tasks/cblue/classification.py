@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalpipe.data.cblue_files import TEST_HINT, LabelledDoc, read_labelled, split_files
+from evalpipe.tasks.cblue.files import TEST_HINT, LabelledDoc, read_labelled, split_files
 from evalpipe.metrics.classification import accuracy, macro_f1
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.zh_labels import LabelSet, parse_label

@@ -8,7 +8,7 @@ Context: ``discharge_summary`` is the ``long_field`` (cut from the end when cont
 is on).
 
 Shots: no train split; the reference's 1 shot row (``random.seed(1)`` shuffle) is held out of the
-scored set and forms the shot pool (:mod:`evalpipe.tasks.clue_common`). 512 new tokens.
+scored set and forms the shot pool (:mod:`evalpipe.tasks.clue.common`). 512 new tokens.
 
 Metrics: ROUGE-1/2/L, BERTScore P/R/F1 and UMLS-concept P/R/F1 per sample, averaged. ``clue``
 scoring differs only in scoring the raw (unstripped) answer.
@@ -16,10 +16,10 @@ scoring differs only in scoring the raw (unstripped) answer.
 
 from __future__ import annotations
 
-from evalpipe.data.clue_files import DataFile, read_json_or_jsonl
+from evalpipe.tasks.clue.files import DataFile, read_json_or_jsonl
 from evalpipe.records import Example
 from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
-from evalpipe.tasks.clue_common import (
+from evalpipe.tasks.clue.common import (
     ALL, CITATION, LEVEL2, SUMMARY_METRICS, gold_text, held_out_data, hold_out_reference_shots, locate_test_file,
     provenance, single_file_problem, summary_scorings,
 )

@@ -35,6 +35,7 @@ from evalpipe.data.jsonl import parse_json_lines
 from evalpipe.parsers.triples import Triple
 from evalpipe.records import Span
 from evalpipe.tasks.base import LoadOptions
+from evalpipe.paths import SHIPPED_DATA
 
 __all__ = [
     "CBLUE_SOURCE",
@@ -59,7 +60,7 @@ __all__ = [
     "split_files",
 ]
 
-REPO_DATA = Path(__file__).resolve().parents[2] / "data"
+REPO_DATA = SHIPPED_DATA
 CBLUE_SOURCE = ("CBLUE is published by Alibaba Tianchi at https://tianchi.aliyun.com/dataset/95414 under "
                 "Tianchi's terms (free account login, no credentialed access) and is not shipped with evalpipe")
 PROMPTCBLUE_SOURCE = ("PromptCBLUE is published through its Tianchi competitions "

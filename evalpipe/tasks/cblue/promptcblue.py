@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.compat import promptcblue as compat
-from evalpipe.data.cblue_files import PROMPTCBLUE_SOURCE, REPO_DATA, SPLITS, PromptCBLUERecord, read_promptcblue
+from evalpipe.tasks.cblue.files import PROMPTCBLUE_SOURCE, REPO_DATA, SPLITS, PromptCBLUERecord, read_promptcblue
 from evalpipe.data.errors import DataError
 from evalpipe.metrics.chinese_text import rouge_l
 from evalpipe.metrics.classification import accuracy, macro_f1

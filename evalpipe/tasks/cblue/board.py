@@ -1,9 +1,9 @@
 """The CBLUE leaderboard: our runs' CBLUE metrics, in percent, beside the CBLUE paper's rows.
 
 Shown when any run in the report evaluated a CBLUE task. One row per published reference
-(:mod:`evalpipe.tasks.cblue_reference`: human performance and the best pre-trained baseline,
+(:mod:`evalpipe.tasks.cblue.reference`: human performance and the best pre-trained baseline,
 **test split**, percent) and one per run, with each task's CBLUE metric
-(:data:`evalpipe.tasks.cblue_suite.HEADLINE`: CMeEE/CMeIE/CDN micro-F1, CTC/STS macro-F1,
+(:data:`evalpipe.tasks.cblue.suite.HEADLINE`: CMeEE/CMeIE/CDN micro-F1, CTC/STS macro-F1,
 QIC/QTR/QQR accuracy) multiplied by 100 and its 95 % bootstrap interval.
 
 A run's average is the plain mean of the eight headline metrics — the ``cblue`` aggregate in its
@@ -28,7 +28,7 @@ import pandas as pd
 from evalpipe.report.bootstrap import TaskBootstrap, percentile_interval
 from evalpipe.report.document import Cell, Paragraph, Section, Table
 from evalpipe.report.runs import ReportRun
-from evalpipe.tasks.cblue_reference import (
+from evalpipe.tasks.cblue.reference import (
     BEST_BASELINE,
     BEST_BASELINE_AVERAGE,
     BEST_BASELINE_MODEL,
@@ -36,7 +36,8 @@ from evalpipe.tasks.cblue_reference import (
     HUMAN_AVERAGE,
     TASK_ORDER,
 )
-from evalpipe.tasks.cblue_suite import HEADLINE, SUITE
+from evalpipe.report.contributions import SuiteSection, register_section
+from evalpipe.tasks.cblue.suite import HEADLINE, SUITE
 
 __all__ = ["AVERAGE", "REFERENCE_SOURCE", "BoardRow", "cblue_rows", "cblue_section", "has_cblue", "reference_frame",
            "split_label"]
@@ -179,3 +180,16 @@ def reference_frame(rows: Sequence[BoardRow]) -> pd.DataFrame:
         record[f"{SUITE.name}:{AVERAGE}"] = average / 100 if average is not None else None
         records.append(record)
     return pd.DataFrame(records)
+
+
+def _section(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str, TaskBootstrap]], level: float) -> Section:
+    return cblue_section(cblue_rows(runs, boots, level), split_label(runs))
+
+
+def _reference(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str, TaskBootstrap]],
+               level: float) -> pd.DataFrame:
+    return reference_frame(cblue_rows(runs, boots, level))
+
+
+SECTION = register_section(SuiteSection(name=SUITE.name, applies=has_cblue, section=_section,
+                                        reference_rows=_reference))

@@ -1,7 +1,7 @@
 """CLUE level 2 · LongHealth (Adams et al. 2024): multiple-choice questions over long patient letters.
 
 Data (public, not redistributed): ``benchmark_v5.json`` from github.com/kbressem/LongHealth
-(structure: :mod:`evalpipe.data.longhealth`). Three tasks, each question asked ``REPEATS`` times
+(structure: :mod:`evalpipe.tasks.clue.longhealth_data`). Three tasks, each question asked ``REPEATS`` times
 (the reference asks 5 times, with fresh document order / distractors each time):
 
 * ``clue_longhealth_task1`` — the question's answer letters plus the patient's *other* letters,
@@ -33,7 +33,7 @@ questions). Zero-shot; 50 new tokens.
 Scorings: ``default`` — :func:`evalpipe.parsers.choice.parse_choice`, accuracy. ``clue`` — the
 reference's ``The correct answer is (\\w):`` and its substring-based gold letter (quirks 4, 5 of
 :mod:`evalpipe.compat.clue`), accuracy. Task 2&3 accuracy is a suite aggregate
-(:mod:`evalpipe.tasks.clue_suites`).
+(:mod:`evalpipe.tasks.clue.suites`).
 """
 
 from __future__ import annotations
@@ -44,16 +44,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalpipe.compat.clue import stated_letter, substring_gold_letter
-from evalpipe.data.clue_files import DataFile
+from evalpipe.tasks.clue.files import DataFile
 from evalpipe.budget import CHARS_PER_TOKEN_ESTIMATE
 from evalpipe.data.context_budget import CHARACTERS, CountedMeasure, Document, Measure, fit_documents
 from evalpipe.data.errors import DataError
-from evalpipe.data.longhealth import Patient, read_longhealth
+from evalpipe.tasks.clue.longhealth_data import Patient, read_longhealth
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.choice import parse_choice
 from evalpipe.records import Example, Prediction, ScoreSheet
 from evalpipe.tasks.base import LoadOptions, Scoring, TaskData, TaskSpec
-from evalpipe.tasks.clue_common import ALL, CITATION, LEVEL2, locate_test_file, single_file_problem
+from evalpipe.tasks.clue.common import ALL, CITATION, LEVEL2, locate_test_file, single_file_problem
 from evalpipe.tasks.registry import register
 
 TASK_NAMES = {1: "clue_longhealth_task1", 2: "clue_longhealth_task2", 3: "clue_longhealth_task3"}

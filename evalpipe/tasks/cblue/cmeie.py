@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from evalpipe.data.cblue_files import (
+from evalpipe.tasks.cblue.files import (
     TEST_HINT,
     CMeIEDoc,
     CMeIESchema,

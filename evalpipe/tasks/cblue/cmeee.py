@@ -1,6 +1,6 @@
 """CBLUE CMeEE: Chinese medical NER with nested entities, answered as XML-tagged text.
 
-Data: the user's ``CMeEE_{train,dev,test}.json`` from Tianchi (see :mod:`evalpipe.data.cblue_files`;
+Data: the user's ``CMeEE_{train,dev,test}.json`` from Tianchi (see :mod:`evalpipe.tasks.cblue.files`;
 nothing is shipped). Records ``{text, entities: [{start_idx, end_idx, type, entity}]}`` with nine
 types; ``end_idx`` is **inclusive** in the file and converted to half-open character spans
 ``[start_idx, end_idx + 1)`` on load, after checking ``text[start_idx:end_idx + 1] == entity``.
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from evalpipe.data.cblue_files import TEST_HINT, CMeEEDoc, read_cmeee, split_files
+from evalpipe.tasks.cblue.files import TEST_HINT, CMeEEDoc, read_cmeee, split_files
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.metrics.spans import per_label_prf, span_score_sheet
 from evalpipe.parsers.xml_tags import parse_tagged_answer, to_prediction

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.compat.clue import reference_positions
-from evalpipe.data.clue_files import DataFile, locate, problem_locating
+from evalpipe.tasks.clue.files import DataFile, locate, problem_locating
 from evalpipe.data.errors import DataError
 from evalpipe.metrics.bertscore import bertscore_per_sample, resolve_settings
 from evalpipe.metrics.concepts import NotComputed, concept_per_sample, resolve_extractor

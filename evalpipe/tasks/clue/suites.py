@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from evalpipe.metrics.aggregate import level_score, pooled_accuracy
 from evalpipe.tasks.base import IncompleteSuite, PartialSuite, SuiteSpec
-from evalpipe.tasks.clue_common import ALL, LEVEL1, LEVEL2
+from evalpipe.tasks.clue.common import ALL, LEVEL1, LEVEL2
 from evalpipe.tasks.registry import register_suite
 
 Metrics = Mapping[str, Mapping[str, float]]

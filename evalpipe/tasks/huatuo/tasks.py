@@ -54,7 +54,7 @@ from evalpipe.results import RunDir, git_commit
 from evalpipe.tasks.base import LoadOptions, Scoring, TaskData, TaskSpec
 from evalpipe.tasks.registry import register
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from evalpipe.paths import REPO_ROOT
 FILE_NAME = "test_datasets.jsonl"
 SOURCE = ("Huatuo-26M's test set is published on the Hugging Face hub as FreedomIntelligence/huatuo26M-testdatasets "
           "(file test_datasets.jsonl; no credentialed access) and is not shipped with evalpipe")

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evalpipe.compat.clue import first_doubled_mean, nli_credited, reference_positions
-from evalpipe.data.clue_files import (
+from evalpipe.tasks.clue.files import (
     DataFile, candidate_paths, check_unique_ids, locate, problem_locating, read_jsonl,
 )
 from evalpipe.data.errors import DataError
@@ -31,7 +31,7 @@ from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.nli_label import LABELS, parse_nli_label
 from evalpipe.records import Example, Prediction, ScoreSheet
 from evalpipe.tasks.base import LoadOptions, Scoring, TaskData, TaskSpec
-from evalpipe.tasks.clue_common import ALL, CITATION, LEVEL1, provenance
+from evalpipe.tasks.clue.common import ALL, CITATION, LEVEL1, provenance
 from evalpipe.tasks.registry import register
 
 NAME = "clue_mednli"

@@ -26,13 +26,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evalpipe.compat.clue import first_doubled_mean, icd_codes, icd_document_scores
-from evalpipe.data.clue_files import DataFile, Record, check_unique_ids, read_json_or_jsonl
+from evalpipe.tasks.clue.files import DataFile, Record, check_unique_ids, read_json_or_jsonl
 from evalpipe.metrics.icd10 import PER_DOCUMENT_KEYS, icd_score_sheet
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.icd10 import normalise_code, parse_icd10_codes
 from evalpipe.records import Example, Prediction, ScoreSheet
 from evalpipe.tasks.base import LoadOptions, Scoring, TaskData, TaskSpec
-from evalpipe.tasks.clue_common import (
+from evalpipe.tasks.clue.common import (
     locate_test_file,
     ALL, CITATION, LEVEL2, held_out_data, hold_out_reference_shots, provenance, single_file_problem,
 )

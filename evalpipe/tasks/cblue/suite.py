@@ -3,7 +3,7 @@
 Aggregate: the plain mean of the eight tasks' headline metrics (:data:`HEADLINE`), defined only
 when all eight were run — a mean over a subset would not be comparable with anything, so a
 partial run raises :class:`~evalpipe.tasks.base.IncompleteSuite` naming what is missing. Published
-human and baseline rows for comparison are in :mod:`evalpipe.tasks.cblue_reference`.
+human and baseline rows for comparison are in :mod:`evalpipe.tasks.cblue.reference`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from evalpipe.tasks.base import IncompleteSuite, SuiteSpec
-from evalpipe.tasks.cblue_reference import TASK_ORDER
+from evalpipe.tasks.cblue.reference import TASK_ORDER
 from evalpipe.tasks.registry import register_suite
 
 #: each task's CBLUE metric (name in that task's metrics.json)

@@ -11,7 +11,7 @@ separator kept, quirk 9 of :mod:`evalpipe.compat.clue`).
 Context: ``subjective`` is the ``long_field`` (cut from the end when context budgeting is on).
 
 Shots: no train split is used; the reference's 3 shot rows are held out of the scored set and form
-the shot pool (:mod:`evalpipe.tasks.clue_common`). 512 new tokens.
+the shot pool (:mod:`evalpipe.tasks.clue.common`). 512 new tokens.
 
 Metrics: ROUGE-1/2/L, BERTScore P/R/F1 and UMLS-concept P/R/F1 per sample, averaged.
 """
@@ -21,10 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evalpipe.compat.clue import problem_list_reference
-from evalpipe.data.clue_files import DataFile, check_unique_ids, read_csv
+from evalpipe.tasks.clue.files import DataFile, check_unique_ids, read_csv
 from evalpipe.records import Example
 from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
-from evalpipe.tasks.clue_common import (
+from evalpipe.tasks.clue.common import (
     locate_test_file,
     ALL, CITATION, LEVEL1, SUMMARY_METRICS, held_out_data, hold_out_reference_shots, provenance,
     single_file_problem, summary_scorings,

@@ -6,7 +6,7 @@ Data: ships with evalpipe (``data/meqsum/meqsum.jsonl``, CC BY 4.0, see ``data/m
 sample id (the row index when absent).
 
 Shots: no train split exists; the reference's 3 shot rows (``random.seed(1)`` shuffle) are held
-out of the scored set and form the shot pool (:mod:`evalpipe.tasks.clue_common`). 512 new tokens.
+out of the scored set and form the shot pool (:mod:`evalpipe.tasks.clue.common`). 512 new tokens.
 
 Metrics: ROUGE-1/2/L and BERTScore P/R/F1 per sample, averaged. ``clue`` scoring differs only in
 scoring the raw (unstripped) answer.
@@ -16,18 +16,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalpipe.data.clue_files import DataFile, check_unique_ids, read_jsonl
+from evalpipe.tasks.clue.files import DataFile, check_unique_ids, read_jsonl
 from evalpipe.records import Example
 from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
-from evalpipe.tasks.clue_common import (
+from evalpipe.tasks.clue.common import (
     ALL, CITATION, LEVEL1, SUMMARY_METRICS, gold_text, held_out_data, hold_out_reference_shots, locate_test_file,
     provenance, single_file_problem, summary_scorings,
 )
 from evalpipe.tasks.registry import register
+from evalpipe.paths import SHIPPED_DATA
 
 NAME = "clue_meqsum"
 REFERENCE_SHOTS = 3
-SHIPPED = Path(__file__).resolve().parents[2] / "data" / "meqsum" / "meqsum.jsonl"
+SHIPPED = SHIPPED_DATA / "meqsum" / "meqsum.jsonl"
 FILE = DataFile(name="meqsum.jsonl", dataset="MeQSum", published="https://github.com/abachaa/MeQSum (CC BY 4.0)",
                 credentialed=False, subdir="MeQSum")
 

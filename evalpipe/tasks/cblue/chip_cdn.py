@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evalpipe.data.cblue_files import TEST_HINT, CDNDoc, read_cdn, read_term_table, split_files
+from evalpipe.tasks.cblue.files import TEST_HINT, CDNDoc, read_cdn, read_term_table, split_files
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.metrics.tuples import tuple_score_sheet
 from evalpipe.parsers.term_list import format_term_list, parse_term_list

@@ -27,8 +27,9 @@ from evalpipe.parsers.xml_tags import char_spans_to_token_spans, parse_tagged_an
 from evalpipe.records import Example, Prediction, ScoreSheet, Span
 from evalpipe.tasks.base import LoadOptions, Scoring, TaskData, TaskSpec
 from evalpipe.tasks.registry import register
+from evalpipe.paths import SHIPPED_DATA
 
-DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "ncbi_disease"
+DATA_DIR = SHIPPED_DATA / "ncbi_disease"
 SPLITS = ("train", "devel", "test")
 ENTITY_TYPE = "Disease"
 #: tag name in answers → gold entity type (``{"disease": "Disease"}``, shared with the evalscope mode)
