@@ -33,9 +33,10 @@ from evalpipe.engines.server import ManagedServer, ServerStartError
 from evalpipe.prompting import TemplateError
 from evalpipe.results import DEFAULT_ROOT, RunDir, RunDirBusy
 from evalpipe.rescoring import rescore
-from evalpipe.runner import RunError, RunOutcome, execute
+from evalpipe.outcome import RunError, RunOutcome
+from evalpipe.runner import execute
 from evalpipe.tasks.registry import all_tasks, resolve, suites
-from evalpipe.terminal import metrics_table
+from evalpipe.terminal import metrics_table, summary_lines
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
 # markup off: paths and metric names contain brackets (bertscore[…]_f1, evalpipe[vllm])
@@ -70,43 +71,28 @@ DEFAULT_CONCURRENCY = 64
 INPROCESS_CONCURRENCY = 256
 
 
-def _parse_data(pairs: list[str], cdn_terms: str | None = None) -> dict[str, str]:
+def _parse_data(pairs: list[str]) -> dict[str, str]:
     data: dict[str, str] = {}
     for pair in pairs:
         key, sep, path = pair.partition("=")
         if not sep or not key or not path:
             raise typer.BadParameter(f"--data expects TASK=PATH or TASK:ROLE=PATH, got {pair!r}", param_hint="--data")
         data[key] = str(Path(path).resolve())
-    if cdn_terms:
-        data["chip_cdn:cdn_terms"] = str(Path(cdn_terms).resolve())
     return data
 
 
+def _print_run(metrics: dict[str, dict[str, float]], run: RunDir, compat: str | None) -> None:
+    """The metrics table and what the summary says about them: one rendering for run, score, show."""
+    console.print(metrics_table(metrics, title=f"{run.path}" + (f" [{compat}]" if compat else "")))
+    for level, text in summary_lines(metrics, run.read_summary(compat), compat):
+        if level == "warn":
+            err.print(text, style="yellow", highlight=False)
+        else:
+            console.print(text, highlight=False)
+
+
 def _report(outcome: RunOutcome, compat: str | None) -> int:
-    console.print(metrics_table(outcome.metrics, title=f"{outcome.run_dir.path}" + (f" [{compat}]" if compat else "")))
-    for task in outcome.tasks:
-        for metric, why in task.summary.get("not_computed", {}).items():
-            console.print(f"{task.name}: {metric} not computed: {why}", highlight=False)
-        share = task.summary.get("truncated_share", 0.0)
-        if share:
-            console.print(f"{task.name}: {share:.1%} of prompts were shortened to fit the context "
-                      f"({task.summary.get('truncated_tokens', 0)} tokens cut)", highlight=False)
-    if isinstance(outcome.budget, str):
-        err.print(f"context budgeting {outcome.budget}", style="yellow")
-    elif isinstance(outcome.budget, dict):
-        counted = "the model's tokenizer" if outcome.budget.get("token_counter") == "server" else \
-            "an estimate (characters / 3.5; no tokenizer endpoint)"
-        if outcome.budget.get("chat_counting") == "template":
-            counted += " and its chat template"
-        extra = f", {outcome.budget['estimated_counts']} counts estimated" if outcome.budget.get("estimated_counts") else ""
-        console.print(f"long inputs fitted to a {outcome.budget.get('context_length')}-token context, "
-                      f"counted with {counted}{extra}", highlight=False)
-    for name, why in outcome.skipped.items():
-        console.print(f"skipped {name}: {why}", highlight=False)
-    for note in outcome.notes:
-        err.print(f"note: {note}", style="yellow")
-    for name, why in outcome.incomplete.items():
-        console.print(f"suite {name}: aggregate incomplete: {why}", highlight=False)
+    _print_run(outcome.metrics, outcome.run_dir, compat)
     console.print(f"results: {outcome.run_dir.path}  (answers sent {outcome.sent}, from store {outcome.cached})")
     failed = sum(int(t.metrics.get("errors", 0)) for t in outcome.tasks)
     if failed:
@@ -131,7 +117,7 @@ def run(
     startup_timeout: StartupTimeoutOption = 600.0,
     endpoint: Annotated[str, typer.Option(help="chat (instruction-tuned models) or completions (base models).")] = "chat",
     api_key_env: Annotated[str, typer.Option(help="Name of the environment variable holding the API key (its value is never written anywhere). Unset = 'EMPTY', fine for local servers.")] = "OPENAI_API_KEY",
-    shots: Annotated[Optional[int], typer.Option(help="Few-shot examples (default: the task's, 5 for NCBI).")] = None,
+    shots: Annotated[Optional[int], typer.Option(help="Few-shot examples (default: each task's own; `evalpipe tasks` lists them).")] = None,
     fewshot_seed: Annotated[Optional[int], typer.Option(help="Draw shots at random from the train split with this seed (default: the first K).")] = None,
     fewshot_as_turns: Annotated[bool, typer.Option(help="Give shots as user/assistant chat turns instead of one message.")] = False,
     system_role: Annotated[bool, typer.Option(help="Send the system prompt as a system message (--no-system-role merges it into the first user turn).")] = True,
@@ -142,8 +128,7 @@ def run(
     split: Annotated[Optional[str], typer.Option(help="Evaluated split (default: the task's test split).")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N samples, in file order.")] = None,
     ids: Annotated[Optional[str], typer.Option(help="Comma-separated sample ids to evaluate.")] = None,
-    data: Annotated[list[str], typer.Option("--data", help="TASK=PATH: the task's evaluated file; TASK:ROLE=PATH another file it reads, e.g. clue_mednli:shots=mli_train_v1.jsonl (repeatable).")] = [],
-    cdn_terms: Annotated[Optional[str], typer.Option(help="CHIP-CDN: the ICD-10 term table; puts top-k candidate terms in the prompt.")] = None,
+    data: Annotated[list[str], typer.Option("--data", help="TASK=PATH: the task's evaluated file; TASK:ROLE=PATH another file it reads (its roles: `evalpipe tasks`; repeatable).")] = [],
     context_length: Annotated[Optional[int], typer.Option(help="Model context in tokens for budgeting long inputs (default: ask the server).")] = None,
     data_dir: Annotated[Optional[str], typer.Option(help="Folder holding the data files under their distributed names.")] = None,
     concurrency: Annotated[Optional[int], typer.Option(help="Requests in flight at most (default 64; with --engine vllm-inprocess 256, so a batch holds up to 512 prompts).")] = None,
@@ -195,7 +180,7 @@ def run(
         api_key_env=api_key_env, shots=shots, fewshot_seed=fewshot_seed, fewshot_as_turns=fewshot_as_turns,
         system_role=system_role, temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_tokens,
         split=split, limit=limit, ids=tuple(i.strip() for i in ids.split(",") if i.strip()) if ids else None,
-        data=_parse_data(data, cdn_terms), data_dir=str(Path(data_dir).resolve()) if data_dir else None,
+        data=_parse_data(data), data_dir=str(Path(data_dir).resolve()) if data_dir else None,
         context_length=context_length, concurrency=concurrency, timeout_s=timeout,
         max_retries=max_retries, compat=compat, allow_external_endpoint=allow_external_endpoint,
         run_name=run_name,
@@ -283,25 +268,9 @@ def show(
     """Print a run's metrics as a table, with what the summary says about them."""
     run = RunDir(run_dir)
     try:
-        metrics = run.read_metrics(compat)
+        _print_run(run.read_metrics(compat), run, compat)
     except (FileNotFoundError, ValueError) as exc:
         raise _fail(exc)
-    console.print(metrics_table(metrics, title=str(run_dir) + (f" [{compat}]" if compat else "")))
-    summary_path = run.summary_path(compat)
-    summary = run.read_json(summary_path) if summary_path.is_file() else {}
-    for task, info in summary.items():
-        if task == "_run" or not isinstance(info, dict):
-            continue
-        for metric, why in (info.get("not_computed") or {}).items():
-            console.print(f"{task}: {metric} not computed: {why}", highlight=False)
-        if info.get("truncated_share"):
-            console.print(f"{task}: {info['truncated_share']:.1%} of prompts were shortened to fit the context",
-                          highlight=False)
-    meta = summary.get("_run", {}) if isinstance(summary, dict) else {}
-    for name, why in (meta.get("skipped_tasks") or {}).items():
-        console.print(f"skipped {name}: {why}", highlight=False)
-    for name, why in (meta.get("incomplete_suites") or {}).items():
-        console.print(f"suite {name}: aggregate incomplete: {why}", highlight=False)
 
 
 @app.command()
@@ -441,7 +410,7 @@ def serve(
         spec = server_spec(engine, model, context_length, options, port=port)
         with ManagedServer(spec, startup_timeout_s=startup_timeout, log=lambda line: err.print(line, highlight=False, markup=False)):
             console.print(f"{spec.name} serves {spec.model!r} at {spec.base_url}  (Ctrl-C stops it)\n"
-                          f"  ./run.sh run --task ncbi_disease --base-url {spec.base_url} --model {spec.model}",
+                          f"  ./run.sh run --task TASK --base-url {spec.base_url} --model {spec.model}   (tasks: ./run.sh tasks)",
                           highlight=False)
             while True:
                 time.sleep(3600)

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from evalpipe.tasks.base import LoadOptions
+
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -96,6 +98,17 @@ class RunConfig:
         if kwargs.get("ids") is not None:
             kwargs["ids"] = tuple(kwargs["ids"])
         return cls(**kwargs)
+
+
+def load_options(config: RunConfig, task: str, split: str | None = None) -> LoadOptions:
+    """What a task's loader is told: split, files given for it (``--data``), data folder, seed."""
+    return LoadOptions(
+        split=split if split is not None else config.split,
+        paths=data_paths_for(config, task),
+        data_dir=Path(config.data_dir) if config.data_dir else None,
+        seed=config.seed if config.seed is not None else 0,
+        context_length=config.context_length,
+    )
 
 
 def data_paths_for(config: RunConfig, task: str) -> dict[str, Path]:

@@ -139,7 +139,13 @@ class Prediction:
 
 @dataclass(frozen=True)
 class ScoreSheet:
-    """Output of a task's scorer: corpus metrics plus one dict of per-sample values.
+    """Output of a task's scorer: corpus metrics, per-sample values, and how the two connect.
+
+    ``per_sample`` are the values shown per sample (``samples.jsonl`` ``scores``). ``parts`` are
+    per-sample *additive statistics* (sparse: an absent key is 0) and ``aggregations`` say, for
+    each corpus metric, how it is made from their sums (:mod:`evalpipe.metrics.aggregation`) —
+    what bootstrap intervals and comparisons recompute from the run directory alone. Empty
+    ``parts`` with non-empty ``aggregations`` means the parts are ``per_sample`` itself.
 
     ``notes`` says why a metric is absent (e.g. UMLS-concept F1 without scispacy): a metric that
     cannot be computed is left out with a reason, never reported as 0.
@@ -148,6 +154,12 @@ class ScoreSheet:
     corpus: Mapping[str, float]
     per_sample: Sequence[Mapping[str, float]]
     notes: Mapping[str, str] = field(default_factory=dict)
+    parts: Sequence[Mapping[str, float]] = ()
+    aggregations: Mapping[str, Any] = field(default_factory=dict)
+
+    def sample_parts(self) -> Sequence[Mapping[str, float]]:
+        """The additive parts per sample (``per_sample`` when no separate parts were given)."""
+        return self.parts if self.parts else self.per_sample
 
 
 def to_jsonable(obj: Any) -> Any:

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.cache import ResponseStore
-from evalpipe.config import RunConfig
+from evalpipe.config import RunConfig, load_options
 from evalpipe.data.digest import file_sha256
 from evalpipe.data.errors import DataError
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Completion, Example
-from evalpipe.results import RunDir
-from evalpipe.runner import RunError, RunOutcome, load_options, write_outcome
+from evalpipe.outcome import RunError, RunOutcome, write_outcome
+from evalpipe.results import RunDir, RunInfo
 from evalpipe.scoring import answer_prefix, score_task
 from evalpipe.tasks.base import TaskSpec
 from evalpipe.tasks.registry import get_task
@@ -112,5 +112,10 @@ def _rescore_locked(run: RunDir, compat: str | None, metric_options: Mapping[str
             task.truncated, answer_prefix(task.spec, config),
         ))
     outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
-    write_outcome(run, outcome, compat, {"rescored": True, "metric_options": options.to_json()})
+    previous = run.read_summary()
+    kept = previous.run if previous is not None else RunInfo()
+    write_outcome(run, outcome, compat, RunInfo(
+        cached=outcome.cached, incomplete_suites=outcome.incomplete, skipped_tasks=kept.skipped_tasks,
+        backend=kept.backend, fetch_seconds=kept.fetch_seconds, budget=kept.budget, rescored=True,
+        metric_options=options.to_json()))
     return outcome

@@ -20,10 +20,136 @@ import json
 import os
 import subprocess
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 DEFAULT_ROOT = Path("results")
+#: summary.json layout version: 2 = ``{"format", "run", "tasks"}``; files without ``format`` are the
+#: older layout (task names at the top level beside a reserved ``"_run"`` key), still read
+SUMMARY_FORMAT = 2
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long inputs were fitted to the model's context (see :mod:`evalpipe.budget`)."""
+
+    context_length: int | None = None
+    #: ``server`` (the model's tokenizer), ``estimate`` (characters / 3.5), ``hf`` …
+    token_counter: str | None = None
+    #: ``template`` when chat prompts were counted with the model's chat template
+    chat_counting: str | None = None
+    #: counts that fell back to the estimate
+    estimated_counts: int = 0
+    #: why no budgeting was applied (then the other fields are None)
+    not_applied: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v not in (None, 0)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Budget | None:
+        """Also reads the older forms: a plain string ("not applied: …") or a dict."""
+        if data is None:
+            return None
+        if isinstance(data, str):
+            return cls(not_applied=data.removeprefix("not applied: "))
+        if isinstance(data, Mapping):
+            known = {f.name for f in fields(cls)}
+            return cls(**{k: v for k, v in data.items() if k in known})
+        return None
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    """What ``summary.json`` says about one task of a run (everything but the metric values)."""
+
+    #: ``default`` or a compatibility mode
+    scoring: str = "default"
+    #: parser diagnostics summed over answered samples (``wrapper_missing``, ``unknown_tags`` …)
+    diagnostics: dict[str, float] = field(default_factory=dict)
+    parse_failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    #: p50/p90/p99 latency of answered requests in seconds
+    latency_s: dict[str, float | None] = field(default_factory=dict)
+    error_kinds: dict[str, int] = field(default_factory=dict)
+    #: metric → why it was not computed (never reported as 0)
+    not_computed: dict[str, str] = field(default_factory=dict)
+    truncated_share: float = 0.0
+    truncated_tokens: int = 0
+    #: metric → its declared aggregation (:mod:`evalpipe.metrics.aggregation`, as JSON): how the
+    #: metric is made from the per-sample ``parts`` in samples.jsonl — what intervals resample
+    aggregations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: metric → why it has no interval (a count fixed by the run, an aggregation that failed its check)
+    no_interval: dict[str, str] = field(default_factory=dict)
+    #: anything else a task reports about itself (e.g. a retrieval pool's size and definition)
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TaskSummary:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What ``summary.json`` says about the run as a whole."""
+
+    #: answers sent to the model in this invocation, and found in the store
+    sent: int = 0
+    cached: int = 0
+    #: suite → why its aggregate is missing or not comparable with published scores
+    incomplete_suites: dict[str, str] = field(default_factory=dict)
+    #: task → why a suite run skipped it (its data is absent)
+    skipped_tasks: dict[str, str] = field(default_factory=dict)
+    #: backend counters (requests, retries, per replica …)
+    backend: dict[str, Any] = field(default_factory=dict)
+    fetch_seconds: float = 0.0
+    budget: Budget | None = None
+    #: True when written by ``evalpipe score`` (no model involved)
+    rescored: bool = False
+    #: the metric options these numbers were computed with (``score`` may override the run's)
+    metric_options: dict[str, Any] = field(default_factory=dict)
+    #: things the user should know (printed after the table)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["budget"] = self.budget.to_json() if self.budget is not None else None
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunInfo:
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["budget"] = Budget.from_json(data.get("budget"))
+        return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """``summary.json``: the run's facts and one :class:`TaskSummary` per task, typed.
+
+    Written and read only here, so ``run``'s closing output, ``show`` and the report all read one
+    shape (older files, with a reserved ``"_run"`` key among task names, are read too).
+    """
+
+    run: RunInfo
+    tasks: dict[str, TaskSummary]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": SUMMARY_FORMAT, "run": self.run.to_json(),
+                "tasks": {name: asdict(t) for name, t in self.tasks.items()}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunSummary:
+        if "format" in data:
+            run, tasks = data.get("run") or {}, data.get("tasks") or {}
+        else:  # older layout: task names beside "_run"
+            run = data.get("_run") or {}
+            tasks = {k: v for k, v in data.items() if k != "_run" and isinstance(v, Mapping)}
+        return cls(run=RunInfo.from_json(run), tasks={k: TaskSummary.from_json(v) for k, v in tasks.items()})
 
 
 class RunDirBusy(RuntimeError):
@@ -104,22 +230,34 @@ class RunDir:
         path = self.metrics_path(compat)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no metrics yet (run `evalpipe score {self.path}`)")
-        return self.read_json(path)
+        try:
+            data = self.read_json(path)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{path}: not valid JSON ({exc}); `evalpipe score {self.path}` writes it again") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a JSON object of task → metric → value")
+        return data
+
+    def write_summary(self, summary: RunSummary, compat: str | None = None) -> None:
+        self.write_json(self.summary_path(compat), summary.to_json())
+
+    def read_summary(self, compat: str | None = None) -> RunSummary | None:
+        """The run's typed summary, or None when the run has none yet (killed before results)."""
+        path = self.summary_path(compat)
+        if not path.is_file():
+            return None
+        try:
+            data = self.read_json(path)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{path}: not valid JSON ({exc})") from None
+        if not isinstance(data, Mapping):
+            raise ValueError(f"{path}: expected a JSON object")
+        return RunSummary.from_json(data)
 
     def read_samples(self, compat: str | None = None) -> list[dict[str, Any]]:
         path = self.samples_path(compat)
         with path.open(encoding="utf-8") as handle:
             return [json.loads(line) for line in handle if line.strip()]
-
-
-def __getattr__(name: str) -> Any:
-    """``evalpipe.results.load_samples`` / ``load_metrics`` (DataFrames) without importing pandas
-    on every CLI start: they live in :mod:`evalpipe.frames` and are loaded on first use."""
-    if name in ("load_samples", "load_metrics", "write_parquet"):
-        from evalpipe import frames
-
-        return getattr(frames, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -38,7 +38,7 @@ from evalpipe.budget import (
     server_context_length,
 )
 from evalpipe.cache import ResponseStore, cache_key
-from evalpipe.config import RunConfig, data_paths_for
+from evalpipe.config import RunConfig, load_options
 from evalpipe.data.digest import file_sha256
 from evalpipe.data.errors import DataError
 from evalpipe.endpoints import is_local_url, redact_url
@@ -52,16 +52,13 @@ from evalpipe.prompting import (
     template_sha256,
 )
 from evalpipe.records import Completion, Example, GenerationParams, Prompt, to_jsonable
-from evalpipe.results import RunDir, git_commit
+from evalpipe.outcome import RunError, RunOutcome, write_outcome
+from evalpipe.results import Budget, RunDir, RunInfo, git_commit
 from evalpipe.scoring import TaskOutcome, answer_prefix, score_task
-from evalpipe.tasks.base import IncompleteSuite, LoadOptions, PartialSuite, TaskData, TaskSpec
-from evalpipe.tasks.registry import get_task, suites
+from evalpipe.tasks.base import TaskData, TaskSpec
+from evalpipe.tasks.registry import get_task
 
 from evalpipe.paths import REPO_ROOT
-
-
-class RunError(RuntimeError):
-    """A user-facing problem that stops a run before (or instead of) sending requests."""
 
 
 class ProgressSink(Protocol):
@@ -94,58 +91,6 @@ class PreparedTask:
         return self.truncated or (0,) * len(self.examples)
 
 
-@dataclass
-class RunOutcome:
-    run_dir: RunDir
-    tasks: list[TaskOutcome]
-    sent: int = 0
-    cached: int = 0
-    #: suite name → aggregate metrics (e.g. CLUE level scores)
-    aggregates: dict[str, dict[str, float]] = field(default_factory=dict)
-    #: suite name → why its aggregate was not (fully) computed
-    incomplete: dict[str, str] = field(default_factory=dict)
-    #: task name → why it was skipped (suite run without its data)
-    skipped: dict[str, str] = field(default_factory=dict)
-    #: how long inputs were fitted to the context (None: no task has a long field)
-    budget: Any = None
-    #: things the user should know about this run (printed after the table)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def metrics(self) -> dict[str, dict[str, float]]:
-        return {**{t.name: t.metrics for t in self.tasks}, **self.aggregates}
-
-    def add_aggregates(self, suite_names: Sequence[str], subset: bool = False) -> None:
-        """Suite aggregates over the tasks scored; say so when they cannot be compared to a paper.
-
-        An aggregate over a subset (``--limit``/``--ids``) or over tasks with failed requests is
-        still computed — it is what was measured — but flagged in ``incomplete``.
-        """
-        by_task = {t.name: t.metrics for t in self.tasks}
-        known = suites()
-        for name in suite_names:
-            suite = known.get(name)
-            if suite is None or suite.aggregate is None:
-                continue
-            try:
-                self.aggregates[name] = suite.aggregate(by_task)
-            except PartialSuite as exc:
-                self.aggregates[name] = exc.partial
-                self.incomplete[name] = str(exc)
-                continue
-            except IncompleteSuite as exc:
-                self.incomplete[name] = str(exc)
-                continue
-            failed = [t for t in suite.tasks if by_task.get(t, {}).get("errors", 0)]
-            caveats = []
-            if subset:
-                caveats.append("computed on a subset of samples (--limit/--ids)")
-            if failed:
-                caveats.append(f"tasks with failed requests: {', '.join(failed)}")
-            if caveats:
-                self.incomplete[name] = "; ".join(caveats) + " — not comparable to published scores"
-
-
 # ---- 1. prepare ------------------------------------------------------------------------------
 
 def _subset(examples: tuple[Example, ...], config: RunConfig, task: str) -> tuple[Example, ...]:
@@ -160,16 +105,6 @@ def _subset(examples: tuple[Example, ...], config: RunConfig, task: str) -> tupl
     if config.limit is not None:
         examples = examples[: config.limit]
     return examples
-
-
-def load_options(config: RunConfig, task: str, split: str | None = None) -> LoadOptions:
-    return LoadOptions(
-        split=split if split is not None else config.split,
-        paths=data_paths_for(config, task),
-        data_dir=Path(config.data_dir) if config.data_dir else None,
-        seed=config.seed if config.seed is not None else 0,
-        context_length=config.context_length,
-    )
 
 
 def prepare_task(
@@ -291,22 +226,18 @@ def _missing_data(spec: TaskSpec, config: RunConfig) -> str | None:
     return spec.data_problem(load_options(config, spec.name))
 
 
-#: file roles a task may read besides its evaluated file (``--data TASK:ROLE=PATH``)
-DATA_ROLES = {"eval": "the evaluated file", "shots": "the file shots are drawn from",
-              "schema": "CMeIE's relation schema", "cdn_terms": "CHIP-CDN's ICD-10 term table"}
-
-
 def check_data_options(config: RunConfig) -> None:
-    """``--data`` keys must name a task of this run and a known role: a typo must not silently
-    evaluate the shipped data instead of the user's file."""
+    """``--data`` keys must name a task of this run and a data role that task declares: a typo must
+    not silently evaluate the shipped data instead of the user's file."""
     for key, path in config.data.items():
         task, _, role = key.partition(":")
         if task not in config.tasks:
             raise RunError(f"--data {key}={path}: {task!r} is not a task of this run "
                            f"(tasks: {', '.join(config.tasks)})")
-        if role and role not in DATA_ROLES:
-            known = ", ".join(f"{r} ({what})" for r, what in DATA_ROLES.items())
-            raise RunError(f"--data {key}={path}: unknown role {role!r}; roles: {known}")
+        roles = {r.name: r for r in get_task(task).data_roles}
+        if (role or "eval") not in roles:
+            known = ", ".join(f"{r.name} ({r.description})" for r in roles.values())
+            raise RunError(f"--data {key}={path}: task {task} has no data role {role!r}; its roles: {known}")
         if not Path(path).exists():
             raise DataError(path, None, None, f"file not found (given as --data {key})")
 
@@ -437,18 +368,6 @@ async def fetch_answers(
     return results
 
 
-# ---- 5. results ------------------------------------------------------------------------------
-
-def write_outcome(run: RunDir, outcome: RunOutcome, compat: str | None, extra: Mapping[str, Any]) -> None:
-    run.write_samples((r for t in outcome.tasks for r in t.records), compat)
-    run.write_json(run.metrics_path(compat), outcome.metrics)
-    run.write_json(run.summary_path(compat), {
-        **{t.name: t.summary for t in outcome.tasks},
-        "_run": {"sent": outcome.sent, "cached": outcome.cached, "incomplete_suites": outcome.incomplete,
-                 "skipped_tasks": outcome.skipped, **extra},
-    })
-
-
 # ---- the two entry points --------------------------------------------------------------------
 
 def run_dir_for(config: RunConfig, results_root: Path) -> RunDir:
@@ -530,7 +449,7 @@ async def _execute_locked(
             sent = len(pending)
             stats = backend.stats()
         outcome = RunOutcome(run_dir=run, tasks=[], sent=sent, cached=len(dict.fromkeys(all_keys)) - sent,
-                             skipped=skipped, budget=budget_info.get("budget"), notes=notes)
+                             skipped=skipped, budget=Budget.from_json(budget_info.get("budget")), notes=notes)
         options = MetricOptions.from_json(config.metric_options)
         for p in prepared:
             outcome.tasks.append(score_task(
@@ -538,8 +457,10 @@ async def _execute_locked(
                 config.compat, options, p.truncated_tokens(), answer_prefix(p.spec, config),
             ))
         outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
-        write_outcome(run, outcome, config.compat,
-                      {"backend": dict(stats), "fetch_seconds": fetch_s, **budget_info})
+        write_outcome(run, outcome, config.compat, RunInfo(
+            sent=outcome.sent, cached=outcome.cached, incomplete_suites=outcome.incomplete,
+            skipped_tasks=outcome.skipped, backend=dict(stats), fetch_seconds=fetch_s, budget=outcome.budget,
+            metric_options=options.to_json(), notes=list(notes)))
         return outcome
     finally:
         if backend is not None:

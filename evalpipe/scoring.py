@@ -2,29 +2,51 @@
 
 Shared by a run (fresh and stored answers) and by re-scoring (stored answers only), so both give
 the same numbers from the same answers.
+
+Besides the task's own metrics, every task gets three the runner defines the same way for all:
+
+* ``n`` — evaluated samples (no interval: it is fixed by the run, not estimated);
+* ``errors`` — samples without an answer (request failed for good, or never sent), summed over
+  samples (per-sample part ``run.error``);
+* ``parse_failure_rate`` — answered samples whose answer could not be parsed, over answered
+  samples (``Σ run.parse_failed / Σ run.answered``; 0 when nothing was answered).
+
+Each sample record carries ``parts``: the additive statistics the task's declared aggregations
+sum (:mod:`evalpipe.metrics.aggregation`), so intervals and comparisons need only the run directory.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from evalpipe.config import RunConfig
+from evalpipe.metrics.aggregation import Aggregation, Ratio, Total, check_reproduces
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Completion, Example, Prediction, to_jsonable
+from evalpipe.results import TaskSummary
 from evalpipe.tasks.base import TaskSpec
+
+#: per-sample parts every task gets from the runner (namespaced: they never shadow a scorer's)
+ANSWERED, PARSE_FAILED, ERROR = "run.answered", "run.parse_failed", "run.error"
+RUNNER_AGGREGATIONS: Mapping[str, Aggregation] = {
+    "parse_failure_rate": Ratio(PARSE_FAILED, ANSWERED, empty=0.0),
+    "errors": Total(ERROR),
+}
+#: metrics with no interval by definition, and why
+FIXED_METRICS = {"n": "the number of evaluated samples, fixed by the run (not an estimate)"}
 
 
 @dataclass
 class TaskOutcome:
     name: str
     metrics: dict[str, float]
-    summary: dict[str, Any]
+    summary: TaskSummary
     records: list[dict[str, Any]] = field(repr=False)
-
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -33,6 +55,15 @@ def _percentile(values: list[float], q: float) -> float | None:
     if len(values) == 1:
         return values[0]
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+def _sparse(parts: Mapping[str, Any], keys: frozenset[str]) -> dict[str, float]:
+    """The parts an aggregation reads, without zeros (absent = 0): small lines in samples.jsonl."""
+    out = {}
+    for key, value in parts.items():
+        if key in keys and isinstance(value, (int, float)) and not isinstance(value, bool) and value != 0:
+            out[key] = value
+    return out
 
 
 def score_task(
@@ -60,36 +91,58 @@ def score_task(
     sheet = scoring.score(examples, predictions, options)
 
     n = len(examples)
-    errors = sum(1 for c in answers if c is None or not c.ok)
+    answered_flags = [c is not None and c.ok for c in answers]
+    errors = n - sum(answered_flags)
     answered = n - errors
-    parse_failures = sum(
-        1 for c, p in zip(answers, predictions) if c is not None and c.ok and p.failed
-    )
+    failed_flags = [ok and p.failed for ok, p in zip(answered_flags, predictions)]
+    parse_failures = sum(failed_flags)
     metrics = {k: float(v) for k, v in sheet.corpus.items()}
     metrics["parse_failure_rate"] = parse_failures / answered if answered else 0.0
     metrics["n"] = n
     metrics["errors"] = errors
 
+    # per-sample parts: the scorer's, plus the runner's three
+    task_parts = sheet.sample_parts()
+    parts: list[dict[str, Any]] = []
+    for i, (ok, failed) in enumerate(zip(answered_flags, failed_flags)):
+        row = dict(task_parts[i]) if i < len(task_parts) else {}
+        row.update({ANSWERED: int(ok), PARSE_FAILED: int(failed), ERROR: int(not ok)})
+        parts.append(row)
+    declared: dict[str, Aggregation] = {**sheet.aggregations, **RUNNER_AGGREGATIONS}
+    problems = check_reproduces(metrics, declared, parts)
+    if problems and os.environ.get("EVALPIPE_STRICT_AGGREGATIONS"):
+        # the test suite runs strict: a task whose declarations disagree with its scorer is a bug
+        raise AssertionError(f"task {spec.name} ({compat or 'default'}): {problems}")
+    aggregations = {m: a for m, a in declared.items() if m in metrics and m not in problems}
+    no_interval = {**{m: f"its declared aggregation does not reproduce it: {why}" for m, why in problems.items()},
+                   **{m: why for m, why in FIXED_METRICS.items() if m in metrics}}
+    for metric in metrics:
+        if metric not in aggregations and metric not in no_interval:
+            no_interval[metric] = "the task declares no aggregation for it"
+    keys = frozenset(k for a in aggregations.values() for k in a.keys())
+
     truncated = list(truncated) if truncated else [0] * n
     diagnostics: dict[str, float] = {}
     records = []
     for i, (example, completion, prediction) in enumerate(zip(examples, answers, predictions)):
-        if completion is not None and completion.ok:
+        ok = answered_flags[i]
+        if ok:
             for key, value in prediction.diagnostics.items():
                 if isinstance(value, (bool, int, float)):
                     diagnostics[key] = diagnostics.get(key, 0) + value
         records.append({
             "task": spec.name,
             "id": example.id,
+            "inputs": to_jsonable(example.inputs),
             "prompt": json.loads(prompts_json[i]),
             "answer": completion.text if completion is not None else None,
             "prediction": to_jsonable(prediction.value),
-            "parse_failed": prediction.failed if completion is not None and completion.ok else None,
+            "parse_failed": prediction.failed if ok else None,
             "gold": to_jsonable(example.gold),
             "scores": dict(sheet.per_sample[i]) if i < len(sheet.per_sample) else {},
+            "parts": _sparse(parts[i], keys),
             "diagnostics": to_jsonable(prediction.diagnostics),
-            "error": None if completion is not None and completion.ok else (
-                completion.error if completion is not None else "not sent yet"),
+            "error": None if ok else (completion.error if completion is not None else "not sent yet"),
             "usage": to_jsonable(completion.usage) if completion is not None else None,
             "latency_s": completion.latency_s if completion is not None else None,
             "finish_reason": completion.finish_reason if completion is not None else None,
@@ -99,20 +152,22 @@ def score_task(
             "truncated_tokens": truncated[i],
             "meta": to_jsonable(example.meta),
         })
-    ok = [c for c in answers if c is not None and c.ok]
-    latencies = sorted(c.latency_s for c in ok)
-    summary = {
-        "scoring": compat or "default",
-        "diagnostics": diagnostics,
-        "parse_failures": parse_failures,
-        "prompt_tokens": sum(c.usage.prompt_tokens or 0 for c in ok),
-        "completion_tokens": sum(c.usage.completion_tokens or 0 for c in ok),
-        "latency_s": {f"p{q}": _percentile(latencies, q) for q in (50, 90, 99)},
-        "error_kinds": _error_kinds(answers),
-        "not_computed": dict(sheet.notes),
-        "truncated_share": sum(1 for t in truncated if t > 0) / n if n else 0.0,
-        "truncated_tokens": sum(truncated),
-    }
+    ok_answers = [c for c in answers if c is not None and c.ok]
+    latencies = sorted(c.latency_s for c in ok_answers)
+    summary = TaskSummary(
+        scoring=compat or "default",
+        diagnostics=diagnostics,
+        parse_failures=parse_failures,
+        prompt_tokens=sum(c.usage.prompt_tokens or 0 for c in ok_answers),
+        completion_tokens=sum(c.usage.completion_tokens or 0 for c in ok_answers),
+        latency_s={f"p{q}": _percentile(latencies, q) for q in (50, 90, 99)},
+        error_kinds=_error_kinds(answers),
+        not_computed=dict(sheet.notes),
+        truncated_share=sum(1 for t in truncated if t > 0) / n if n else 0.0,
+        truncated_tokens=sum(truncated),
+        aggregations={m: a.to_json() for m, a in aggregations.items()},
+        no_interval=no_interval,
+    )
     return TaskOutcome(name=spec.name, metrics=metrics, summary=summary, records=records)
 
 

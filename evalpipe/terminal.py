@@ -1,9 +1,14 @@
-"""Metrics as terminal tables (rich): the one layout ``run``, ``score``, ``show`` and ``retrieve`` print."""
+"""Metrics as terminal tables (rich) and the lines under them: the one layout ``run``, ``score`` and
+``show`` print."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from rich.table import Table
 from rich.text import Text
+
+from evalpipe.results import RunSummary
 
 #: metrics that are counts: printed as integers, not as 0.0000-style fractions
 COUNT_METRICS = {"n", "errors", "tp", "fp", "fn", "pool_size", "datasets"}
@@ -18,7 +23,7 @@ def format_cell(name: str, value: float | None) -> str:
     return f"{value:.4f}"
 
 
-def metrics_table(metrics: dict[str, dict[str, float]], title: str | None = None) -> Table:
+def metrics_table(metrics: Mapping[str, Mapping[str, float]], title: str | None = None) -> Table:
     """Metrics as rows and tasks (or suites) as columns: readable however many metrics a task has."""
     table = Table(title=Text(title) if title else None, title_justify="left")
     table.add_column("metric", style="bold", no_wrap=True)
@@ -33,3 +38,53 @@ def metrics_table(metrics: dict[str, dict[str, float]], title: str | None = None
         # Text, not markup: metric names carry brackets, e.g. bertscore[all-MiniLM-L6-v2@L6]_f1
         table.add_row(Text(name), *(format_cell(name, values.get(name)) for values in metrics.values()))
     return table
+
+
+#: a parse-failure rate above this is flagged under the table: the metrics then measure format
+#: compliance as much as the task
+HIGH_PARSE_FAILURE = 0.2
+
+
+def summary_lines(metrics: Mapping[str, Mapping[str, float]], summary: RunSummary | None,
+                  compat: str | None = None) -> list[tuple[str, str]]:
+    """What to say under the metrics table, as ``(level, text)`` with level ``info`` or ``warn``.
+
+    One function for ``run``'s closing output, ``score`` and ``show``, so the three say the same
+    things about the same run directory.
+    """
+    lines: list[tuple[str, str]] = []
+    tasks = summary.tasks if summary is not None else {}
+    for task, values in metrics.items():
+        info = tasks.get(task)
+        rate = values.get("parse_failure_rate")
+        if isinstance(rate, (int, float)) and rate > HIGH_PARSE_FAILURE:
+            lines.append(("warn", f"{task}: {rate:.0%} of answers could not be parsed — its metrics measure "
+                                  "answer-format compliance as much as the task (see summary.json diagnostics)"))
+        if info is None:
+            continue
+        for metric, why in info.not_computed.items():
+            lines.append(("info", f"{task}: {metric} not computed: {why}"))
+        if info.truncated_share:
+            lines.append(("info", f"{task}: {info.truncated_share:.1%} of prompts were shortened to fit the context "
+                                  f"({info.truncated_tokens} tokens cut)"))
+    if summary is None:
+        return lines
+    run = summary.run
+    budget = run.budget
+    if budget is not None and budget.not_applied:
+        lines.append(("warn", f"context budgeting not applied: {budget.not_applied}"))
+    elif budget is not None and budget.context_length:
+        counted = "the model's tokenizer" if budget.token_counter == "server" else \
+            "an estimate (characters / 3.5; no tokenizer endpoint)"
+        if budget.chat_counting == "template":
+            counted += " and its chat template"
+        extra = f", {budget.estimated_counts} counts estimated" if budget.estimated_counts else ""
+        lines.append(("info", f"long inputs fitted to a {budget.context_length}-token context, counted with "
+                              f"{counted}{extra}"))
+    for name, why in run.skipped_tasks.items():
+        lines.append(("info", f"skipped {name}: {why}"))
+    for note in run.notes:
+        lines.append(("warn", f"note: {note}"))
+    for name, why in run.incomplete_suites.items():
+        lines.append(("info", f"suite {name}: aggregate incomplete: {why}"))
+    return lines

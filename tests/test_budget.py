@@ -76,9 +76,9 @@ def test_run_with_small_context_truncates_the_long_field_and_reports_it(tmp_path
 
     outcome = asyncio.run(execute(config, lambda c: ScriptedBackend(responder), tmp_path))
     summary = json.loads((outcome.run_dir.path / "summary.json").read_text())
-    task = summary["clue_medisumqa"]
+    task = summary["tasks"]["clue_medisumqa"]
     assert task["truncated_share"] > 0 and task["truncated_tokens"] > 0
-    assert summary["_run"]["budget"] == {"context_length": context, "token_counter": "estimate"}
+    assert summary["run"]["budget"] == {"context_length": context, "token_counter": "estimate"}
     samples = outcome.run_dir.read_samples()
     assert any(s["truncated_tokens"] > 0 for s in samples)
     # every prompt sent fits: its tokens + max_tokens + the safety margin within the context

@@ -97,8 +97,8 @@ def test_longhealth_documents_are_sized_in_tokens_by_the_servers_context(tmp_pat
                           responder=lambda body: answer) as server:
         outcome = _longhealth_run(tmp_path, server)
     summary = json.loads((outcome.run_dir.path / "summary.json").read_text())
-    assert summary["_run"]["budget"]["context_length"] == PROMPT_RESERVE_TOKENS + budget
-    assert summary["_run"]["budget"]["token_counter"] == "server"
+    assert summary["run"]["budget"]["context_length"] == PROMPT_RESERVE_TOKENS + budget
+    assert summary["run"]["budget"]["token_counter"] == "server"
     samples = outcome.run_dir.read_samples()
     assert samples
     for sample in samples:

@@ -143,7 +143,7 @@ def test_cli_engine_vllm_starts_the_server_budgets_with_its_tokenizer_and_stops_
         assert argv[argv.index(option) + 1] == value
     assert "--enable-prefix-caching" in argv
     run = RunDir(results / "v")
-    budget = json.loads((run.path / "summary.json").read_text())["_run"]["budget"]
+    budget = json.loads((run.path / "summary.json").read_text())["run"]["budget"]
     assert budget == {"context_length": 1060, "token_counter": "server", "chat_counting": "template"}
     samples = run.read_samples()
     assert len(samples) == 3 and all(s["meta"]["context_measure"] == "tokens" for s in samples)

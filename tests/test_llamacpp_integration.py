@@ -51,7 +51,7 @@ def test_ncbi_through_the_embedded_server(smollm2, tmp_path):
     assert all(isinstance(s["answer"], str) for s in samples)
     assert all(s["usage"]["completion_tokens"] > 0 for s in samples)
     summary = json.loads((outcome.run_dir.path / "summary.json").read_text())
-    assert summary["_run"]["sent"] == 3
+    assert summary["run"]["sent"] == 3
 
 
 def test_server_tokenizer_is_used_for_budgeting(smollm2):

@@ -222,16 +222,17 @@ def test_the_same_file_as_test_and_shot_file_never_shows_a_test_item_as_its_own_
 
 
 def test_aggregates_on_subsets_or_with_failures_are_flagged(monkeypatch, tmp_path):
-    from evalpipe import runner as runner_module
-    from evalpipe.runner import RunOutcome
+    from evalpipe import outcome as outcome_module
+    from evalpipe.outcome import RunOutcome
+    from evalpipe.results import TaskSummary
     from evalpipe.scoring import TaskOutcome
     from evalpipe.tasks.base import SuiteSpec
 
     suite = SuiteSpec(name="s", tasks=("a",), aggregate=lambda m: {"score": m["a"]["f1"]})
-    monkeypatch.setattr(runner_module, "suites", lambda: {"s": suite})
+    monkeypatch.setattr(outcome_module, "suites", lambda: {"s": suite})
 
     def outcome(errors):
-        return RunOutcome(run_dir=None, tasks=[TaskOutcome("a", {"f1": 0.5, "errors": errors}, {}, [])])
+        return RunOutcome(run_dir=None, tasks=[TaskOutcome("a", {"f1": 0.5, "errors": errors}, TaskSummary(), [])])
 
     clean = outcome(0)
     clean.add_aggregates(["s"])
@@ -249,7 +250,7 @@ def test_data_option_typos_are_errors_not_silently_ignored(tmp_path):
     real.write_text("Cancer\tB-Disease\n")
     with pytest.raises(RunError, match="'ncbi' is not a task of this run"):
         prepare(config(data={"ncbi": str(real)}))
-    with pytest.raises(RunError, match="unknown role 'shot'"):
+    with pytest.raises(RunError, match="has no data role 'shot'; its roles: eval .*, shots"):
         prepare(config(data={"ncbi_disease:shot": str(real)}))
     with pytest.raises(DataError, match="nope.tsv: file not found"):
         prepare(config(data={"ncbi_disease": str(tmp_path / "nope.tsv")}))

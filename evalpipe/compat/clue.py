@@ -44,6 +44,8 @@ import re
 import statistics
 from collections.abc import Mapping, Sequence
 
+from evalpipe.metrics.aggregation import Ratio
+
 
 REFERENCE_SEED = 1
 _STATED = re.compile(r"The correct answer is (\w):")
@@ -76,6 +78,31 @@ def first_doubled_mean(values: Sequence[float], positions: Sequence[int]) -> flo
         raise ValueError("no samples to average")
     first = min(range(len(values)), key=lambda i: positions[i])
     return float(statistics.mean([*values, values[first]]))
+
+
+#: per-sample part: the weight a sample has in the reference's mean (0 = not scored, 2 = the first item)
+REFERENCE_WEIGHT = "reference_weight"
+
+
+def reference_weights(positions: Sequence[int], scored: Sequence[bool] | None = None) -> list[float]:
+    """Each sample's weight in :func:`first_doubled_mean`: 2 for the scored sample at the lowest
+    reference position, 1 for other scored samples, 0 for samples the reference does not score."""
+    scored = list(scored) if scored is not None else [True] * len(positions)
+    kept = [i for i, ok in enumerate(scored) if ok]
+    first = min(kept, key=lambda i: positions[i]) if kept else None
+    return [0.0 if not ok else 2.0 if i == first else 1.0 for i, ok in enumerate(scored)]
+
+
+def weighted_parts(values: Mapping[str, float], weight: float) -> dict[str, float]:
+    """A sample's parts for :func:`weighted_mean_aggregations`: each value times its weight, and the weight."""
+    return {**{f"{key}.weighted": value * weight for key, value in values.items()}, REFERENCE_WEIGHT: weight}
+
+
+def weighted_mean_aggregations(keys: Sequence[str]) -> dict[str, Ratio]:
+    """The first-doubled mean as a ratio of sums: ``Σ value·weight / Σ weight`` (on all samples it
+    equals :func:`first_doubled_mean` up to float rounding; on a resample a drawn duplicate of the
+    first item keeps its double weight — the quirk, resampled as it stands)."""
+    return {key: Ratio(f"{key}.weighted", REFERENCE_WEIGHT) for key in keys}
 
 
 def nli_credited(answer: str, gold: str) -> bool:

@@ -56,7 +56,9 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
-from evalpipe.metrics.grouped import grouped_score_sheet
+from evalpipe.metrics.aggregation import MacroF1, MicroPRF, Ratio
+from evalpipe.metrics.classification import class_parts
+from evalpipe.metrics.grouped import COUNT, GroupScore, grouped_score_sheet
 from evalpipe.records import ScoreSheet
 
 __all__ = [
@@ -259,38 +261,55 @@ def generation_scores(golds: Sequence[str], preds: Sequence[str]) -> tuple[dict[
     return {"rouge_l": sum(scores) / len(scores)}, [{"score": s} for s in scores]
 
 
-def report_scores(golds: Sequence[Mapping[str, str]], preds: Sequence[Mapping[str, str]]
-                  ) -> tuple[dict[str, float], list[dict[str, float]]]:
+def report_scores(golds: Sequence[Mapping[str, str]], preds: Sequence[Mapping[str, str]], with_sections: bool = False
+                  ) -> Any:
     """Every gold section of every sample is one pair; the corpus value is the mean over all pairs
     (pooled, as PromptCBLUE reports it); a sample's own value is the mean over its sections, so
     per-sample values do not average to the corpus value when samples have different numbers of
     sections."""
     pooled: list[float] = []
     per_sample = []
+    sections = []
     for gold, pred in zip(golds, preds):
         mine = [rouge_chinese_l((pred.get(k, "") or "").strip(), (v or "").strip()) for k, v in gold.items()]
         pooled += mine
         per_sample.append({"score": sum(mine) / len(mine) if mine else 0.0})
-    return {"rouge_l": sum(pooled) / len(pooled) if pooled else 0.0}, per_sample
+        sections.append({"rouge_l_sum": sum(mine), "sections": len(mine)})
+    metrics = {"rouge_l": sum(pooled) / len(pooled) if pooled else 0.0}
+    # with_sections: also each sample's section count and ROUGE sum (the parts of the pooled mean)
+    return (metrics, per_sample, sections) if with_sections else (metrics, per_sample)
 
 
 def score_sheet(families: Sequence[str], datasets: Sequence[str], golds: Sequence[Any], preds: Sequence[Any]
                 ) -> ScoreSheet:
     """Per-dataset metrics (``<dataset>.<metric>``) and ``score``, the mean of their main metrics."""
 
-    def score_dataset(dataset: str, idx: list[int]) -> tuple[dict[str, float], list[dict[str, float]], float]:
+    def score_dataset(dataset: str, idx: list[int]) -> GroupScore:
         family = families[idx[0]]
         g, p = [golds[i] for i in idx], [preds[i] for i in idx]
         if family == "cls":
             metrics, samples = classification_scores(g, p, dataset)
-            return metrics, samples, metrics["macro_f1" if dataset in MACRO_DATASETS else "f1"]
+            filled = [x if x != "" else FIRST_LABEL[dataset] for x in p]
+            labels = tuple(sorted({str(x) for x in (*g, *filled)}))
+            macro = dataset in MACRO_DATASETS
+            # classification_report averages over the labels in gold or predictions: the macro
+            # average unweighted, the "weighted avg" by gold support
+            average = {"over": "present", "weighting": "uniform" if macro else "support"}
+            return GroupScore(metrics, samples, "macro_f1" if macro else "f1",
+                              parts=[class_parts(gold, pred) for gold, pred in zip(g, filled)],
+                              aggregations={"macro_f1" if macro else "f1": MacroF1(labels, **average),
+                                            "precision": MacroF1(labels, stat="precision", **average),
+                                            "recall": MacroF1(labels, stat="recall", **average)})
         if family == "gen":
             metrics, samples = generation_scores(g, p)
-            return metrics, samples, metrics["rouge_l"]
+            return GroupScore(metrics, samples, "rouge_l", parts=[{"rouge_l": s["score"]} for s in samples],
+                              aggregations={"rouge_l": Ratio("rouge_l", COUNT)})
         if family == "report":
-            metrics, samples = report_scores(g, p)
-            return metrics, samples, metrics["rouge_l"]
+            metrics, samples, sections = report_scores(g, p, with_sections=True)
+            return GroupScore(metrics, samples, "rouge_l", parts=sections,
+                              aggregations={"rouge_l": Ratio("rouge_l_sum", "sections")})
         metrics, samples = extraction_scores(g, p)
-        return metrics, samples, metrics["f1"]
+        return GroupScore(metrics, samples, "f1", parts=[{k: s[k] for k in ("tp", "fp", "fn")} for s in samples],
+                          aggregations={stat: MicroPRF(stat) for stat in ("precision", "recall", "f1")})
 
     return grouped_score_sheet(datasets, score_dataset)

@@ -23,10 +23,11 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
+from evalpipe.metrics.aggregation import CorpusBleu, Mean
 from evalpipe.records import ScoreSheet
 from evalpipe.text.chinese import BLEU_TOKENIZE, CharTokenizer
 
-__all__ = ["bleu4", "rouge_l", "rouge_l_scores", "text_score_sheet"]
+__all__ = ["bleu4", "bleu_parts", "rouge_l", "rouge_l_scores", "text_score_sheet"]
 
 
 @cache
@@ -63,10 +64,27 @@ def rouge_l_scores(hyps: Sequence[str], refs: Sequence[str]) -> list[float]:
     return [rouge_l(h, r) for h, r in zip(hyps, refs)]
 
 
+def bleu_parts(hyps: Sequence[str], refs: Sequence[str], prefix: str = "bleu.") -> list[dict[str, int]]:
+    """Each answer's BLEU statistics as sacrebleu counts them before its corpus formula: hypothesis
+    and (closest) reference length and, for n = 1..4, matched and total n-grams — the parts of
+    :class:`evalpipe.metrics.aggregation.CorpusBleu`, whose value on all answers is :func:`bleu4`.
+    (Read through sacrebleu's per-segment statistics, the same ones ``corpus_bleu`` sums.)"""
+    from sacrebleu.metrics.bleu import BLEU
+
+    _check(hyps, refs)
+    stats = BLEU(tokenize=BLEU_TOKENIZE)._extract_corpus_statistics([h or "" for h in hyps], [[r or "" for r in refs]])
+    names = ["sys_len", "ref_len", *(f"correct_{k}" for k in range(1, 5)), *(f"total_{k}" for k in range(1, 5))]
+    return [{f"{prefix}{name}": int(value) for name, value in zip(names, row)} for row in stats]
+
+
 def text_score_sheet(hyps: Sequence[str], refs: Sequence[str]) -> ScoreSheet:
-    """``corpus``: ``bleu4`` (corpus level) and ``rouge_l`` (mean); ``per_sample``: ``rouge_l``."""
+    """``corpus``: ``bleu4`` (corpus level) and ``rouge_l`` (mean); ``per_sample``: ``rouge_l``;
+    parts: ``rouge_l`` and the BLEU statistics (:func:`bleu_parts`)."""
     scores = rouge_l_scores(hyps, refs)
+    per_sample = [{"rouge_l": s} for s in scores]
     return ScoreSheet(
         corpus={"bleu4": bleu4(hyps, refs), "rouge_l": sum(scores) / len(scores)},
-        per_sample=[{"rouge_l": s} for s in scores],
+        per_sample=per_sample,
+        parts=[{**row, **stats} for row, stats in zip(per_sample, bleu_parts(hyps, refs))],
+        aggregations={"bleu4": CorpusBleu(), "rouge_l": Mean("rouge_l")},
     )

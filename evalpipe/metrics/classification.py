@@ -49,6 +49,23 @@ def per_class(
     return {c: PRF.from_counts(right[c], pred_n[c] - right[c], gold_n[c] - right[c]) for c in classes}
 
 
+#: prefix of the one-vs-rest count parts :func:`class_parts` writes (``cls.tp:<label>`` …)
+CLASS_PREFIX = "cls."
+
+
+def class_parts(gold: Hashable, pred: Hashable | None, prefix: str = CLASS_PREFIX) -> dict[str, int]:
+    """One sample's one-vs-rest counts, the parts of macro-F1
+    (:class:`evalpipe.metrics.aggregation.MacroF1`): a right answer is a ``tp`` of its label; a wrong
+    one an ``fn`` of the gold label and an ``fp`` of the predicted one; a parse failure (None) only
+    an ``fn`` — it never becomes a class."""
+    if pred is not None and pred == gold:
+        return {f"{prefix}tp:{gold}": 1}
+    out = {f"{prefix}fn:{gold}": 1}
+    if pred is not None:
+        out[f"{prefix}fp:{pred}"] = 1
+    return out
+
+
 def macro_f1(
     golds: Sequence[Hashable], preds: Sequence[Hashable | None], labels: Sequence[Hashable] | None = None
 ) -> float:

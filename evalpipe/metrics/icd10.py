@@ -28,7 +28,8 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from evalpipe.metrics.prf import micro_prf, set_prf
+from evalpipe.metrics.aggregation import Mean, MicroPRF, Ratio
+from evalpipe.metrics.prf import PRF, micro_prf, set_prf
 from evalpipe.records import ScoreSheet
 
 PER_DOCUMENT_KEYS = (
@@ -64,6 +65,7 @@ def icd_score_sheet(golds: Sequence[Sequence[str]], preds: Sequence[Sequence[str
     category_pairs: list[tuple[set[str], set[str]]] = []
     predicted = valid = 0
     per_sample = []
+    parts = []
     for index, (gold_codes, pred_codes) in enumerate(zip(golds, preds)):
         gold, pred = set(gold_codes), set(pred_codes)
         if not gold:
@@ -81,10 +83,25 @@ def icd_score_sheet(golds: Sequence[Sequence[str]], preds: Sequence[Sequence[str
             "valid_ratio": n_valid / len(pred) if pred else 0.0,
             "predicted_codes": len(pred), "valid_codes": n_valid,
         })
+        parts.append({**per_sample[-1], **{f"exact_{k}": v for k, v in zip(("tp", "fp", "fn"), exact_counts(exact))},
+                      **{f"category_{k}": v for k, v in zip(("tp", "fp", "fn"), exact_counts(category))}})
     corpus = {key: sum(s[key] for s in per_sample) / len(per_sample) for key in PER_DOCUMENT_KEYS}
     for name, pairs in (("exact", exact_pairs), ("category", category_pairs)):
         total = micro_prf([g for g, _ in pairs], [p for _, p in pairs])
         corpus.update({f"{name}_micro_precision": total.precision, f"{name}_micro_recall": total.recall,
                        f"{name}_micro_f1": total.f1})
     corpus["valid_micro_ratio"] = valid / predicted if predicted else 0.0
-    return ScoreSheet(corpus=corpus, per_sample=per_sample)
+    return ScoreSheet(corpus=corpus, per_sample=per_sample, parts=parts, aggregations=ICD_AGGREGATIONS)
+
+
+def exact_counts(prf: PRF) -> tuple[int, int, int]:
+    return prf.tp, prf.fp, prf.fn
+
+
+#: how each corpus metric of :func:`icd_score_sheet` is made from per-document parts
+ICD_AGGREGATIONS = {
+    **{key: Mean(key) for key in PER_DOCUMENT_KEYS},
+    **{f"{name}_micro_{stat}": MicroPRF(stat, prefix=f"{name}_")
+       for name in ("exact", "category") for stat in ("precision", "recall", "f1")},
+    "valid_micro_ratio": Ratio("valid_codes", "predicted_codes"),
+}

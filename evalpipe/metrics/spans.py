@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
+from evalpipe.metrics.aggregation import MicroPRF, Ratio, Total
 from evalpipe.metrics.prf import PRF, check_parallel, micro_prf, prf_from_counts, set_counts
 from evalpipe.records import ScoreSheet, Span
 
@@ -45,7 +46,21 @@ __all__ = [
     "strict_counts",
     "strict_micro_prf",
     "token_accuracy",
+    "token_counts",
+    "SPAN_AGGREGATIONS",
+    "TOKEN_ACCURACY",
 ]
+
+
+#: how each corpus metric of :func:`span_score_sheet` is made from the summed per-sample counts
+SPAN_AGGREGATIONS = {
+    **{stat: MicroPRF(stat) for stat in ("precision", "recall", "f1")},
+    **{f"partial_{stat}": MicroPRF(stat, prefix="partial_") for stat in ("precision", "recall", "f1")},
+    **{count: Total(count) for count in ("tp", "fp", "fn")},
+}
+#: per-sample parts of token accuracy (:func:`token_counts`)
+TOKENS, CORRECT_TOKENS = "tokens", "correct_tokens"
+TOKEN_ACCURACY = Ratio(CORRECT_TOKENS, TOKENS)
 
 
 # --------------------------------------------------------------------------- strict matching
@@ -155,10 +170,12 @@ def span_score_sheet(
     ``corpus``: ``precision``/``recall``/``f1`` (strict, micro), ``tp``/``fp``/``fn`` (strict
     sums) and ``partial_precision``/``partial_recall``/``partial_f1`` (partial, micro).
     ``per_sample[i]``: that sample's strict ``tp``/``fp``/``fn``, its own strict ``f1``
-    (``0.0`` when the sample has no true positive, including empty gold and empty prediction),
-    and its partial-overlap ``partial_tp``/``partial_fp``/``partial_fn``
+    (``0.0`` when the sample has no true positive; **None** when it has neither a gold nor a
+    predicted entity — there is nothing to score, so a per-sample mean skips it instead of counting
+    a 0), and its partial-overlap ``partial_tp``/``partial_fp``/``partial_fn``
     (:func:`partial_counts`). Every corpus value is a function of the per-sample counts summed
-    over the samples, so a report can recompute it on any resample without calling this again.
+    over the samples (:data:`SPAN_AGGREGATIONS`), so a report recomputes it on any resample from
+    the run directory alone.
     """
     check_parallel(golds, preds)
     per_sample = []
@@ -173,7 +190,7 @@ def span_score_sheet(
                 sums[k] += counts[k]
         s = PRF.from_counts(*strict_c)
         per_sample.append({
-            "tp": s.tp, "fp": s.fp, "fn": s.fn, "f1": s.f1,
+            "tp": s.tp, "fp": s.fp, "fn": s.fn, "f1": s.f1 if s.tp + s.fp + s.fn else None,
             "partial_tp": partial_c[0], "partial_fp": partial_c[1], "partial_fn": partial_c[2],
         })
     strict = PRF.from_counts(*strict_sums)
@@ -189,7 +206,7 @@ def span_score_sheet(
         "partial_recall": partial.recall,
         "partial_f1": partial.f1,
     }
-    return ScoreSheet(corpus=corpus, per_sample=per_sample)
+    return ScoreSheet(corpus=corpus, per_sample=per_sample, aggregations=SPAN_AGGREGATIONS)
 
 
 # --------------------------------------------------------------------------- BIO conversion
@@ -255,6 +272,14 @@ def bio_to_spans(tags: Sequence[str]) -> tuple[Span, ...]:
 
 
 # --------------------------------------------------------------------------- token accuracy
+
+
+def token_counts(gold: Sequence[str], pred: Sequence[str]) -> dict[str, int]:
+    """One sentence's token-accuracy parts: ``tokens`` and ``correct_tokens`` (whole tag strings
+    equal, ``O`` included); :func:`token_accuracy` is ``Σ correct_tokens / Σ tokens``."""
+    if len(gold) != len(pred):
+        raise ValueError(f"{len(gold)} gold tags but {len(pred)} predicted")
+    return {TOKENS: len(gold), CORRECT_TOKENS: sum(g == p for g, p in zip(gold, pred))}
 
 
 def token_accuracy(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 
+from evalpipe.metrics.aggregation import MicroPRF, Total
 from evalpipe.metrics.prf import PRF, check_parallel, micro_prf, set_counts, set_prf
 from evalpipe.records import ScoreSheet
 
@@ -44,4 +45,9 @@ def tuple_score_sheet(golds: Sequence[Iterable[Hashable]], preds: Sequence[Itera
     per_sample = [{"tp": s.tp, "fp": s.fp, "fn": s.fn, "f1": s.f1} for s in samples]
     corpus = {"precision": total.precision, "recall": total.recall, "f1": total.f1,
               "tp": total.tp, "fp": total.fp, "fn": total.fn}
-    return ScoreSheet(corpus=corpus, per_sample=per_sample)
+    return ScoreSheet(corpus=corpus, per_sample=per_sample, aggregations=TUPLE_AGGREGATIONS)
+
+
+#: how each corpus metric of :func:`tuple_score_sheet` is made from the summed per-sample counts
+TUPLE_AGGREGATIONS = {**{stat: MicroPRF(stat) for stat in ("precision", "recall", "f1")},
+                      **{count: Total(count) for count in ("tp", "fp", "fn")}}

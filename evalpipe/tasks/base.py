@@ -37,6 +37,22 @@ class LoadOptions:
 
 
 @dataclass(frozen=True)
+class DataRole:
+    """A file a task reads, by role: ``--data TASK:ROLE=PATH`` fills it (``--data TASK=PATH`` is role
+    ``eval``). Declared by the task so the command line is validated generically: a role the task
+    does not read is an error, never a silently ignored file."""
+
+    name: str
+    description: str
+    #: whether the task cannot run without it (then it is found under --data-dir, shipped, or must be given)
+    required: bool = False
+
+
+EVAL = DataRole("eval", "the evaluated file", required=True)
+SHOTS = DataRole("shots", "the file shots are drawn from")
+
+
+@dataclass(frozen=True)
 class TaskData:
     """The evaluated examples, the pool shots are drawn from, and the files read (for hashing)."""
 
@@ -52,7 +68,8 @@ class Scoring:
 
     ``parse`` is pure and never raises; ``score`` receives every evaluated example with its
     prediction (a failed or missing answer arrives as a failed Prediction, so its gold items
-    still count) and the run's metric options, and returns corpus metrics plus per-sample values.
+    still count) and the run's metric options, and returns corpus metrics, per-sample values,
+    per-sample parts and, for each metric, its aggregation (:class:`~evalpipe.records.ScoreSheet`).
     """
 
     parse: Callable[[str, Example], Prediction]
@@ -60,10 +77,6 @@ class Scoring:
     #: the prediction that stands for "no answer" (request failed for good)
     empty: Callable[[Example], Prediction]
     description: str = ""
-    #: corpus metrics that are the plain mean of the same key in ``per_sample``; a bootstrap can
-    #: resample those values directly instead of calling ``score`` again (BERTScore is costly).
-    #: A member with ``*`` is a pattern (:func:`metric_matches`), for keys that carry a settings tag.
-    mean_metrics: frozenset[str] = frozenset()
 
 
 @functools.lru_cache(maxsize=256)
@@ -118,6 +131,8 @@ class TaskSpec:
     #: cheap check without parsing: why ``load`` would fail for want of a file (None = data there).
     #: A suite run skips such a task with this line instead of failing.
     data_problem: Callable[[LoadOptions], str | None] | None = None
+    #: the files the task reads, by role (``--data TASK:ROLE=PATH``)
+    data_roles: tuple[DataRole, ...] = (EVAL,)
 
     def __post_init__(self) -> None:
         if "default" not in self.scorings:

@@ -87,7 +87,7 @@ def test_sloppy_label_answers_still_parse_and_invented_labels_fail(cblue, tmp_pa
     # gold 1 0 1 0, pred 1 0 1 None → accuracy 3/4; class 1: P 1 R 1 F 1; class 0: tp1 fn1 → F 2/3
     assert m["accuracy"] == 0.75 and m["macro_f1"] == pytest.approx((1 + 2 / 3) / 2)
     assert m["parse_failure_rate"] == 0.25
-    assert outcome.tasks[0].summary["diagnostics"]["invalid_label"] == 1
+    assert outcome.tasks[0].summary.diagnostics["invalid_label"] == 1
 
 
 def _score(task, examples, answers):
@@ -128,7 +128,7 @@ def test_cdn_candidate_recall_and_outside_candidates(cblue, tmp_path):
     examples = get_task("chip_cdn").load(LoadOptions(data_dir=cblue, paths={"cdn_terms": table})).examples
     outcome = _score("chip_cdn", examples, ["高血压##原发性高血压", "2型糖尿病##糖尿病肾病"])
     assert outcome.metrics["candidate_recall"] == 1.0
-    assert outcome.summary["diagnostics"]["outside_candidates"] == 1
+    assert outcome.summary.diagnostics["outside_candidates"] == 1
 
 
 def test_aggregate_needs_all_eight_headline_metrics():

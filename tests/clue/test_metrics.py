@@ -9,7 +9,6 @@ from evalpipe.metrics.icd10 import icd_score_sheet, is_valid_icd10cm
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.metrics.rouge import rouge_f
 from evalpipe.tasks.base import IncompleteSuite
-from evalpipe.tasks.clue.common import MetricFamilies
 from evalpipe.tasks.clue.suites import LEVEL_1, LEVEL_2, PartialSuite, clue_aggregate, level_aggregate
 from tests.clue.conftest import FakeExtractor
 
@@ -180,12 +179,6 @@ def test_level_refuses_to_mix_encoders():
     metrics["clue_meqsum"] = {"bertscore[other@L6]_f1": 0.7}
     with pytest.raises(IncompleteSuite, match="different settings"):
         level_aggregate(LEVEL_1, metrics)
-
-
-def test_mean_metric_families_match_tagged_keys():
-    families = MetricFamilies({"rouge1", "bertscore[*]_f1"})
-    assert "rouge1" in families and "bertscore[all-MiniLM-L6-v2@L6]_f1" in families
-    assert "bertscore[x]_precision" not in families and "rouge2" not in families
 
 
 def test_fake_extractor_is_deterministic():

@@ -59,7 +59,7 @@ def test_spacing_differences_align_to_tokens():
     assert record["prediction"] == [{"start": 6, "end": 9, "label": "Disease"}, {"start": 12, "end": 17, "label": "Disease"}]
     # only whitespace differs, so the text does not count as altered; the fence is noted
     assert record["diagnostics"]["text_altered"] is False
-    assert outcome.summary["diagnostics"]["code_fence"] == 1
+    assert outcome.summary.diagnostics["code_fence"] == 1
 
 
 def test_shot_target_round_trips_through_the_parser():

@@ -31,11 +31,12 @@ from pathlib import Path
 import numpy as np
 
 from evalpipe.tasks.cblue.files import TEST_HINT, CDNDoc, read_cdn, read_term_table, split_files
+from evalpipe.metrics.aggregation import Ratio
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.metrics.tuples import tuple_score_sheet
 from evalpipe.parsers.term_list import format_term_list, parse_term_list
 from evalpipe.records import Example, Prediction, ScoreSheet
-from evalpipe.tasks.base import LoadOptions, Scoring, TaskData, TaskSpec
+from evalpipe.tasks.base import DataRole, EVAL, LoadOptions, SHOTS, Scoring, TaskData, TaskSpec
 from evalpipe.tasks.registry import register
 from evalpipe.text.chinese import match_key
 
@@ -162,15 +163,23 @@ def score(examples: Sequence[Example], predictions: Sequence[Prediction], option
     corpus = dict(sheet.corpus)
     with_candidates = [(g, _keys(tuple(ex.inputs["candidates"])))
                        for g, ex in zip(golds, examples) if ex.inputs["candidates"]]
+    aggregations = dict(sheet.aggregations)
+    parts = [dict(s) for s in sheet.per_sample]
     if with_candidates:
         found = sum(len(g & c) for g, c in with_candidates)
         corpus["candidate_recall"] = found / sum(len(g) for g, _ in with_candidates)
-    return ScoreSheet(corpus=corpus, per_sample=sheet.per_sample)
+        for row, g, ex in zip(parts, golds, examples):
+            if ex.inputs["candidates"]:
+                row["gold_terms"] = len(g)
+                row["gold_in_candidates"] = len(g & _keys(tuple(ex.inputs["candidates"])))
+        aggregations["candidate_recall"] = Ratio("gold_in_candidates", "gold_terms")
+    return ScoreSheet(corpus=corpus, per_sample=sheet.per_sample, parts=parts, aggregations=aggregations)
 
 
 SPEC = register(
     TaskSpec(
         name="chip_cdn",
+        data_roles=(EVAL, SHOTS, DataRole("cdn_terms", "the ICD-10 term table; top-k candidate terms go into the prompt")),
         description="CBLUE CHIP-CDN: diagnosis → ICD-10 Beijing v601 standard terms, '##'-separated "
         "(candidates from --cdn-terms; dev, 3-shot).",
         template="cblue/chip_cdn.j2",

@@ -29,11 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalpipe.tasks.cblue.files import TEST_HINT, LabelledDoc, read_labelled, split_files
-from evalpipe.metrics.classification import accuracy, macro_f1
+from evalpipe.metrics.aggregation import MacroF1, Mean
+from evalpipe.metrics.classification import accuracy, class_parts, macro_f1
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.zh_labels import LabelSet, parse_label
 from evalpipe.records import Example, Prediction, ScoreSheet
-from evalpipe.tasks.base import LoadOptions, Scoring, TaskData, TaskSpec
+from evalpipe.tasks.base import EVAL, LoadOptions, SHOTS, Scoring, TaskData, TaskSpec
 from evalpipe.tasks.registry import register
 
 CBLUE_CITATION = ("Zhang N, et al. CBLUE: A Chinese Biomedical Language Understanding Evaluation Benchmark. "
@@ -166,10 +167,13 @@ def _scoring(task: LabelTask) -> Scoring:
         golds = [ex.gold for ex in examples]
         preds = [p.value for p in predictions]
         per_sample = [{"accuracy": 1.0 if p is not None and p == g else 0.0} for g, p in zip(golds, preds)]
+        labels = tuple(sorted({str(g) for g in golds}))
         return ScoreSheet(corpus={"accuracy": accuracy(golds, preds), "macro_f1": macro_f1(golds, preds)},
-                          per_sample=per_sample)
+                          per_sample=per_sample,
+                          parts=[{**s, **class_parts(g, p)} for s, g, p in zip(per_sample, golds, preds)],
+                          aggregations={"accuracy": Mean("accuracy"), "macro_f1": MacroF1(labels, over="gold")})
 
-    return Scoring(parse=parse, score=score, empty=empty, mean_metrics=frozenset({"accuracy"}),
+    return Scoring(parse=parse, score=score, empty=empty,
                    description="exact label after width/space/punctuation normalisation; "
                    "macro-F1 over the gold label set, accuracy")
 
@@ -178,6 +182,7 @@ def _spec(task: LabelTask) -> TaskSpec:
     other = "accuracy" if task.headline == "macro_f1" else "macro_f1"
     return TaskSpec(
         name=task.name,
+        data_roles=(EVAL, SHOTS),
         description=f"CBLUE {task.title}; {task.headline} (dev split, 3-shot).",
         template=f"cblue/{task.name}.j2",
         load=_loader(task),

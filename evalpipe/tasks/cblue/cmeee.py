@@ -22,11 +22,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from evalpipe.tasks.cblue.files import TEST_HINT, CMeEEDoc, read_cmeee, split_files
+from evalpipe.metrics.aggregation import MicroPRF
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.metrics.spans import per_label_prf, span_score_sheet
 from evalpipe.parsers.xml_tags import parse_tagged_answer, to_prediction
 from evalpipe.records import Example, Prediction, ScoreSheet, Span
-from evalpipe.tasks.base import LoadOptions, Scoring, TaskData, TaskSpec
+from evalpipe.tasks.base import EVAL, LoadOptions, SHOTS, Scoring, TaskData, TaskSpec
 from evalpipe.tasks.registry import register
 
 FOLDERS = ("CMeEE", "CMeEE-V2")
@@ -110,12 +111,28 @@ def score(examples: Sequence[Example], predictions: Sequence[Prediction], option
     sheet = span_score_sheet(golds, preds)
     per_type = per_label_prf(golds, preds)
     extra = {f"f1_{code}": per_type[code].f1 for code in TYPES if code in per_type}
-    return ScoreSheet(corpus={**sheet.corpus, **extra}, per_sample=sheet.per_sample)
+    parts = [{**counts, **_type_counts(gold, pred)} for counts, gold, pred in zip(sheet.per_sample, golds, preds)]
+    aggregations = {**sheet.aggregations, **{f"f1_{code}": MicroPRF("f1", prefix=f"type:{code}:") for code in TYPES}}
+    return ScoreSheet(corpus={**sheet.corpus, **extra}, per_sample=sheet.per_sample, parts=parts,
+                      aggregations=aggregations)
+
+
+def _type_counts(gold: Sequence[Span], pred: Sequence[Span]) -> dict[str, int]:
+    """One sentence's exact-match counts per entity type (``type:<code>:tp`` …), the parts of
+    ``f1_<type>`` (:func:`evalpipe.metrics.spans.per_label_prf`, summed over sentences)."""
+    gold_set, pred_set = set(gold), set(pred)
+    out: dict[str, int] = {}
+    for span in gold_set | pred_set:
+        kind = "tp" if span in gold_set and span in pred_set else "fp" if span in pred_set else "fn"
+        key = f"type:{span.label}:{kind}"
+        out[key] = out.get(key, 0) + 1
+    return out
 
 
 SPEC = register(
     TaskSpec(
         name="cmeee",
+        data_roles=(EVAL, SHOTS),
         description="CBLUE CMeEE: Chinese medical NER, 9 types, nested; XML-tagged text (dev split, 3-shot).",
         template="cblue/cmeee.j2",
         load=load,

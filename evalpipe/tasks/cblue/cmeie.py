@@ -34,7 +34,7 @@ from evalpipe.metrics.options import MetricOptions
 from evalpipe.metrics.tuples import tuple_score_sheet
 from evalpipe.parsers.triples import format_triples, parse_triples, triple_key
 from evalpipe.records import Example, Prediction, ScoreSheet
-from evalpipe.tasks.base import LoadOptions, Scoring, TaskData, TaskSpec
+from evalpipe.tasks.base import DataRole, EVAL, LoadOptions, SHOTS, Scoring, TaskData, TaskSpec
 from evalpipe.tasks.registry import register
 
 FOLDERS = ("CMeIE", "CMeIE-V2")
@@ -99,6 +99,7 @@ def score(examples: Sequence[Example], predictions: Sequence[Prediction], option
 SPEC = register(
     TaskSpec(
         name="cmeie",
+        data_roles=(EVAL, SHOTS, DataRole("schema", "CMeIE's relation schema (53_schemas.json)")),
         description="CBLUE CMeIE: Chinese medical relation extraction over the 53-row schema; one triple per line (dev, 3-shot).",
         template="cblue/cmeie.j2",
         load=load,

@@ -37,13 +37,14 @@ from evalpipe.compat import promptcblue as compat
 from evalpipe.tasks.cblue.files import PROMPTCBLUE_SOURCE, REPO_DATA, SPLITS, PromptCBLUERecord, read_promptcblue
 from evalpipe.data.errors import DataError
 from evalpipe.metrics.chinese_text import rouge_l
-from evalpipe.metrics.classification import accuracy, macro_f1
-from evalpipe.metrics.grouped import grouped_score_sheet
+from evalpipe.metrics.classification import accuracy, class_parts, macro_f1
+from evalpipe.metrics.aggregation import MacroF1, Ratio
+from evalpipe.metrics.grouped import COUNT, GroupScore, grouped_score_sheet
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.metrics.tuples import tuple_score_sheet
 from evalpipe.parsers.zh_labels import LabelSet, answer_body, parse_label
 from evalpipe.records import Example, Prediction, ScoreSheet
-from evalpipe.tasks.base import LoadOptions, Scoring, TaskData, TaskSpec
+from evalpipe.tasks.base import EVAL, LoadOptions, SHOTS, Scoring, TaskData, TaskSpec
 from evalpipe.tasks.registry import register
 from evalpipe.text.chinese import fold, label_key, match_key
 
@@ -293,7 +294,7 @@ def score(examples: Sequence[Example], predictions: Sequence[Prediction], option
     macro-F1 (gold label set) and micro-F1 (= accuracy); generation character ROUGE-L (mean);
     reports: character ROUGE-L per gold section with text, pooled. ``score`` = mean of the main
     metrics (F1 / macro-F1 / micro-F1 / ROUGE-L per the PromptCBLUE README)."""
-    def score_dataset(dataset: str, idx: list[int]) -> tuple[dict[str, float], list[dict[str, float]], float]:
+    def score_dataset(dataset: str, idx: list[int]) -> GroupScore:
         family = FAMILIES[dataset]
         golds = [examples[i].gold.value for i in idx]
         preds = [predictions[i].value for i in idx]
@@ -301,20 +302,29 @@ def score(examples: Sequence[Example], predictions: Sequence[Prediction], option
             acc = accuracy(golds, preds)
             metrics = {"accuracy": acc, "micro_f1": acc, "macro_f1": macro_f1(golds, preds)}
             samples = [{"score": 1.0 if p is not None and p == g else 0.0} for g, p in zip(golds, preds)]
-            return metrics, samples, metrics["macro_f1" if dataset in MACRO else "micro_f1"]
+            labels = tuple(sorted({str(g) for g in golds}))
+            return GroupScore(metrics, samples, "macro_f1" if dataset in MACRO else "micro_f1",
+                              parts=[{"correct": s["score"], **class_parts(g, p)} for s, g, p in zip(samples, golds, preds)],
+                              aggregations={"accuracy": Ratio("correct", COUNT), "micro_f1": Ratio("correct", COUNT),
+                                            "macro_f1": MacroF1(labels, over="gold")})
         if family == "gen":
             values = [rouge_l(p or "", g) for g, p in zip(golds, preds)]
             metrics = {"rouge_l": sum(values) / len(values)}
-            return metrics, [{"score": v} for v in values], metrics["rouge_l"]
+            return GroupScore(metrics, [{"score": v} for v in values], "rouge_l",
+                              parts=[{"rouge_l": v} for v in values], aggregations={"rouge_l": Ratio("rouge_l", COUNT)})
         if family == "report":
             pairs = [_report_pairs(g, p) for g, p in zip(golds, preds)]
             pooled = [v for sample in pairs for v in sample]
             metrics = {"rouge_l": sum(pooled) / len(pooled) if pooled else 0.0}
-            return metrics, [{"score": sum(s) / len(s) if s else 0.0} for s in pairs], metrics["rouge_l"]
+            return GroupScore(metrics, [{"score": sum(s) / len(s) if s else 0.0} for s in pairs], "rouge_l",
+                              parts=[{"rouge_l_sum": sum(s), "sections": len(s)} for s in pairs],
+                              aggregations={"rouge_l": Ratio("rouge_l_sum", "sections")})
         sheet = tuple_score_sheet([{_item_key(x) for x in g} for g in golds],
                                   [{_item_key(x) for x in p} for p in preds])
         metrics = {k: float(v) for k, v in sheet.corpus.items() if k in ("precision", "recall", "f1")}
-        return metrics, [{"score": s["f1"]} for s in sheet.per_sample], metrics["f1"]
+        return GroupScore(metrics, [{"score": s["f1"]} for s in sheet.per_sample], "f1",
+                          parts=[dict(s) for s in sheet.per_sample],
+                          aggregations={k: sheet.aggregations[k] for k in ("precision", "recall", "f1")})
 
     return grouped_score_sheet([ex.gold.dataset for ex in examples], score_dataset)
 
@@ -343,6 +353,7 @@ def score_promptcblue(examples: Sequence[Example], predictions: Sequence[Predict
 SPEC = register(
     TaskSpec(
         name="promptcblue",
+        data_roles=(EVAL, SHOTS),
         description="PromptCBLUE files (input sent verbatim; per-dataset scores and their mean; dev split).",
         template="cblue/promptcblue.j2",
         load=load,

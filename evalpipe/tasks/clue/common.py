@@ -21,12 +21,13 @@ from typing import Any
 from evalpipe.compat.clue import reference_positions
 from evalpipe.tasks.clue.files import DataFile, locate, problem_locating
 from evalpipe.data.errors import DataError
+from evalpipe.metrics.aggregation import Mean
 from evalpipe.metrics.bertscore import bertscore_per_sample, resolve_settings
 from evalpipe.metrics.concepts import NotComputed, concept_per_sample, resolve_extractor
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.metrics.rouge import rouge_per_sample
 from evalpipe.records import Example, Prediction, ScoreSheet
-from evalpipe.tasks.base import LoadOptions, Scoring, TaskData, metric_matches
+from evalpipe.tasks.base import LoadOptions, Scoring, TaskData
 
 log = logging.getLogger("evalpipe.clue")
 
@@ -88,28 +89,12 @@ def hold_out_reference_shots(n_rows: int, k: int, path: Any) -> HeldOut:
     return HeldOut(scored, shots, tuple(positions))
 
 
-# ---- notes about metrics ---------------------------------------------------------------------
-
-class MetricFamilies(frozenset):
-    """A ``mean_metrics`` set whose members may be patterns with ``*`` (metric keys that carry an
-    encoder tag, e.g. ``bertscore[*]_f1``): ``key in families`` matches them."""
-
-    def __contains__(self, key: object) -> bool:
-        if not isinstance(key, str):
-            return False
-        return any(metric_matches(p, key) for p in frozenset.__iter__(self))
-
-
 def mean_over(per_sample: Sequence[Mapping[str, float]], keys: Iterable[str]) -> dict[str, float]:
     return {k: sum(s[k] for s in per_sample) / len(per_sample) for k in keys}
 
 
 # ---- free-text scoring (MeQSum, problem summaries, MeDiSumQA) --------------------------------
 
-SUMMARY_MEAN_METRICS = MetricFamilies({
-    "rouge1", "rouge2", "rougeL", "bertscore[*]_precision", "bertscore[*]_recall", "bertscore[*]_f1",
-    "umls[*]_precision", "umls[*]_recall", "umls[*]_f1",
-})
 SUMMARY_METRICS = ("rouge1", "rouge2", "rougeL")
 
 
@@ -136,7 +121,8 @@ def summary_score_sheet(
             for row, scores in zip(per_sample, concept_per_sample(predictions, references, extractor)):
                 row.update(scores)
     corpus = mean_over(per_sample, per_sample[0].keys()) if per_sample else {}
-    return ScoreSheet(corpus=corpus, per_sample=per_sample, notes=notes)
+    return ScoreSheet(corpus=corpus, per_sample=per_sample, notes=notes,
+                      aggregations={key: Mean(key) for key in corpus})
 
 
 def free_text(answer: str) -> Prediction:
@@ -172,10 +158,9 @@ def summary_scorings(
     metrics = "ROUGE-1/2/L, BERTScore P/R/F1" + (", UMLS-concept P/R/F1" if concepts else "")
     return {
         "default": Scoring(parse=lambda answer, ex: free_text(answer), score=scorer(reference), empty=no_text,
-                           description=f"{metrics}; per-sample means", mean_metrics=SUMMARY_MEAN_METRICS),
+                           description=f"{metrics}; per-sample means"),
         "clue": Scoring(parse=lambda answer, ex: raw_text(answer), score=scorer(clue_reference), empty=no_text,
-                        description=f"CLUE reference: {metrics} on raw answers and the reference's gold text",
-                        mean_metrics=SUMMARY_MEAN_METRICS),
+                        description=f"CLUE reference: {metrics} on raw answers and the reference's gold text"),
     }
 
 

@@ -49,6 +49,7 @@ from evalpipe.budget import CHARS_PER_TOKEN_ESTIMATE
 from evalpipe.data.context_budget import CHARACTERS, CountedMeasure, Document, Measure, fit_documents
 from evalpipe.data.errors import DataError
 from evalpipe.tasks.clue.longhealth_data import Patient, read_longhealth
+from evalpipe.metrics.aggregation import Mean
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.choice import parse_choice
 from evalpipe.records import Example, Prediction, ScoreSheet
@@ -200,7 +201,7 @@ def _accuracy_sheet(golds: Sequence[str | None], predictions: Sequence[Predictio
     """Accuracy: the share of samples whose letter equals the gold letter (no letter is wrong)."""
     per_sample = [{"accuracy": float(p.value is not None and p.value == g)} for g, p in zip(golds, predictions)]
     value = sum(s["accuracy"] for s in per_sample) / len(per_sample) if per_sample else 0.0
-    return ScoreSheet(corpus={"accuracy": value}, per_sample=per_sample)
+    return ScoreSheet(corpus={"accuracy": value}, per_sample=per_sample, aggregations={"accuracy": Mean("accuracy")})
 
 
 def score(examples: Sequence[Example], predictions: Sequence[Prediction], options: MetricOptions) -> ScoreSheet:
@@ -226,9 +227,9 @@ SPECS = {
         load=_loader(task),
         shot_target=shot_target,
         scorings={
-            "default": Scoring(parse=parse, score=score, empty=empty, mean_metrics=frozenset({"accuracy"}),
+            "default": Scoring(parse=parse, score=score, empty=empty,
                                description="chosen letter from the usual phrasings; accuracy"),
-            "clue": Scoring(parse=parse_clue, score=score_clue, empty=empty, mean_metrics=frozenset({"accuracy"}),
+            "clue": Scoring(parse=parse_clue, score=score_clue, empty=empty,
                             description="CLUE reference: 'The correct answer is (\\w):', substring gold; accuracy"),
         },
         metrics=("accuracy",),

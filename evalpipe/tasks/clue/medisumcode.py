@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evalpipe.compat.clue import first_doubled_mean, icd_codes, icd_document_scores
+from evalpipe.compat.clue import first_doubled_mean, icd_codes, icd_document_scores, reference_weights, weighted_mean_aggregations, weighted_parts
 from evalpipe.tasks.clue.files import DataFile, Record, check_unique_ids, read_json_or_jsonl
 from evalpipe.metrics.icd10 import PER_DOCUMENT_KEYS, icd_score_sheet
 from evalpipe.metrics.options import MetricOptions
@@ -122,7 +122,10 @@ def score_clue(examples: Sequence[Example], predictions: Sequence[Prediction], o
     per_sample = [icd_document_scores(list(p.value), list(ex.gold.raw)) for ex, p in zip(examples, predictions)]
     positions = [int(ex.meta["reference_position"]) for ex in examples]
     corpus = {key: first_doubled_mean([s[key] for s in per_sample], positions) for key in PER_DOCUMENT_KEYS}
-    return ScoreSheet(corpus=corpus, per_sample=per_sample)
+    parts = [weighted_parts({k: s[k] for k in PER_DOCUMENT_KEYS}, w)
+             for s, w in zip(per_sample, reference_weights(positions))]
+    return ScoreSheet(corpus=corpus, per_sample=per_sample, parts=parts,
+                      aggregations=weighted_mean_aggregations(PER_DOCUMENT_KEYS))
 
 
 SPEC = register(
@@ -134,7 +137,7 @@ SPEC = register(
         load=load,
         shot_target=shot_target,
         scorings={
-            "default": Scoring(parse=parse, score=score, empty=empty, mean_metrics=frozenset(PER_DOCUMENT_KEYS),
+            "default": Scoring(parse=parse, score=score, empty=empty,
                                description="ICD-10 exact and 3-character P/R/F1 (per document and micro), "
                                "valid-code ratio"),
             "clue": Scoring(parse=parse_clue, score=score_clue, empty=empty,

@@ -21,16 +21,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from evalpipe.compat.clue import first_doubled_mean, nli_credited, reference_positions
+from evalpipe.compat.clue import first_doubled_mean, nli_credited, reference_positions, reference_weights, weighted_mean_aggregations, weighted_parts
 from evalpipe.tasks.clue.files import (
     DataFile, candidate_paths, check_unique_ids, locate, problem_locating, read_jsonl,
 )
 from evalpipe.data.errors import DataError
-from evalpipe.metrics.classification import accuracy, macro_f1
+from evalpipe.metrics.aggregation import MacroF1, Mean
+from evalpipe.metrics.classification import accuracy, class_parts, macro_f1
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.nli_label import LABELS, parse_nli_label
 from evalpipe.records import Example, Prediction, ScoreSheet
-from evalpipe.tasks.base import LoadOptions, Scoring, TaskData, TaskSpec
+from evalpipe.tasks.base import EVAL, LoadOptions, SHOTS, Scoring, TaskData, TaskSpec
 from evalpipe.tasks.clue.common import ALL, CITATION, LEVEL1, provenance
 from evalpipe.tasks.registry import register
 
@@ -135,6 +136,8 @@ def score(examples: Sequence[Example], predictions: Sequence[Prediction], option
     return ScoreSheet(
         corpus={"accuracy": accuracy(golds, preds), "macro_f1": macro_f1(golds, preds, LABELS)},
         per_sample=per_sample,
+        parts=[{**s, **class_parts(g, p)} for s, g, p in zip(per_sample, golds, preds)],
+        aggregations={"accuracy": Mean("accuracy"), "macro_f1": MacroF1(LABELS, over="labels")},
     )
 
 
@@ -156,18 +159,20 @@ def score_clue(examples: Sequence[Example], predictions: Sequence[Prediction], o
     positions = [int(ex.meta["reference_position"]) for ex in examples]
     correct = [float(p.value is not None and p.value == ex.gold) for ex, p in zip(examples, predictions)]
     kept = [i for i, pos in enumerate(positions) if pos >= REFERENCE_SHOTS]
-    first = min(kept, key=lambda i: positions[i]) if kept else None
-    weights = [0.0 if pos < REFERENCE_SHOTS else 2.0 if i == first else 1.0 for i, pos in enumerate(positions)]
+    weights = reference_weights(positions, [pos >= REFERENCE_SHOTS for pos in positions])
     per_sample = [{"accuracy": c, "reference_weight": w} for c, w in zip(correct, weights)]
     if not kept:  # only reference shots were evaluated (--ids): the reference scores none of them
         return ScoreSheet(corpus={}, per_sample=per_sample)
     value = first_doubled_mean([correct[i] for i in kept], [positions[i] for i in kept])
-    return ScoreSheet(corpus={"accuracy": value}, per_sample=per_sample)
+    return ScoreSheet(corpus={"accuracy": value}, per_sample=per_sample,
+                      parts=[weighted_parts({"accuracy": c}, w) for c, w in zip(correct, weights)],
+                      aggregations=weighted_mean_aggregations(["accuracy"]))
 
 
 SPEC = register(
     TaskSpec(
         name=NAME,
+        data_roles=(EVAL, SHOTS),
         data_problem=data_problem,
         description="CLUE L1 · MedNLI: entailment / contradiction / neutral for clinical sentence pairs "
         "(3-shot from train).",
@@ -175,7 +180,7 @@ SPEC = register(
         load=load,
         shot_target=shot_target,
         scorings={
-            "default": Scoring(parse=parse, score=score, empty=empty, mean_metrics=frozenset({"accuracy"}),
+            "default": Scoring(parse=parse, score=score, empty=empty,
                                description="committed label (hedges fail); accuracy, macro-F1"),
             "clue": Scoring(parse=parse_clue, score=score_clue, empty=empty,
                             description="CLUE reference: gold label occurs once; reference scored set; "

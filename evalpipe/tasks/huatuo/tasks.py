@@ -51,7 +51,7 @@ from evalpipe.metrics.retrieval import mrr_at_k, per_query, recall_at_k
 from evalpipe.parsers.zh_labels import answer_body
 from evalpipe.records import Example, Prediction, ScoreSheet
 from evalpipe.results import RunDir, git_commit
-from evalpipe.tasks.base import LoadOptions, Scoring, TaskData, TaskSpec
+from evalpipe.tasks.base import EVAL, LoadOptions, SHOTS, Scoring, TaskData, TaskSpec
 from evalpipe.tasks.registry import register
 
 from evalpipe.paths import REPO_ROOT
@@ -142,12 +142,12 @@ def score(examples: Sequence[Example], predictions: Sequence[Prediction], option
 SPEC = register(
     TaskSpec(
         name="huatuo_generation",
+        data_roles=(EVAL, SHOTS),
         description="Huatuo-26M test set: answer Chinese medical questions; BLEU-4 and character ROUGE-L.",
         template="huatuo/generation.j2",
         load=load,
         shot_target=lambda ex: ex.gold,
         scorings={"default": Scoring(parse=parse, score=score, empty=empty_prediction,
-                                     mean_metrics=frozenset({"rouge_l"}),
                                      description="sacrebleu zh corpus BLEU-4; rouge-score ROUGE-L, char tokens")},
         metrics=("bleu4", "rouge_l"),
         max_tokens=512,

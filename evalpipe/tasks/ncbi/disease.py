@@ -18,14 +18,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalpipe.compat.evalscope_ner import NCBI_TAG_MAP, evalscope_predicted_tags, evalscope_score_sheet
+from evalpipe.compat.evalscope_ner import (
+    NCBI_TAG_MAP, evalscope_predicted_tags, evalscope_score_sheet, seqeval_default_entities,
+)
 from evalpipe.data.conll import read_conll
 from evalpipe.data.errors import DataError
+from evalpipe.metrics.aggregation import MicroPRF
 from evalpipe.metrics.options import MetricOptions
-from evalpipe.metrics.spans import bio_to_spans, span_score_sheet, spans_to_bio, token_accuracy
+from evalpipe.metrics.spans import (
+    TOKEN_ACCURACY, bio_to_spans, span_score_sheet, spans_to_bio, token_accuracy, token_counts,
+)
 from evalpipe.parsers.xml_tags import char_spans_to_token_spans, parse_tagged_answer, token_offsets
 from evalpipe.records import Example, Prediction, ScoreSheet, Span
-from evalpipe.tasks.base import LoadOptions, Scoring, TaskData, TaskSpec
+from evalpipe.tasks.base import EVAL, LoadOptions, SHOTS, Scoring, TaskData, TaskSpec
 from evalpipe.tasks.registry import register
 from evalpipe.paths import SHIPPED_DATA
 
@@ -127,7 +132,10 @@ def score(examples: Sequence[Example], predictions: Sequence[Prediction], option
     sheet = span_score_sheet(golds, preds)
     pred_tags = [spans_to_bio(p, len(ex.gold.tags)) for ex, p in zip(examples, preds)]
     accuracy = token_accuracy([ex.gold.tags for ex in examples], pred_tags)
-    return ScoreSheet(corpus={**sheet.corpus, "accuracy": accuracy}, per_sample=sheet.per_sample)
+    parts = [{**counts, **token_counts(ex.gold.tags, tags)}
+             for counts, ex, tags in zip(sheet.per_sample, examples, pred_tags)]
+    return ScoreSheet(corpus={**sheet.corpus, "accuracy": accuracy}, per_sample=sheet.per_sample, parts=parts,
+                      aggregations={**sheet.aggregations, "accuracy": TOKEN_ACCURACY})
 
 
 # ---- evalscope compatibility -----------------------------------------------------------------
@@ -144,12 +152,30 @@ def empty_evalscope(example: Example) -> Prediction:
 def score_evalscope(
     examples: Sequence[Example], predictions: Sequence[Prediction], options: MetricOptions
 ) -> ScoreSheet:
-    return evalscope_score_sheet([list(ex.gold.tags) for ex in examples], [list(p.value) for p in predictions])
+    """evalscope's numbers (:mod:`evalpipe.compat.evalscope_ner`), with per-sentence parts: its
+    seqeval chunks never cross a sentence (each sentence is followed by an ``O``), so the corpus
+    P/R/F1 are micro P/R/F1 of per-sentence chunk counts and accuracy a ratio of token counts."""
+    golds = [list(ex.gold.tags) for ex in examples]
+    preds = [list(p.value) for p in predictions]
+    sheet = evalscope_score_sheet(golds, preds)
+    return ScoreSheet(corpus=sheet.corpus, per_sample=sheet.per_sample,
+                      parts=[_evalscope_parts(g, p) for g, p in zip(golds, preds)],
+                      aggregations={**{stat: MicroPRF(stat) for stat in ("precision", "recall", "f1")},
+                                    "accuracy": TOKEN_ACCURACY})
+
+
+def _evalscope_parts(gold: Sequence[str], pred: Sequence[str]) -> dict[str, int]:
+    """One sentence's chunk counts as evalscope's seqeval finds them, and its token counts."""
+    gold_chunks = set(seqeval_default_entities([*gold, "O"]))
+    pred_chunks = set(seqeval_default_entities([*pred, "O"]))
+    hits = len(gold_chunks & pred_chunks)
+    return {"tp": hits, "fp": len(pred_chunks) - hits, "fn": len(gold_chunks) - hits, **token_counts(gold, pred)}
 
 
 SPEC = register(
     TaskSpec(
         name="ncbi_disease",
+        data_roles=(EVAL, SHOTS),
         description="NCBI Disease NER: tag disease mentions with <disease> XML tags (940 test sentences, 5-shot).",
         template="ncbi_disease.j2",
         load=load,

@@ -1,0 +1,83 @@
+"""What a run (or a re-scoring) produced, and how it is written into the run directory.
+
+Shared by :mod:`evalpipe.runner` and :mod:`evalpipe.rescoring`, which must write the very same
+files from the same scored tasks — and re-scoring must never need the runner (or a model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from evalpipe.results import Budget, RunDir, RunInfo, RunSummary
+from evalpipe.scoring import TaskOutcome
+from evalpipe.tasks.base import IncompleteSuite, PartialSuite
+from evalpipe.tasks.registry import suites
+
+__all__ = ["RunError", "RunOutcome", "write_outcome"]
+
+
+class RunError(RuntimeError):
+    """A user-facing problem that stops a run before (or instead of) sending requests."""
+
+
+@dataclass
+class RunOutcome:
+    run_dir: RunDir
+    tasks: list[TaskOutcome]
+    sent: int = 0
+    cached: int = 0
+    #: suite name → aggregate metrics (e.g. CLUE level scores)
+    aggregates: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: suite name → why its aggregate was not (fully) computed
+    incomplete: dict[str, str] = field(default_factory=dict)
+    #: task name → why it was skipped (suite run without its data)
+    skipped: dict[str, str] = field(default_factory=dict)
+    #: how long inputs were fitted to the context (None: no task has a long field)
+    budget: Budget | None = None
+    #: things the user should know about this run (printed after the table)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def metrics(self) -> dict[str, dict[str, float]]:
+        return {**{t.name: t.metrics for t in self.tasks}, **self.aggregates}
+
+    def add_aggregates(self, suite_names: Sequence[str], subset: bool = False) -> None:
+        """Suite aggregates over the tasks scored; say so when they cannot be compared to a paper.
+
+        An aggregate over a subset (``--limit``/``--ids``) or over tasks with failed requests is
+        still computed — it is what was measured — but flagged in ``incomplete``.
+        """
+        by_task = {t.name: t.metrics for t in self.tasks}
+        known = suites()
+        for name in suite_names:
+            suite = known.get(name)
+            if suite is None or suite.aggregate is None:
+                continue
+            try:
+                self.aggregates[name] = suite.aggregate(by_task)
+            except PartialSuite as exc:
+                self.aggregates[name] = exc.partial
+                self.incomplete[name] = str(exc)
+                continue
+            except IncompleteSuite as exc:
+                self.incomplete[name] = str(exc)
+                continue
+            failed = [t for t in suite.tasks if by_task.get(t, {}).get("errors", 0)]
+            caveats = []
+            if subset:
+                caveats.append("computed on a subset of samples (--limit/--ids)")
+            if failed:
+                caveats.append(f"tasks with failed requests: {', '.join(failed)}")
+            if caveats:
+                self.incomplete[name] = "; ".join(caveats) + " — not comparable to published scores"
+
+    def summary(self, info: RunInfo) -> RunSummary:
+        return RunSummary(run=info, tasks={t.name: t.summary for t in self.tasks})
+
+
+def write_outcome(run: RunDir, outcome: RunOutcome, compat: str | None, info: RunInfo) -> None:
+    """``samples.jsonl``, ``metrics.json`` and ``summary.json`` (or their ``.COMPAT`` forms)."""
+    run.write_samples((r for t in outcome.tasks for r in t.records), compat)
+    run.write_json(run.metrics_path(compat), outcome.metrics)
+    run.write_summary(outcome.summary(info), compat)
