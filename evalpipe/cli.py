@@ -323,7 +323,6 @@ def report(
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
     compat: Annotated[Optional[str], typer.Option(help="Report a compatibility scoring instead of the default.")] = None,
     parquet: Annotated[bool, typer.Option(help="Also write the samples as samples.parquet.")] = False,
-    ci_budget: Annotated[float, typer.Option(help="Seconds at most spent re-scoring per task and run for intervals.")] = 300.0,
     top: Annotated[int, typer.Option(help="Examples shown per error category / disagreement list.")] = 10,
 ) -> None:
     """Write report.md, leaderboard.csv and a self-contained report.html for runs."""
@@ -332,7 +331,7 @@ def report(
     target = out or DEFAULT_ROOT / "report"
     try:
         built = build_report(runs, target, resamples=resamples, seed=seed, compat=compat, parquet=parquet,
-                             budget_s=ci_budget, top=top)
+                             top=top)
     except (FileNotFoundError, RuntimeError, ValueError) as exc:
         raise _fail(exc)
     for label, path in (("html", built.html), ("markdown", built.markdown), ("leaderboard", built.csv),
@@ -350,14 +349,12 @@ def compare(
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
     top: Annotated[int, typer.Option(help="Samples shown where the runs disagree most.")] = 10,
     compat: Annotated[Optional[str], typer.Option(help="Compare a compatibility scoring.")] = None,
-    ci_budget: Annotated[float, typer.Option(help="Seconds at most spent re-scoring per task.")] = 300.0,
 ) -> None:
     """Paired comparison of two runs on the samples they share: differences with CIs and p-values."""
     from evalpipe.report import compare_runs, render_compare_terminal
 
     try:
-        result = compare_runs(run_a, run_b, resamples=resamples, seed=seed, top=top, out=out, compat=compat,
-                              budget_s=ci_budget)
+        result = compare_runs(run_a, run_b, resamples=resamples, seed=seed, top=top, out=out, compat=compat)
     except (FileNotFoundError, RuntimeError, ValueError) as exc:
         raise _fail(exc)
     # the comparison renderer escapes its own text and uses markup for emphasis

@@ -27,12 +27,13 @@ import pandas as pd
 
 from evalpipe.results import RunDir
 
-__all__ = ["NESTED_COLUMNS", "SCORE_PREFIX", "load_metrics", "load_samples", "run_identity", "write_parquet"]
+__all__ = ["NESTED_COLUMNS", "SCORE_PREFIX", "load_metrics", "load_samples", "run_identity", "samples_frame",
+           "write_parquet"]
 
 #: prefix of the per-sample score columns
 SCORE_PREFIX = "score."
 #: columns holding nested Python values (JSON text in parquet)
-NESTED_COLUMNS = ("prompt", "prediction", "gold", "diagnostics", "meta")
+NESTED_COLUMNS = ("inputs", "prompt", "prediction", "gold", "parts", "diagnostics", "meta")
 _FIXED_COLUMNS = (
     "run", "model", "compat", "task", "id", "answer", "answer_chars", "parse_failed", "error",
     "latency_s", "attempts", "prompt_tokens", "completion_tokens", "truncated_tokens", "finish_reason",
@@ -102,7 +103,13 @@ def load_samples(run: str | Path, compat: str | None = None) -> pd.DataFrame:
     if not path.is_file():
         hint = f" --compat {compat}" if compat else ""
         raise FileNotFoundError(f"{path}: no samples (run `evalpipe score {run_dir.path}{hint}` first)")
-    rows = [_row(r, identity, compat) for r in run_dir.read_samples(compat)]
+    return samples_frame(run_dir.read_samples(compat), identity, compat)
+
+
+def samples_frame(records: Iterable[Mapping[str, Any]], identity: Mapping[str, Any],
+                  compat: str | None = None) -> pd.DataFrame:
+    """Sample records (as in ``samples.jsonl``) as the frame :func:`load_samples` returns."""
+    rows = [_row(r, identity, compat) for r in records]
     frame = pd.DataFrame(rows)
     for column in _FIXED_COLUMNS:
         if column not in frame.columns:
@@ -111,13 +118,15 @@ def load_samples(run: str | Path, compat: str | None = None) -> pd.DataFrame:
     return frame[[*_FIXED_COLUMNS, *scores]]
 
 
-def load_metrics(runs: Iterable[str | Path], compat: str | None = None) -> pd.DataFrame:
-    """The metrics of several runs in long format.
+def load_metrics(runs: str | Path | Iterable[str | Path], compat: str | None = None) -> pd.DataFrame:
+    """The metrics of one run directory or several, in long format.
 
     Columns: ``run``, ``model``, ``compat``, ``task`` (a task or suite name), ``kind`` (``task``
     for a task the run evaluated, ``suite`` for a suite aggregate such as a CLUE level score),
     ``metric``, ``value``.
     """
+    if isinstance(runs, (str, Path)):  # one run directory, not an iterable of its characters
+        runs = [runs]
     rows = []
     for run in runs:
         identity = run_identity(run)

@@ -301,6 +301,11 @@ def _task_record(p: PreparedTask, config: RunConfig) -> dict[str, Any]:
         "fewshot_seed": config.fewshot_seed,
         "max_tokens": p.max_tokens,
         "credentialed": p.spec.credentialed,
+        # what a report says about the task, recorded so that the report needs only the run directory
+        "description": p.spec.description,
+        "metrics": list(p.spec.metrics),
+        "primary_metric": p.spec.primary_metric,
+        "citation": p.spec.citation,
     }
 
 

@@ -40,7 +40,7 @@ import json, sys, pathlib
 label, run, wall = sys.argv[1], pathlib.Path(sys.argv[2]), float(sys.argv[4]) - float(sys.argv[3])
 metrics = json.loads((run / "metrics.json").read_text())["ncbi_disease"]
 summary = json.loads((run / "summary.json").read_text())
-task, seconds = summary["ncbi_disease"], summary["_run"]["fetch_seconds"] or float("nan")
+task, seconds = summary["tasks"]["ncbi_disease"], summary["run"]["fetch_seconds"] or float("nan")
 n = metrics["n"]
 print(f"{label:>10}: {n} samples generated in {seconds:.1f}s ({wall:.0f}s with start-up) = "
       f"{n / seconds:.1f} samples/s, {task['completion_tokens'] / seconds:.0f} output tokens/s, "

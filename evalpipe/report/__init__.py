@@ -3,11 +3,11 @@
 Entry points (wired into the CLI as ``evalpipe report`` and ``evalpipe compare``):
 :func:`evalpipe.report.build.build_report`, :func:`evalpipe.report.build.compare_runs` and
 :func:`evalpipe.report.compare.render_compare_terminal`. Modules, one concept each:
-``bootstrap`` (intervals, paired test), ``runs`` (a run as the report reads it), ``token_counts``
-(per-sample token counts, so token accuracy is resampled from sums), ``leaderboard``,
-``cblue_board`` (CBLUE rows in percent beside the paper's), ``operations`` (failures, tokens,
-latency), ``ner_errors``, ``compare``, ``plots`` (inline SVG),
-``document`` (format-neutral blocks), ``markdown`` and ``html`` (renderers), ``build``.
+``bootstrap`` (intervals, paired test, from the per-sample parts and declared aggregations),
+``runs`` (a run as the report reads it: its directory only), ``leaderboard``, ``contributions``
+(sections a task family registers, e.g. the CBLUE paper's rows), ``operations`` (failures, tokens,
+latency), ``ner_errors``, ``compare``, ``plots`` (inline SVG), ``document`` (format-neutral
+blocks), ``markdown`` and ``html`` (renderers), ``build``.
 """
 
 from evalpipe.report.build import BuildResult, build_report, compare_runs

@@ -28,20 +28,20 @@ from evalpipe.report.markdown import render_markdown
 from evalpipe.report.ner_errors import CATEGORIES, GOLD_CATEGORIES, PRED_CATEGORIES, analyse, is_span_task
 from evalpipe.report.operations import operations_table, task_operations
 from evalpipe.report.plots import metric_bars, parse_failure_bars, score_vs_length
-from evalpipe.report.runs import ReportRun, load_report_runs
-from evalpipe.tasks.base import TaskSpec
-from evalpipe.tasks.registry import all_tasks, suites
+from evalpipe.report.runs import ReportRun, TaskInfo, load_report_runs
+from evalpipe.tasks.registry import suites
 
 __all__ = ["BuildResult", "build_document", "build_report", "compare_runs", "score_length_plots"]
 
 METHOD_TEXT = (
     "Intervals: 95 % percentile bootstrap over samples ({resamples} resamples, seed {seed}). Each resample "
-    "recomputes the task's corpus metric as the task defines it: metrics that are per-sample means are "
-    "averaged over the resampled per-sample values ('mean'); metrics that are ratios of summed "
-    "per-sample values (token accuracy) are recomputed from the resampled sums ('sums'); micro precision/recall/F1 are "
-    "recomputed from the summed per-sample tp/fp/fn ('counts'; formulas checked against the scorer); every other metric is "
-    "recomputed by calling the task's scorer on the resample ('rescore'). Suite averages and aggregates "
-    "combine replicate b of every member task. Point values are the runs' own metrics.json."
+    "recomputes every metric exactly as its task declared it when the run was scored: the per-sample parts "
+    "recorded in samples.jsonl (0/1 correctness, tp/fp/fn, token counts, BLEU n-gram statistics …) are summed "
+    "over the drawn samples and the metric's aggregation is applied to the sums — a mean, a ratio of sums, "
+    "micro or macro P/R/F1, corpus BLEU, a per-dataset average (the method column names it). Nothing is "
+    "re-parsed or re-scored and no data file is read. A metric without an interval says why (the sample "
+    "count n is fixed by the run). Suite averages and aggregates combine replicate b of every member task. "
+    "Point values are the runs' own metrics.json."
 )
 
 
@@ -77,17 +77,13 @@ def _runs_section(runs: Sequence[ReportRun]) -> Section:
                  "evalpipe"),
     )])
     for run in runs:
-        if run.unavailable:
-            section.blocks.append(Paragraph(
-                f"{run.label}: stored answers could not be re-parsed ({run.unavailable}); intervals only for "
-                "per-sample means and counts, no NER error analysis."))
         for note in run.notes:
             section.blocks.append(Paragraph(f"{run.label}: {note}"))
     return section
 
 
 def _task_metrics_table(task: str, runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBootstrap]],
-                        spec: TaskSpec | None) -> tuple[Table, list[str]]:
+                        spec: TaskInfo | None) -> tuple[Table, list[str]]:
     present: list[str] = []
     for run in runs:
         present.extend(m for m in run.metrics.get(task, {}) if m not in present and m not in BOOKKEEPING)
@@ -102,9 +98,11 @@ def _task_metrics_table(task: str, runs: Sequence[ReportRun], boots: dict[str, d
         for metric in metrics:
             value = run.metrics.get(task, {}).get(metric)
             ci = boot.intervals.get(metric) if boot else None
-            cells.append(Cell(fmt(value), sub=fmt_interval(ci.low, ci.high) if ci else ""))
+            sub = fmt_interval(ci.low, ci.high) if ci and ci.available else ("no interval" if value is not None else "")
+            cells.append(Cell(fmt(value), sub=sub))
             if ci:
-                methods.setdefault(metric, set()).add(f"{ci.method} ({ci.resamples})" if ci.method != "none" else "none")
+                methods.setdefault(metric, set()).add(
+                    f"{ci.method} ({ci.resamples})" if ci.available else f"none: {ci.reason}")
         rows.append(tuple(cells))
     note = "Interval method (resamples): " + "; ".join(
         f"{m}: {', '.join(sorted(v))}" for m, v in methods.items()) if methods else ""
@@ -143,10 +141,10 @@ def score_length_plots(task: str, runs: Sequence[ReportRun]) -> list[Plot]:
 def _ner_blocks(task: str, runs: Sequence[ReportRun], per_category: int) -> list[Table | Examples]:
     blocks: list[Table | Examples] = []
     for i, run in enumerate(runs):
-        scored = run.scored.get(task)
-        if scored is None or not is_span_task(scored.examples, scored.predictions):
+        records = [r for r in run.records if r.get("task") == task]
+        if not is_span_task(records):
             continue
-        analysis = analyse(task, scored.examples, scored.predictions, per_category=per_category)
+        analysis = analyse(task, records, per_category=per_category)
         rows = []
         for side, categories in (("gold", GOLD_CATEGORIES), ("pred", PRED_CATEGORIES)):
             for label in [None, *analysis.labels()]:
@@ -184,18 +182,23 @@ def _timing_table(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoot
             methods: dict[str, list[str]] = {}
             for interval in boot.intervals.values():
                 methods.setdefault(interval.method, []).append(interval.metric)
+            reasons = "; ".join(f"{m}: {why}" for m, why in boot.replicates.reasons.items())
             rows.append((
                 Cell(run.label, numeric=False), Cell(task, numeric=False), Cell(str(boot.n)),
                 Cell("; ".join(f"{k}: {', '.join(v)}" for k, v in methods.items()), numeric=False),
-                Cell(f"{boot.seconds:.2f}"), Cell(" ".join(boot.replicates.notes), numeric=False),
+                Cell(f"{boot.seconds:.2f}"), Cell(f"no interval — {reasons}" if reasons else "", numeric=False),
             ))
     return Table(id="bootstrap-timing", title="Bootstrap: method per metric and time", rows=tuple(rows),
                  columns=("model", "task", "n", "method: metrics", "seconds", "notes"))
 
 
-def _specs(runs: Sequence[ReportRun]) -> dict[str, TaskSpec]:
-    registry = all_tasks()
-    return {t: registry[t] for r in runs for t in r.tasks if t in registry}
+def _specs(runs: Sequence[ReportRun]) -> dict[str, TaskInfo]:
+    """What each task's runs recorded about it (the first run that has the task wins)."""
+    out: dict[str, TaskInfo] = {}
+    for run in runs:
+        for task, info in run.info.items():
+            out.setdefault(task, info)
+    return out
 
 
 def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBootstrap]], board: Leaderboard,
@@ -225,7 +228,8 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
                 boot = boots.get(run.label, {}).get(task)
                 series[run.label] = {
                     m: (run.metrics.get(task, {}).get(m),
-                        *((boot.intervals[m].low, boot.intervals[m].high) if boot and m in boot.intervals else (None, None)))
+                        *((boot.intervals[m].low, boot.intervals[m].high) if boot and m in boot.intervals
+                          and boot.intervals[m].available else (None, None)))
                     for m in shown
                 }
         section.blocks.append(Plot(f"plot-metrics-{_slug(task)}", f"{task}: metrics with 95 % intervals",
@@ -244,7 +248,7 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
         operations_table(ops),
         Plot("plot-parse-failures", "Parse failures and request errors", parse_failure_bars(rates, errors)),
     ]))
-    if compare is not None:
+    if compare is not None and any(t.shared for t in compare.tasks):
         doc.sections.append(compare_section(compare))
     doc.sections.append(Section("method", "Method", [
         Paragraph(METHOD_TEXT.format(resamples=resamples, seed=seed)), _timing_table(runs, boots)]))
@@ -253,13 +257,13 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
 
 def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed: int = 0,
                  compat: str | None = None, parquet: bool = False, level: float = 0.95,
-                 budget_s: float | None = 300.0, top: int = 10) -> BuildResult:
+                 top: int = 10) -> BuildResult:
     """Write ``report.md``, ``report.html``, ``leaderboard.csv`` (and ``samples.parquet``) into ``out``.
 
-    ``budget_s`` caps the time spent re-scoring resamples per task and run (see
-    :mod:`evalpipe.report.bootstrap`). With exactly two runs the report includes their paired
-    comparison (A = first run). Raises ``FileNotFoundError`` for a directory that is not a
-    scored run, and ``RuntimeError`` for ``parquet=True`` without pyarrow (before any work).
+    Reads only the run directories (see :mod:`evalpipe.report.runs`). With exactly two runs the
+    report includes their paired comparison (A = first run) when they share samples. Raises
+    ``FileNotFoundError`` for a directory that is not a scored run, and ``RuntimeError`` for
+    ``parquet=True`` without pyarrow (before any work).
     """
     start = time.perf_counter()
     if not runs:
@@ -271,14 +275,15 @@ def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed
             raise RuntimeError("--parquet needs the pyarrow package: pip install pyarrow") from None
     loaded = load_report_runs([Path(r) for r in runs], compat)
     boots = {
-        run.label: {task: bootstrap_task(scored, resamples=resamples, seed=seed, level=level, budget_s=budget_s)
-                    for task, scored in run.scored.items()}
+        run.label: {task: bootstrap_task(sample, resamples=resamples, seed=seed, level=level)
+                    for task, sample in run.resample.items()}
         for run in loaded
     }
-    compare = (compare_loaded(loaded[0], loaded[1], resamples=resamples, seed=seed, top=top, level=level,
-                              budget_s=budget_s, boots=boots) if len(loaded) == 2 else None)
+    compare = (compare_loaded(loaded[0], loaded[1], resamples=resamples, seed=seed, top=top, level=level)
+               if len(loaded) == 2 else None)
     board = build_leaderboard(loaded, boots, suites(), _specs(loaded), level)
-    doc = build_document(loaded, boots, board, resamples=resamples, seed=seed, compare=compare, level=level)
+    doc = build_document(loaded, boots, board, resamples=resamples, seed=seed, compare=compare, level=level,
+                         ner_examples=top)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     html_path, md_path, csv_path = out / "report.html", out / "report.md", out / "leaderboard.csv"
@@ -288,7 +293,8 @@ def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed
     for contribution in contributed_sections():
         if contribution.reference_rows is not None and contribution.applies(loaded):
             frame = pd.concat([frame, contribution.reference_rows(loaded, boots, level)], ignore_index=True)
-    frame.to_csv(csv_path, index=False)
+    # 10 significant digits: 0.771, not 0.7709999999999999 (float noise is not information)
+    frame.to_csv(csv_path, index=False, float_format="%.10g")
     parquet_path = None
     if parquet:
         from evalpipe.frames import write_parquet
@@ -299,11 +305,10 @@ def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed
 
 
 def compare_runs(a: Path, b: Path, *, resamples: int = 1000, seed: int = 0, top: int = 10,
-                 out: Path | None = None, compat: str | None = None, level: float = 0.95,
-                 budget_s: float | None = 300.0) -> CompareResult:
+                 out: Path | None = None, compat: str | None = None, level: float = 0.95) -> CompareResult:
     """Paired comparison of run ``a`` against run ``b``; with ``out``, also compare.md/compare.html."""
     run_a, run_b = load_report_runs([Path(a), Path(b)], compat)
-    result = compare_loaded(run_a, run_b, resamples=resamples, seed=seed, top=top, level=level, budget_s=budget_s)
+    result = compare_loaded(run_a, run_b, resamples=resamples, seed=seed, top=top, level=level)
     if out is not None:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,8 @@ bootstrap interval and two-sided p-value of :func:`evalpipe.report.bootstrap.pai
 Disagreements, per task: shared samples ranked by the absolute difference of the task's primary
 per-sample score (see :func:`evalpipe.report.leaderboard.primary_metric`; the first common
 per-sample score when the primary metric has none), then by whether the answers differ at all;
-samples with equal scores and equal answers are never shown.
+samples with equal scores and equal answers are never shown. Each shows the sample's input (not
+the prompt's instructions, which are the same for every sample), the gold, and both answers.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table as RichTable
 
-from evalpipe.report.bootstrap import PairedDifference, ScoredTask, TaskBootstrap, paired_bootstrap, restrict
+from evalpipe.report.bootstrap import PairedDifference, ResampleTask, TaskBootstrap, paired_bootstrap, restrict
 from evalpipe.report.document import Cell, Examples, Section, Table, fmt, fmt_interval
 from evalpipe.report.leaderboard import primary_metric
 from evalpipe.report.ner_errors import gold_spans, span_text
@@ -77,18 +78,19 @@ class CompareResult:
         return [(t.task, d) for t in self.tasks for d in t.differences]
 
 
-def _prompt_excerpt(prompt: Any) -> str:
-    """The tail of the last user message (or completion text): where the asked item usually is."""
-    text = ""
-    if isinstance(prompt, Mapping):
-        messages = prompt.get("messages")
-        if isinstance(messages, list):
-            users = [m.get("content", "") for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
-            text = users[-1] if users else ""
-        elif isinstance(prompt.get("text"), str):
-            text = prompt["text"]
-    text = str(text).strip()
-    return text if len(text) <= _EXCERPT else "…" + text[-_EXCERPT:]
+def input_excerpt(inputs: Any, limit: int = _EXCERPT) -> str:
+    """The sample's input as a reader wants it: its text fields (``key: value``), long ones cut;
+    token lists are left out when a text field holds the same sentence."""
+    if not isinstance(inputs, Mapping):
+        return _cut(json.dumps(inputs, ensure_ascii=False), limit) or ""
+    parts = []
+    has_text = any(isinstance(v, str) for v in inputs.values())
+    for key, value in inputs.items():
+        if isinstance(value, str):
+            parts.append(f"{key}: {value}" if len(inputs) > 1 else value)
+        elif not (has_text and isinstance(value, (list, tuple))):
+            parts.append(f"{key}: {json.dumps(value, ensure_ascii=False)}")
+    return _cut(" | ".join(parts), limit) or ""
 
 
 def _text(value: Any) -> str | None:
@@ -103,44 +105,50 @@ def _cut(text: Any, limit: int = _ANSWER) -> str | None:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _gold_text(task: ScoredTask, position: int, record_gold: Any) -> str:
+def _gold_text(record: Mapping[str, Any]) -> str:
     """Gold entities as ``text (type)`` for span tasks; JSON otherwise (cut to a few lines)."""
-    if task.examples:
-        example = task.examples[position]
-        spans = gold_spans(example.gold)
-        if spans is not None:
-            if not spans:
-                return "(no entity)"
-            return "; ".join(f"{span_text(example.inputs, s)} ({s.label})" for s in spans)
-    text = json.dumps(record_gold, ensure_ascii=False)
-    return _cut(text, 400) or ""
+    gold = record.get("gold")
+    spans = gold_spans(gold)
+    inputs = record.get("inputs") if isinstance(record.get("inputs"), Mapping) else {}
+    if spans is not None:
+        if not spans:
+            return "(no entity)"
+        return "; ".join(f"{span_text(inputs, s)} ({s.label})" for s in spans)
+    if isinstance(gold, str):
+        return _cut(gold, 400) or ""
+    return _cut(json.dumps(gold, ensure_ascii=False), 400) or ""
 
 
-def _score_key(task: ScoredTask, other: ScoredTask, spec: Any) -> str | None:
-    keys_a = set().union(*(set(s) for s in task.per_sample)) if task.per_sample else set()
-    keys_b = set().union(*(set(s) for s in other.per_sample)) if other.per_sample else set()
-    common = [k for k in (*task.corpus, *sorted(keys_a)) if k in keys_a and k in keys_b]
-    primary = primary_metric(spec, list(task.corpus))
+def _numeric_scores(record: Mapping[str, Any]) -> dict[str, float]:
+    scores = record.get("scores") or {}
+    return {k: float(v) for k, v in scores.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _score_key(task: str, records_a: Mapping[str, Mapping[str, Any]], records_b: Mapping[str, Mapping[str, Any]],
+               primary: str | None, corpus: Sequence[str]) -> str | None:
+    keys_a = set().union(*(_numeric_scores(r) for r in records_a.values())) if records_a else set()
+    keys_b = set().union(*(_numeric_scores(r) for r in records_b.values())) if records_b else set()
+    common = [k for k in (*corpus, *sorted(keys_a)) if k in keys_a and k in keys_b]
     if primary in common:
         return primary
     return common[0] if common else None
 
 
-def _records(run: ReportRun, task: str) -> dict[str, dict[str, Any]]:
-    rows = run.samples[run.samples["task"] == task]
-    return {str(r["id"]): r for r in rows[["id", "prompt", "answer", "gold"]].to_dict("records")}
+def _records(run: ReportRun, task: str) -> dict[str, Mapping[str, Any]]:
+    return {str(r.get("id")): r for r in run.records if r.get("task") == task}
 
 
-def _disagreements(task: str, a: ScoredTask, b: ScoredTask, run_a: ReportRun, run_b: ReportRun,
-                   spec: Any, top: int) -> list[Disagreement]:
-    key = _score_key(a, b, spec)
+def _disagreements(task: str, a: ResampleTask, run_a: ReportRun, run_b: ReportRun, top: int) -> list[Disagreement]:
     rec_a, rec_b = _records(run_a, task), _records(run_b, task)
+    info = run_a.info.get(task)
+    primary = primary_metric(info, list(a.corpus))
+    key = _score_key(task, rec_a, rec_b, primary, list(a.corpus))
     ranked = []
     for i, sample_id in enumerate(a.ids):
         ra, rb = rec_a.get(sample_id, {}), rec_b.get(sample_id, {})
-        sa = a.per_sample[i].get(key) if key and i < len(a.per_sample) else None
-        sb = b.per_sample[i].get(key) if key and i < len(b.per_sample) else None
-        gap = abs(float(sa) - float(sb)) if sa is not None and sb is not None else 0.0
+        sa = _numeric_scores(ra).get(key) if key else None
+        sb = _numeric_scores(rb).get(key) if key else None
+        gap = abs(sa - sb) if sa is not None and sb is not None else 0.0
         differ = _text(ra.get("answer")) != _text(rb.get("answer"))
         if gap == 0 and not differ:
             continue
@@ -149,28 +157,21 @@ def _disagreements(task: str, a: ScoredTask, b: ScoredTask, run_a: ReportRun, ru
     out = []
     for _, _, i, sample_id, ra, rb, sa, sb in ranked[:top]:
         out.append(Disagreement(
-            task=task, id=sample_id, score_key=key,
-            score_a=float(sa) if sa is not None else None, score_b=float(sb) if sb is not None else None,
-            prompt_excerpt=_prompt_excerpt(ra.get("prompt") or rb.get("prompt")),
+            task=task, id=sample_id, score_key=key, score_a=sa, score_b=sb,
+            prompt_excerpt=input_excerpt(ra.get("inputs") if "inputs" in ra else rb.get("inputs")),
             answer_a=_cut(ra.get("answer")), answer_b=_cut(rb.get("answer")),
-            gold=_gold_text(a, i, ra.get("gold")),
+            gold=_gold_text(ra or rb),
         ))
     return out
 
 
 def compare_loaded(run_a: ReportRun, run_b: ReportRun, *, resamples: int = 1000, seed: int = 0,
-                   top: int = 10, level: float = 0.95, budget_s: float | None = 300.0,
-                   boots: Mapping[str, Mapping[str, TaskBootstrap]] | None = None) -> CompareResult:
-    """Compare two loaded runs task by task (see the module docstring).
-
-    ``boots`` (run label → task → bootstrap) lets a report reuse the draws it already made when a
-    run's shared samples are all its samples, in order: the paired draws are then the same.
-    """
-    boots = boots or {}
+                   top: int = 10, level: float = 0.95) -> CompareResult:
+    """Compare two loaded runs task by task (see the module docstring)."""
     comparisons = []
     unmatched = sorted(set(run_a.tasks) ^ set(run_b.tasks))
     for task in [t for t in run_a.tasks if t in run_b.tasks]:
-        a, b = run_a.scored.get(task), run_b.scored.get(task)
+        a, b = run_a.resample.get(task), run_b.resample.get(task)
         if a is None or b is None:
             unmatched.append(task)
             continue
@@ -182,16 +183,12 @@ def compare_loaded(run_a: ReportRun, run_b: ReportRun, *, resamples: int = 1000,
             continue
         sub_a = restrict(a, [i for i, _ in shared])
         sub_b = restrict(b, [j for _, j in shared])
-        known = (boots.get(run_a.label, {}).get(task) if sub_a is a else None,
-                 boots.get(run_b.label, {}).get(task) if sub_b is b else None)
-        diffs, paired_notes = paired_bootstrap(sub_a, sub_b, resamples=resamples, seed=seed, level=level,
-                                               budget_s=budget_s, known=known)
-        notes.extend(paired_notes)
-        spec = run_a.specs.get(task) or run_b.specs.get(task)
+        diffs = paired_bootstrap(sub_a, sub_b, resamples=resamples, seed=seed, level=level)
+        notes.extend(f"{d.metric}: no interval: {d.reason}" for d in diffs if d.low is None and d.reason)
         comparisons.append(TaskComparison(
             task=task, shared=len(shared), only_a=a.n - len(shared), only_b=b.n - len(shared),
             differences=tuple(diffs),
-            disagreements=tuple(_disagreements(task, sub_a, sub_b, run_a, run_b, spec, top)),
+            disagreements=tuple(_disagreements(task, sub_a, run_a, run_b, top)),
             notes=tuple(dict.fromkeys(notes)),
         ))
     return CompareResult(
@@ -232,7 +229,7 @@ def compare_section(result: CompareResult, section_id: str = "compare") -> Secti
         for d in t.disagreements:
             score = (f"{d.score_key}: A {fmt(d.score_a)} vs B {fmt(d.score_b)}" if d.score_key else "no per-sample score")
             entries.append((f"{t.task} / {d.id} — {score}", (
-                f"prompt: {d.prompt_excerpt}", f"gold: {d.gold}",
+                f"input: {d.prompt_excerpt}", f"gold: {d.gold}",
                 f"A: {d.answer_a if d.answer_a is not None else '(no answer)'}",
                 f"B: {d.answer_b if d.answer_b is not None else '(no answer)'}",
             )))
@@ -262,7 +259,7 @@ def render_compare_terminal(result: CompareResult, console: Console, *, show: in
             console.print(f"  note: {note}", highlight=False)
         for d in t.disagreements[:show]:
             score = _escape(f"{d.score_key}: A {fmt(d.score_a)}  B {fmt(d.score_b)}") if d.score_key else ""
-            body = (f"[bold]prompt[/] {_escape(d.prompt_excerpt)}\n[bold]gold[/]   {_escape(d.gold)}\n"
+            body = (f"[bold]input[/]  {_escape(d.prompt_excerpt)}\n[bold]gold[/]   {_escape(d.gold)}\n"
                     f"[bold]A[/]      {_escape(d.answer_a or '(no answer)')}\n"
                     f"[bold]B[/]      {_escape(d.answer_b or '(no answer)')}")
             console.print(Panel(body, title=_escape(f"{t.task} / {d.id}"), subtitle=score, title_align="left"))

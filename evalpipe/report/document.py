@@ -95,6 +95,8 @@ def fmt_interval(low: float | None, high: float | None, digits: int = 3) -> str:
     """``[low, high]``; one decimal when the interval reaches beyond 1 (counts, not ratios)."""
     if low is None or high is None:
         return ""
+    if float(low).is_integer() and float(high).is_integer() and max(abs(low), abs(high)) > 1:
+        return f"[{int(low)}, {int(high)}]"  # counts
     if max(abs(low), abs(high)) > 1:
         digits = 1
     return f"[{low:.{digits}f}, {high:.{digits}f}]"

@@ -6,7 +6,7 @@ level score, whatever metrics the suite's ``aggregate`` returns). The best value
 is marked (bold); "best" is the highest value, or the lowest for metrics where lower is better
 (:data:`LOWER_IS_BETTER`), and ties are all marked. Nothing is marked with a single model.
 
-Which metrics a task shows: those in ``TaskSpec.metrics`` (its display order) that the runs
+Which metrics a task shows: those in ``TaskInfo.metrics`` (its display order) that the runs
 have — a declared name may be a pattern with ``*`` (``bertscore[*]_f1``) — followed by any
 ``family[settings]_f1`` metric (BERTScore, UMLS-concept F1: keys that name their settings and so
 cannot be declared literally); for a task no longer registered, every metric except the
@@ -14,7 +14,7 @@ bookkeeping ones.
 
 Suite averages: for each registered suite *without* an aggregate of its own (a suite with one,
 like a CLUE level, is summarised by that aggregate) and with at least two member tasks, the
-unweighted mean of each member's *primary* metric (``TaskSpec.primary_metric`` when a task declares one; else
+unweighted mean of each member's *primary* metric (the task's ``primary_metric`` when a task declares one; else
 ``f1`` if the task has it, else the first of its leaderboard metrics containing ``f1``, else its
 first leaderboard metric). A model gets an average only if it ran every member. Intervals for averages
 and aggregates come from the same resamples: replicate ``b`` of each member task is combined
@@ -33,8 +33,8 @@ import pandas as pd
 
 from evalpipe.report.bootstrap import TaskBootstrap, percentile_interval
 from evalpipe.report.document import Cell, Table, fmt, fmt_interval
-from evalpipe.report.runs import RUNNER_METRICS, ReportRun
-from evalpipe.tasks.base import IncompleteSuite, SuiteSpec, TaskSpec, metric_matches
+from evalpipe.report.runs import RUNNER_METRICS, ReportRun, TaskInfo
+from evalpipe.tasks.base import IncompleteSuite, SuiteSpec, metric_matches
 
 __all__ = ["BOOKKEEPING", "LOWER_IS_BETTER", "Column", "Entry", "Leaderboard", "build_leaderboard",
            "primary_metric", "shown_metrics"]
@@ -125,7 +125,7 @@ class Leaderboard:
         )
 
 
-def primary_metric(spec: TaskSpec | None, present: Sequence[str]) -> str | None:
+def primary_metric(spec: TaskInfo | None, present: Sequence[str]) -> str | None:
     """The metric that stands for a task in a suite average (see the module docstring)."""
     declared = getattr(spec, "primary_metric", None)
     if declared and declared in present:
@@ -139,7 +139,7 @@ def primary_metric(spec: TaskSpec | None, present: Sequence[str]) -> str | None:
 _TAGGED_F1 = re.compile(r".+\[.*\]_f1")
 
 
-def shown_metrics(spec: TaskSpec | None, present: Sequence[str]) -> list[str]:
+def shown_metrics(spec: TaskInfo | None, present: Sequence[str]) -> list[str]:
     """The task's leaderboard metrics, in its display order (see the module docstring)."""
     shown: list[str] = []
     for declared in (spec.metrics if spec else ()):
@@ -190,7 +190,7 @@ def _aggregate_replicates(suite: SuiteSpec, run: ReportRun, boots: Mapping[str, 
 
 
 def build_leaderboard(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str, TaskBootstrap]],
-                      suites: Mapping[str, SuiteSpec], specs: Mapping[str, TaskSpec],
+                      suites: Mapping[str, SuiteSpec], specs: Mapping[str, TaskInfo],
                       level: float = 0.95) -> Leaderboard:
     """``boots``: run label → task → bootstrap; ``specs``: task → spec for registered tasks."""
     tasks: list[str] = []

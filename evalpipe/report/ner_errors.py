@@ -1,13 +1,18 @@
 """NER error analysis: what kind of mistake each gold and each predicted entity is.
 
-Applies to any task whose gold has ``.spans`` or is itself a sequence of :class:`~evalpipe.records.Span`
-and whose prediction values are sequences of Spans (NCBI, CMeEE, …); a prediction given as IOB2
-tags with one tag per gold tag (a compatibility mode) is decoded into spans first. Spans are
+Works on sample records as ``samples.jsonl`` holds them (no task is imported): it applies to any
+task whose gold is a list of spans (``{"start", "end", "label"}``) or an object with such a
+``spans`` list, and whose predictions are lists of spans (NCBI, CMeEE, a user's span task …); a
+prediction given as IOB2 tags with one tag per gold tag (a compatibility mode) is decoded into
+spans first. Spans are
 half-open; two spans *overlap* when they share at least one position (token or character, as
 the task defines them). Within a sample both sides are sets (duplicates collapse), as in the
 strict metrics.
 
-Every entity gets exactly one category; the first rule that applies wins:
+Every entity gets exactly one category; the first rule that applies wins. An entity on the other
+side that is itself exactly matched (``correct``) never explains another entity's error: in nested
+NER a missed inner entity under a correctly found outer one is ``missed``, not a boundary or type
+error of the outer one.
 
 ========  =================  ====================================================================
 order     category           a gold entity … / a predicted entity …
@@ -49,6 +54,7 @@ __all__ = [
     "gold_spans",
     "is_span_task",
     "prediction_spans",
+    "sample_outcomes",
     "span_text",
 ]
 
@@ -118,42 +124,72 @@ def _categorise(side: Side, span: Span, others: Sequence[Span]) -> EntityOutcome
 def classify(gold: Iterable[Span], pred: Iterable[Span]) -> tuple[list[EntityOutcome], list[EntityOutcome]]:
     """Categories of one sample's gold entities and predicted entities (see the module table)."""
     gold_set, pred_set = sorted(set(gold)), sorted(set(pred))
-    return ([_categorise("gold", g, pred_set) for g in gold_set],
-            [_categorise("pred", p, gold_set) for p in pred_set])
+    matched = set(gold_set) & set(pred_set)
+    # an exactly matched entity explains only its own match, never another entity's error
+    free_pred = [p for p in pred_set if p not in matched]
+    free_gold = [g for g in gold_set if g not in matched]
+    return ([_categorise("gold", g, pred_set if g in matched else free_pred) for g in gold_set],
+            [_categorise("pred", p, gold_set if p in matched else free_gold) for p in pred_set])
+
+
+def _span(value: Any) -> Span | None:
+    if isinstance(value, Span):
+        return value
+    if isinstance(value, Mapping) and {"start", "end", "label"} <= set(value):
+        try:
+            return Span(int(value["start"]), int(value["end"]), str(value["label"]))
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def _span_list(value: Any) -> tuple[Span, ...] | None:
+    if not isinstance(value, (list, tuple)):
+        return None
+    spans = [_span(v) for v in value]
+    return tuple(s for s in spans if s is not None) if all(s is not None for s in spans) else None
+
+
+def gold_spans(gold: Any) -> tuple[Span, ...] | None:
+    """The gold entities: a list of spans, or an object's ``spans`` (NCBI keeps tags beside them);
+    None for any other gold."""
+    if isinstance(gold, Mapping) and "spans" in gold:
+        return _span_list(gold["spans"])
+    spans = getattr(gold, "spans", gold)
+    return _span_list(spans)
+
+
+def _gold_tags(gold: Any) -> Sequence[Any] | None:
+    tags = gold.get("tags") if isinstance(gold, Mapping) else getattr(gold, "tags", None)
+    return tags if isinstance(tags, (list, tuple)) else None
 
 
 def prediction_spans(value: Any, gold: Any) -> tuple[Span, ...] | None:
-    """A prediction value as spans: Spans as they are, IOB2 tags decoded; None if neither."""
-    if not isinstance(value, (list, tuple)):
-        return None
-    if all(isinstance(v, Span) for v in value):
-        return tuple(value)
-    tags = getattr(gold, "tags", None)
-    if tags is not None and len(value) == len(tags) and all(isinstance(v, str) for v in value):
+    """A prediction as spans: a list of spans as it is, IOB2 tags (one per gold tag) decoded; else None."""
+    spans = _span_list(value)
+    if spans is not None and (spans or not _looks_like_tags(value, gold)):
+        return spans
+    tags = _gold_tags(gold)
+    if tags is not None and _looks_like_tags(value, gold):
         try:
-            return bio_to_spans(value)
+            return tuple(bio_to_spans(list(value)))
         except ValueError:
             return None
     return None
 
 
-def gold_spans(gold: Any) -> tuple[Span, ...] | None:
-    """The gold entities: ``gold.spans`` (NCBI) or the gold itself when it is a sequence of Spans
-    (CMeEE); None for any other gold."""
-    spans = getattr(gold, "spans", gold)
-    if isinstance(spans, (list, tuple)) and all(isinstance(s, Span) for s in spans):
-        return tuple(spans)
-    return None
+def _looks_like_tags(value: Any, gold: Any) -> bool:
+    tags = _gold_tags(gold)
+    return (isinstance(value, (list, tuple)) and tags is not None and len(value) == len(tags)
+            and all(isinstance(v, str) for v in value) and bool(value))
 
 
-def is_span_task(examples: Sequence[Any], predictions: Sequence[Any]) -> bool:
-    """True when every gold has ``.spans`` of Spans and every prediction reads as spans."""
-    if not examples or len(examples) != len(predictions):
+def is_span_task(records: Sequence[Mapping[str, Any]]) -> bool:
+    """True when every sample's gold reads as spans and every prediction as spans (or tags)."""
+    if not records:
         return False
-    return all(
-        gold_spans(ex.gold) is not None and prediction_spans(p.value, ex.gold) is not None
-        for ex, p in zip(examples, predictions)
-    )
+    return all(gold_spans(r.get("gold")) is not None and prediction_spans(r.get("prediction"), r.get("gold")) is not None
+               for r in records)
 
 
 def span_text(inputs: Mapping[str, Any], span: Span) -> str:
@@ -181,20 +217,23 @@ def _context(inputs: Mapping[str, Any], span: Span, width: int = 8) -> str:
     return ""
 
 
-def analyse(task: str, examples: Sequence[Any], predictions: Sequence[Any], *, per_category: int = 3) -> NerAnalysis:
-    """Counts per (side, type, category) over a corpus, and the first few examples of each error
-    (at most one per sample and category, in sample order).
+def sample_outcomes(record: Mapping[str, Any]) -> tuple[list[EntityOutcome], list[EntityOutcome]]:
+    """The classified gold and predicted entities of one sample record."""
+    gold = record.get("gold")
+    return classify(gold_spans(gold) or (), prediction_spans(record.get("prediction"), gold) or ())
 
-    ``examples`` are :class:`~evalpipe.records.Example` and ``predictions`` are
-    :class:`~evalpipe.records.Prediction` (call :func:`is_span_task` first).
-    """
+
+def analyse(task: str, records: Sequence[Mapping[str, Any]], *, per_category: int = 3) -> NerAnalysis:
+    """Counts per (side, type, category) over a task's sample records, and the first few examples
+    of each error (at most one per sample and category, in sample order; call :func:`is_span_task`
+    first)."""
     counts: Counter[tuple[str, str, str]] = Counter()
     found: dict[str, list[ErrorExample]] = {c: [] for c in CATEGORIES if c != "correct"}
     shown: set[tuple[str, str]] = set()  # (category, sample): one example per sample, for variety
-    for example, prediction in zip(examples, predictions):
-        gold = gold_spans(example.gold) or ()
-        pred = prediction_spans(prediction.value, example.gold) or ()
-        gold_out, pred_out = classify(gold, pred)
+    for record in records:
+        sample_id = str(record.get("id"))
+        inputs = record.get("inputs") if isinstance(record.get("inputs"), Mapping) else {}
+        gold_out, pred_out = sample_outcomes(record)
         for outcome in (*gold_out, *pred_out):
             counts[(outcome.side, outcome.span.label, outcome.category)] += 1
             bucket = found.get(outcome.category)
@@ -203,13 +242,13 @@ def analyse(task: str, examples: Sequence[Any], predictions: Sequence[Any], *, p
                 continue
             if outcome.side == "gold" and outcome.category != "missed":
                 continue
-            if (outcome.category, example.id) in shown:
+            if (outcome.category, sample_id) in shown:
                 continue
-            shown.add((outcome.category, example.id))
+            shown.add((outcome.category, sample_id))
             bucket.append(ErrorExample(
-                sample_id=example.id, side=outcome.side, category=outcome.category, span=outcome.span,
-                text=span_text(example.inputs, outcome.span), counterpart=outcome.counterpart,
-                counterpart_text=span_text(example.inputs, outcome.counterpart) if outcome.counterpart else "",
-                context=_context(example.inputs, outcome.span),
+                sample_id=sample_id, side=outcome.side, category=outcome.category, span=outcome.span,
+                text=span_text(inputs, outcome.span), counterpart=outcome.counterpart,
+                counterpart_text=span_text(inputs, outcome.counterpart) if outcome.counterpart else "",
+                context=_context(inputs, outcome.span),
             ))
     return NerAnalysis(task=task, counts=dict(counts), examples={k: tuple(v) for k, v in found.items()})

@@ -63,7 +63,7 @@ def _share(mask: pd.Series) -> float | None:
 
 
 def _latency(run: ReportRun, task: str, answered: pd.DataFrame) -> tuple[float | None, ...]:
-    recorded = (run.summary.get(task) or {}).get("latency_s") or {}
+    recorded = run.task_summary(task).latency_s or {}
     if all(recorded.get(k) is not None for k in ("p50", "p90", "p99")):
         return tuple(float(recorded[k]) for k in ("p50", "p90", "p99"))
     values = answered["latency_s"].dropna().astype(float).to_numpy()

@@ -1,60 +1,51 @@
-"""Bootstrap intervals and the paired test, on hand-made tasks whose answers are known."""
+"""Bootstrap intervals and the paired test, on hand-made tasks whose answers are known.
+
+The strongest check of the contract: for every kind of aggregation, the value the bootstrap computes
+from summed parts on a resample equals what the task's own scorer gives when it is run on that
+resample's samples (drawn duplicates included).
+"""
 
 import numpy as np
 import pytest
 
+from evalpipe.metrics.aggregation import Mean, Total
+from evalpipe.metrics.chinese_text import text_score_sheet
 from evalpipe.metrics.spans import span_score_sheet
-from evalpipe.records import ScoreSheet, Span
-from evalpipe.tasks.clue.common import MetricFamilies
+from evalpipe.records import Span
 from evalpipe.report.bootstrap import (
-    MIN_RESAMPLES,
-    ScoredTask,
+    ResampleTask,
     bootstrap_task,
-    is_mean_metric,
     paired_bootstrap,
     percentile_interval,
     replicate,
+    resample_counts,
     resample_indices,
     restrict,
     two_sided_p,
 )
+from evalpipe.report.runs import resample_task
+from evalpipe.results import TaskSummary
+from evalpipe.scoring import score_task
+from evalpipe.tasks.registry import get_task
+
+
+def from_sheet(name, sheet, corpus=None):
+    """A ResampleTask from a scorer's sheet, through the same JSON the run directory holds."""
+    parts = sheet.sample_parts()
+    summary = TaskSummary(aggregations={m: a.to_json() for m, a in sheet.aggregations.items()})
+    records = [{"id": str(i), "parts": dict(p)} for i, p in enumerate(parts)]
+    return resample_task(name, records, corpus or sheet.corpus, summary, [])
 
 
 def mean_task(values, name="t"):
-    """A task whose only metric is the mean of a per-sample score (no scorer needed)."""
     values = [float(v) for v in values]
-    return ScoredTask(
-        name=name, ids=tuple(str(i) for i in range(len(values))), examples=(), predictions=(),
-        corpus={"acc": sum(values) / len(values)}, per_sample=tuple({"acc": v} for v in values),
-        mean_metrics=frozenset({"acc"}),
-    )
+    records = [{"id": str(i), "parts": {"acc": v}} for i, v in enumerate(values)]
+    summary = TaskSummary(aggregations={"acc": Mean("acc").to_json()})
+    return resample_task(name, records, {"acc": sum(values) / len(values)}, summary, [])
 
 
-def span_task(golds, preds, *, with_counts=True, partial_counts=True, calls=None):
-    """A span task scored by the real span metrics; optionally without (partial) per-sample counts.
-
-    Without partial counts ``partial_*`` can only be re-scored: the metric every test of
-    re-scoring uses.
-    """
-
-    def score(examples, predictions):
-        if calls is not None:
-            calls.append(len(examples))
-        sheet = span_score_sheet(list(examples), list(predictions))
-        per_sample = [
-            {k: v for k, v in s.items()
-             if (with_counts or k == "f1") and (partial_counts or not k.startswith("partial_"))}
-            for s in sheet.per_sample
-        ]
-        return ScoreSheet(sheet.corpus, per_sample)
-
-    sheet = score(golds, preds)
-    if calls is not None:
-        calls.clear()
-    return ScoredTask(
-        name="spans", ids=tuple(str(i) for i in range(len(golds))), examples=tuple(golds),
-        predictions=tuple(preds), corpus=dict(sheet.corpus), per_sample=tuple(sheet.per_sample), score=score,
-    )
+def spans(golds, preds):
+    return from_sheet("spans", span_score_sheet(golds, preds))
 
 
 # sample 0: one entity found (tp 1); sample 1: three entities, none predicted (fn 3)
@@ -62,47 +53,94 @@ TINY_GOLD = [(Span(0, 1, "D"),), (Span(0, 1, "D"), Span(2, 3, "D"), Span(4, 5, "
 TINY_PRED = [(Span(0, 1, "D"),), ()]
 
 
-@pytest.mark.parametrize("with_counts", [True, False])
-def test_micro_f1_is_recomputed_per_resample_not_averaged(with_counts):
-    task = span_task(TINY_GOLD, TINY_PRED, with_counts=with_counts)
-    # corpus: tp 1, fp 0, fn 3 → P 1, R 1/4, F1 = 2·1·0.25 / 1.25 = 0.4; per-sample F1 mean = (1 + 0) / 2 = 0.5
+def test_micro_f1_is_recomputed_per_resample_not_averaged():
+    task = spans(TINY_GOLD, TINY_PRED)
+    # corpus: tp 1, fp 0, fn 3 → P 1, R 1/4, F1 = 2·1·0.25 / 1.25 = 0.4 (the mean of per-sample F1 would be 0.5)
     assert task.corpus["f1"] == pytest.approx(0.4)
-    assert np.mean([s["f1"] for s in task.per_sample]) == 0.5
-    idx = np.array([[0, 1], [0, 0], [1, 1]] + [[0, 1]] * MIN_RESAMPLES)
-    reps = replicate(task, idx)
-    # [0, 1] → 0.4 (not 0.5); [0, 0] → tp 2 fp 0 fn 0 → 1.0; [1, 1] → tp 0 → 0.0
-    assert reps.values["f1"][:3].tolist() == pytest.approx([0.4, 1.0, 0.0])
-    assert reps.methods["f1"] == ("counts" if with_counts else "rescore")
+    reps = replicate(task, np.array([[0, 1], [0, 0], [1, 1]]))
+    # [0, 1] → 0.4; [0, 0] → tp 2 fp 0 fn 0 → 1.0; [1, 1] → tp 0 → 0.0
+    assert reps.values["f1"].tolist() == pytest.approx([0.4, 1.0, 0.0])
+    assert reps.values["tp"].tolist() == [1, 2, 0] and reps.methods["f1"] == "micro_prf"
 
 
-def test_counts_and_rescore_agree_on_every_resample():
-    rng = np.random.default_rng(3)
+def _random_spans(rng, n):
     golds, preds = [], []
-    for _ in range(40):
-        gold = tuple(Span(i, i + 1, "D") for i in range(0, 10, 2) if rng.random() < 0.5)
-        pred = tuple(s for s in gold if rng.random() < 0.7) + ((Span(9, 10, "D"),) if rng.random() < 0.3 else ())
+    for _ in range(n):
+        gold = tuple(Span(i, i + 1 + (i % 3 == 0), "D" if i % 4 else "C") for i in range(0, 12, 2) if rng.random() < 0.5)
+        pred = tuple(s for s in gold if rng.random() < 0.7) + ((Span(9, 11, "D"),) if rng.random() < 0.3 else ())
         golds.append(gold)
         preds.append(pred)
-    idx = resample_indices(40, 150, seed=1)
-    counted = replicate(span_task(golds, preds), idx)
-    rescored = replicate(span_task(golds, preds, with_counts=False), idx)
-    assert counted.methods["f1"] == "counts" and rescored.methods["f1"] == "rescore"
-    np.testing.assert_allclose(counted.values["f1"], rescored.values["f1"], rtol=1e-12)
-    np.testing.assert_allclose(counted.values["precision"], rescored.values["precision"], rtol=1e-12)
-    # partial-overlap F1 from the per-sample partial_tp/fp/fn, the same as re-scoring it
-    assert counted.methods["partial_f1"] == "counts" and rescored.methods["partial_f1"] == "rescore"
-    np.testing.assert_allclose(counted.values["partial_f1"], rescored.values["partial_f1"], rtol=1e-12)
+    return golds, preds
+
+
+def test_every_span_metric_equals_the_scorer_on_each_resample():
+    golds, preds = _random_spans(np.random.default_rng(3), 40)
+    task = spans(golds, preds)
+    idx = resample_indices(40, 60, seed=1)
+    reps = replicate(task, idx)
+    for b, row in enumerate(idx):
+        truth = span_score_sheet([golds[i] for i in row], [preds[i] for i in row]).corpus
+        for metric in ("precision", "recall", "f1", "partial_f1", "partial_precision", "tp", "fn"):
+            assert reps.values[metric][b] == pytest.approx(truth[metric], abs=1e-12), (metric, b)
+
+
+def test_classification_macro_f1_and_accuracy_equal_the_scorer_on_each_resample():
+    spec = get_task("chip_sts")  # macro-F1 over the gold label set
+    scoring = spec.scoring(None)
+    from evalpipe.records import Example, Prediction
+    rng = np.random.default_rng(5)
+    labels = ["是的", "不是"]
+    examples = [Example(str(i), {}, labels[int(rng.random() < 0.3)]) for i in range(50)]
+    predictions = [Prediction(labels[int(rng.random() < 0.5)] if rng.random() < 0.9 else None) for _ in examples]
+    from evalpipe.metrics.options import MetricOptions
+    sheet = scoring.score(examples, predictions, MetricOptions())
+    task = from_sheet("sts", sheet)
+    idx = resample_indices(50, 60, seed=2)
+    reps = replicate(task, idx)
+    for b, row in enumerate(idx):
+        truth = scoring.score([examples[i] for i in row], [predictions[i] for i in row], MetricOptions()).corpus
+        assert reps.values["macro_f1"][b] == pytest.approx(truth["macro_f1"], abs=1e-12)
+        assert reps.values["accuracy"][b] == pytest.approx(truth["accuracy"], abs=1e-12)
+
+
+def test_corpus_bleu_from_sentence_statistics_equals_sacrebleu_on_each_resample():
+    hyps = ["我爱北京天安门", "今天天气很好啊", "", "高血压需要长期服药", "多喝水多休息"]
+    refs = ["我爱北京", "今天天气不错", "没有回答", "高血压患者应长期规律服药", "注意休息"]
+    task = from_sheet("zh", text_score_sheet(hyps, refs))
+    idx = resample_indices(5, 40, seed=0)
+    reps = replicate(task, idx)
+    for b, row in enumerate(idx):
+        truth = text_score_sheet([hyps[i] for i in row], [refs[i] for i in row]).corpus
+        assert reps.values["bleu4"][b] == pytest.approx(truth["bleu4"], abs=1e-12)
+        assert reps.values["rouge_l"][b] == pytest.approx(truth["rouge_l"], abs=1e-12)
+
+
+def test_token_accuracy_is_a_ratio_of_token_counts_not_a_mean_of_sentence_ratios():
+    from evalpipe.records import Example, Prediction
+    from evalpipe.tasks.ncbi.disease import NerGold
+
+    spec = get_task("ncbi_disease")
+    examples = [
+        Example("a", {"text": "x y", "tokens": ("x", "y")}, NerGold(("B-Disease", "O"), (Span(0, 1, "Disease"),))),
+        Example("b", {"text": "p q r s", "tokens": ("p", "q", "r", "s")}, NerGold(("O", "O", "O", "O"), ())),
+    ]
+    answers = [None, None]  # both unanswered: predicts nothing → a: 1/2 tokens right, b: 4/4
+    outcome = score_task(spec, examples, ["{}", "{}"], answers, None)
+    # corpus accuracy = (1 + 4) / (2 + 4) = 5/6, not the mean of 1/2 and 1
+    assert outcome.metrics["accuracy"] == pytest.approx(5 / 6)
+    records = outcome.records
+    task = resample_task("ncbi_disease", records, outcome.metrics, outcome.summary, [])
+    reps = replicate(task, np.array([[0, 0], [1, 1], [0, 1]]))
+    assert reps.values["accuracy"].tolist() == pytest.approx([0.5, 1.0, 5 / 6])
+    assert reps.values["errors"].tolist() == [2, 2, 2] and reps.methods["parse_failure_rate"] == "ratio"
 
 
 def test_interval_contains_point_and_narrows_with_more_samples():
     rng = np.random.default_rng(0)
-    small = mean_task(rng.random(50) < 0.7)
-    large = mean_task(rng.random(800) < 0.7)
     widths = []
-    for task in (small, large):
-        ci = bootstrap_task(task, resamples=1000, seed=0).intervals["acc"]
-        assert ci.low <= ci.point <= ci.high
-        assert ci.method == "mean" and ci.resamples == 1000
+    for n in (50, 800):
+        ci = bootstrap_task(mean_task(rng.random(n) < 0.7), resamples=1000, seed=0).intervals["acc"]
+        assert ci.low <= ci.point <= ci.high and ci.method == "mean" and ci.resamples == 1000
         widths.append(ci.high - ci.low)
     # the width shrinks like 1/sqrt(n): 16x the samples → about 1/4 the width
     assert widths[1] < widths[0] / 2.5
@@ -116,48 +154,27 @@ def test_same_seed_same_interval_other_seed_other_draws():
     assert not np.array_equal(resample_indices(30, 5, 5, "t"), resample_indices(30, 5, 6, "t"))
 
 
-def test_mean_metrics_never_call_the_scorer():
-    def scorer(examples, predictions):
-        raise AssertionError("a mean metric must be resampled from per-sample values")
-
-    task = ScoredTask(name="t", ids=("a", "b", "c"), examples=(1, 2, 3), predictions=(1, 2, 3),
-                      corpus={"bertscore": 0.5}, per_sample=({"bertscore": 0.2}, {"bertscore": 0.5}, {"bertscore": 0.8}),
-                      mean_metrics=frozenset({"bertscore"}), score=scorer)
-    ci = bootstrap_task(task, resamples=200).intervals["bertscore"]
-    assert ci.method == "mean" and 0.2 - 1e-12 <= ci.low <= ci.high <= 0.8 + 1e-12
+def test_resample_counts_count_each_draw():
+    counts = resample_counts(np.array([[0, 0, 2], [1, 2, 1]]), 3)
+    assert counts.tolist() == [[2, 0, 1], [0, 2, 1]]
 
 
-def test_declared_mean_that_is_not_a_mean_is_rescored():
-    calls = []
-
-    def scorer(examples, predictions):
-        calls.append(1)
-        return ScoreSheet({"m": max(examples)}, [{"m": float(e)} for e in examples])
-
-    task = ScoredTask(name="t", ids=("a", "b"), examples=(0.0, 1.0), predictions=(None, None),
-                      corpus={"m": 1.0}, per_sample=({"m": 0.0}, {"m": 1.0}),
-                      mean_metrics=frozenset({"m"}), score=scorer)
-    reps = replicate(task, resample_indices(2, 150, 0))
-    assert reps.methods["m"] == "rescore" and len(calls) == 1 + 150  # all samples once (a check), then each resample
-    assert any("do not average to it" in n for n in reps.notes)
-    assert set(reps.values["m"].tolist()) <= {0.0, 1.0}
+def test_a_metric_without_aggregation_has_no_interval_and_says_why():
+    records = [{"id": "a", "parts": {"x": 1}}, {"id": "b", "parts": {"x": 0}}]
+    summary = TaskSummary(aggregations={"x": Total("x").to_json()},
+                          no_interval={"n": "the number of evaluated samples, fixed by the run"})
+    task = resample_task("t", records, {"x": 1, "n": 2, "other": 0.3}, summary, [])
+    boot = bootstrap_task(task, resamples=100)
+    assert boot.intervals["x"].available
+    assert not boot.intervals["n"].available and "fixed by the run" in boot.intervals["n"].reason
+    assert not boot.intervals["other"].available and "declares no aggregation" in boot.intervals["other"].reason
 
 
-def test_budget_too_small_gives_no_interval_and_says_so():
-    task = span_task(TINY_GOLD * 5, TINY_PRED * 5, partial_counts=False)
-    boot = bootstrap_task(task, resamples=500, budget_s=0.0)
-    assert boot.intervals["partial_f1"].method == "none" and boot.intervals["partial_f1"].low is None
-    assert boot.intervals["f1"].method == "counts"  # vectorised metrics need no budget
-    assert any("budget" in n for n in boot.replicates.notes)
-
-
-def test_without_scorer_only_mean_and_count_metrics_get_intervals():
-    full = span_task(TINY_GOLD * 4, TINY_PRED * 4, partial_counts=False)
-    blind = ScoredTask(name=full.name, ids=full.ids, examples=(), predictions=(), corpus=full.corpus,
-                       per_sample=full.per_sample)
-    boot = bootstrap_task(blind, resamples=200)
-    assert boot.intervals["f1"].method == "counts" and boot.intervals["f1"].low is not None
-    assert boot.intervals["partial_f1"].method == "none"  # needs the scorer
+def test_an_old_run_without_parts_gets_no_intervals_and_the_reason():
+    summary = TaskSummary(aggregations={"acc": Mean("acc").to_json()})
+    task = resample_task("t", [{"id": "a", "scores": {"acc": 1.0}}], {"acc": 1.0}, summary, [])
+    interval = bootstrap_task(task, resamples=50).intervals["acc"]
+    assert not interval.available and "evalpipe score" in interval.reason
 
 
 def test_two_sided_p_formula():
@@ -176,12 +193,11 @@ def test_paired_test_finds_a_planted_difference_and_not_a_null_one():
     better = base.copy()
     better[np.flatnonzero(~base)[:30]] = True  # B is right on 30 more samples, never worse
     a, b = mean_task(base, "q"), mean_task(better, "q")
-    (diff,), _ = paired_bootstrap(b, a, resamples=1000, seed=0)
-    # point: 30 / 200 = 0.15
-    assert diff.diff == pytest.approx(0.15)
+    (diff,) = paired_bootstrap(b, a, resamples=1000, seed=0)
+    assert diff.diff == pytest.approx(0.15)  # 30 / 200
     assert diff.p_value < 0.05 and diff.low > 0
     assert diff.p_value == pytest.approx(2 / 1001)  # every resample favours B
-    (same,), _ = paired_bootstrap(a, mean_task(base, "q"), resamples=1000, seed=0)
+    (same,) = paired_bootstrap(a, mean_task(base, "q"), resamples=1000, seed=0)
     assert same.diff == 0 and same.low == same.high == 0 and same.p_value == 1.0
 
 
@@ -189,76 +205,22 @@ def test_paired_test_is_not_fooled_by_noise():
     rng = np.random.default_rng(2)
     a = mean_task(rng.random(300) < 0.5, "q")
     b = mean_task(rng.random(300) < 0.5, "q")  # independent draws of the same accuracy
-    (diff,), _ = paired_bootstrap(a, b, resamples=1000, seed=0)
+    (diff,) = paired_bootstrap(a, b, resamples=1000, seed=0)
     assert diff.low <= 0 <= diff.high and diff.p_value > 0.05
 
 
-def test_paired_needs_aligned_samples_and_restrict_recomputes_corpus():
-    task = span_task(TINY_GOLD, TINY_PRED)
+def test_paired_needs_aligned_samples_and_restrict_recomputes_the_metrics():
+    task = spans(TINY_GOLD * 2, TINY_PRED * 2)
     with pytest.raises(ValueError, match="same samples"):
-        paired_bootstrap(task, restrict(task, [1, 0]))
-    first = restrict(task, [0])
-    assert first.ids == ("0",) and first.corpus["f1"] == 1.0  # sample 0 alone: tp 1 → F1 1
-    assert restrict(task, [0, 1]) is task
-
-
-def test_counts_formula_is_not_used_when_it_does_not_give_the_corpus_value():
-    # a scorer whose "f1" is the mean of per-sample F1 (0.5 here) although tp/fp/fn are per-sample:
-    # the counts formula gives 0.4 on the full sample, so the metric is re-scored, never guessed
-    def macro_scorer(examples, predictions):
-        sheet = span_score_sheet(list(examples), list(predictions))
-        f1 = sum(s["f1"] for s in sheet.per_sample) / len(sheet.per_sample)
-        return ScoreSheet({"f1": f1, "tp": sheet.corpus["tp"]}, sheet.per_sample)
-
-    sheet = macro_scorer(TINY_GOLD, TINY_PRED)
-    task = ScoredTask(name="m", ids=("0", "1"), examples=tuple(TINY_GOLD), predictions=tuple(TINY_PRED),
-                      corpus=dict(sheet.corpus), per_sample=tuple(sheet.per_sample), score=macro_scorer)
-    reps = replicate(task, np.array([[0, 1]] * MIN_RESAMPLES))
-    assert reps.methods == {"f1": "rescore", "tp": "counts"}
-    assert set(reps.values["f1"].tolist()) == {0.5}
-
-
-def test_declared_from_sums_is_vectorised_and_checked():
-    # token accuracy = Σ correct / Σ tokens; sample sizes differ, so the mean of ratios is wrong
-    correct, tokens = [1, 9, 0], [2, 10, 4]
-    calls = []
-
-    def scorer(examples, predictions):
-        calls.append(1)
-        return ScoreSheet({"accuracy": sum(correct[i] for i in examples) / sum(tokens[i] for i in examples)},
-                          [{"correct": correct[i], "tokens": tokens[i]} for i in examples])
-
-    sheet = scorer([0, 1, 2], None)
-    calls.clear()
-    task = ScoredTask(name="acc", ids=("a", "b", "c"), examples=(0, 1, 2), predictions=(None, None, None),
-                      corpus=dict(sheet.corpus), per_sample=tuple(sheet.per_sample), score=scorer,
-                      from_sums=lambda s: {"accuracy": s["correct"] / s["tokens"]})
-    idx = np.array([[0, 0, 2], [1, 1, 1], [0, 1, 2]] * 50)
-    reps = replicate(task, idx)
-    assert reps.methods["accuracy"] == "sums"
-    # [0, 0, 2]: (1 + 1 + 0) / (2 + 2 + 4) = 0.25; [1, 1, 1]: 27 / 30 = 0.9; all: 10 / 16 = 0.625
-    assert reps.values["accuracy"][:3].tolist() == pytest.approx([0.25, 0.9, 0.625])
-    assert len(calls) == 1 + 2  # the full-sample check and two verification resamples only
-    wrong = ScoredTask(**{**task.__dict__, "from_sums": lambda s: {"accuracy": s["correct"] / s["tokens"] / 2}})
-    assert replicate(wrong, idx).methods["accuracy"] == "rescore"
-
-
-@pytest.mark.parametrize("container", [frozenset, MetricFamilies])
-def test_mean_metric_patterns_match_in_any_set_type(container):
-    families = container({"rouge1", "bertscore[*]_f1"})
-    assert is_mean_metric(families, "bertscore[enc@L6]_f1") and is_mean_metric(families, "rouge1")
-    assert not is_mean_metric(families, "bertscore[enc@L6]_precision") and not is_mean_metric(families, "rouge2")
-    task = ScoredTask(name="t", ids=("a", "b"), examples=(), predictions=(), corpus={"bertscore[x]_f1": 0.5},
-                      per_sample=({"bertscore[x]_f1": 0.25}, {"bertscore[x]_f1": 0.75}), mean_metrics=families)
-    assert bootstrap_task(task, resamples=50).intervals["bertscore[x]_f1"].method == "mean"
-
-
-def test_restrict_without_scorer_recomputes_counts_on_the_subset():
-    full = span_task(TINY_GOLD * 2, TINY_PRED * 2)
-    blind = ScoredTask(name=full.name, ids=full.ids, examples=(), predictions=(), corpus=full.corpus,
-                       per_sample=full.per_sample)
+        paired_bootstrap(task, restrict(task, [1, 0, 2, 3]))
     # samples 0 and 2 are both "one entity found": tp 2 → F1 1; partial counts too
-    sub = restrict(blind, [0, 2])
+    sub = restrict(task, [0, 2])
     assert sub.ids == ("0", "2") and sub.corpus["f1"] == 1.0 and sub.corpus["partial_f1"] == 1.0
     # samples 1 and 2: tp 1 fn 3 → P 1, R 1/4, F1 0.4
-    assert restrict(blind, [1, 2]).corpus["f1"] == pytest.approx(0.4)
+    assert restrict(task, [1, 2]).corpus["f1"] == pytest.approx(0.4)
+    assert restrict(task, [0, 1, 2, 3]) is task
+
+
+def test_a_resample_task_is_built_from_json_alone():
+    task = spans(TINY_GOLD, TINY_PRED)
+    assert isinstance(task, ResampleTask) and set(task.keys) >= {"tp", "fp", "fn", "partial_tp"}

@@ -61,7 +61,7 @@ def test_leaderboard_csv_and_markdown(report, two_runs):
 
 
 def test_operations_counts(two_runs):
-    sloppy = load_report_runs([two_runs[1]], rebuild=False)[0]
+    sloppy = load_report_runs([two_runs[1]])[0]
     ops = task_operations(sloppy, "ncbi_disease")
     metrics = sloppy.metrics["ncbi_disease"]
     assert (ops.n, ops.errors) == (LIMIT, metrics["errors"])
@@ -80,7 +80,7 @@ def test_operations_truncation_shares_over_samples_that_record_them():
         "completion_tokens": [5.0, 5.0, 5.0, float("nan")], "latency_s": [1.0, 2.0, 3.0, None],
     })
     run = ReportRun(path=NOWHERE, label="m", model="m", compat=None, config={}, tasks=("t",),
-                    metrics={}, summary={}, samples=samples)
+                    metrics={}, summary=None, samples=samples)
     ops = task_operations(run, "t")
     # truncation: 1 of the 3 samples that record it; max_tokens: 1 of the 2 answered with a reason
     assert ops.input_truncated == pytest.approx(1 / 3) and ops.hit_max_tokens == 0.5
@@ -90,8 +90,7 @@ def test_operations_truncation_shares_over_samples_that_record_them():
 
 def test_ner_outcomes_add_up_to_the_strict_counts(two_runs):
     run = load_report_runs([two_runs[1]])[0]
-    scored = run.scored["ncbi_disease"]
-    analysis = analyse("ncbi_disease", scored.examples, scored.predictions)
+    analysis = analyse("ncbi_disease", [r for r in run.records if r["task"] == "ncbi_disease"])
     m = run.metrics["ncbi_disease"]
     gold = sum(analysis.total("gold", c) for c in ("correct", "type", "boundary", "boundary+type", "missed"))
     pred = sum(analysis.total("pred", c) for c in ("correct", "type", "boundary", "boundary+type", "spurious"))
@@ -139,21 +138,26 @@ def test_compare_uses_shared_samples_only(two_runs, tmp_path):
     assert f1.b == pytest.approx(2 * tp / (2 * tp + fp + fn)) and f1.a == 1.0
 
 
-def test_unavailable_data_falls_back_to_stored_per_sample_values(two_runs, tmp_path):
-    copy = tmp_path / "moved"
+def test_the_report_needs_only_the_run_directory(two_runs, tmp_path, monkeypatch):
+    """Data deleted (and the task registry out of reach): the report is byte-for-byte the same,
+    every metric with its interval."""
+    before = build_report([two_runs[1]], tmp_path / "before", resamples=RESAMPLES)
+    copy = tmp_path / "elsewhere" / two_runs[1].name
     shutil.copytree(two_runs[1], copy)
     config = json.loads((copy / "config.json").read_text())
     for files in config["tasks"].values():
-        for path in files["data_files"]:
-            files["data_files"][path] = "0" * 64  # as if the data had changed since the run
+        files["data_files"] = {str(tmp_path / "deleted.tsv"): "0" * 64}  # as if the data were gone
     (copy / "config.json").write_text(json.dumps(config))
-    (run,) = load_report_runs([copy])
-    assert "changed since the run" in run.unavailable
-    out = build_report([copy], tmp_path / "out", resamples=RESAMPLES)
-    board = pd.read_csv(out.csv)
-    assert board["ncbi_disease:f1:ci_low"].notna().all()  # counts need only the per-sample values
-    assert board["ncbi_disease:accuracy:ci_low"].isna().all()  # accuracy needs the scorer
-    assert "could not be re-parsed" in out.html.read_text(encoding="utf-8")
+    import evalpipe.tasks.registry as registry
+
+    monkeypatch.setattr(registry, "get_task", lambda name: (_ for _ in ()).throw(AssertionError("task loaded")))
+    after = build_report([copy], tmp_path / "after", resamples=RESAMPLES)
+    board_before, board_after = pd.read_csv(before.csv), pd.read_csv(after.csv)
+    value_columns = [c for c in board_before.columns if c not in ("run",)]
+    pd.testing.assert_frame_equal(board_before[value_columns], board_after[value_columns])
+    intervals = [c for c in board_after.columns if c.endswith(":ci_low")]
+    assert intervals and board_after[intervals].notna().all().all()  # every metric has its interval
+    assert "ncbi_disease:accuracy:ci_low" in intervals
 
 
 def test_text_tasks_get_score_vs_length_plots():
@@ -163,7 +167,7 @@ def test_text_tasks_get_score_vs_length_plots():
         "score.bertscore_precision": [0.7, 0.8, 0.9], "score.bertscore_f1": [0.8, 0.9, 0.85], "score.other": [1.0, 1.0, 1.0],
     })
     run = ReportRun(path=NOWHERE, label="m", model="m", compat=None, config={}, tasks=("summ",),
-                    metrics={}, summary={}, samples=samples)
+                    metrics={}, summary=None, samples=samples)
     plots = score_length_plots("summ", [run])
     assert [p.id for p in plots] == ["plot-length-summ-rougeL", "plot-length-summ-bertscore_f1"]
     assert all(p.svg.startswith("<svg") for p in plots)
@@ -206,7 +210,7 @@ def test_finish_reason_recorded_by_the_runner_feeds_hit_max_tokens(tmp_path):
 
     config = RunConfig(tasks=("ncbi_disease",), model="cut", base_url="http://127.0.0.1:1/v1", limit=12)
     outcome = asyncio.run(execute(config, lambda _: CutOff(lambda p: gold[query_text(p)], model="cut"), tmp_path))
-    (run,) = load_report_runs([outcome.run_dir.path], rebuild=False)
+    (run,) = load_report_runs([outcome.run_dir.path])
     assert run.samples["finish_reason"].tolist().count("length") == 4
     ops = task_operations(run, "ncbi_disease")
     assert ops.hit_max_tokens == pytest.approx(4 / 12) and ops.input_truncated == 0.0

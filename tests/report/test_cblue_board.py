@@ -47,7 +47,7 @@ def cblue_report(cblue_runs, tmp_path_factory):
 
 
 def test_rows_put_our_headline_metrics_in_percent_beside_the_papers(cblue_runs):
-    runs = load_report_runs(list(cblue_runs), rebuild=False)
+    runs = load_report_runs(list(cblue_runs))
     human, baseline, full, partial = cblue_rows(runs, {})
     assert (human.source, human.split, human.values["cmeee"], human.values["average"]) == ("reference", "test", 67.0, 77.1)
     assert baseline.values["chip_sts"] == BEST_BASELINE["chip_sts"] and baseline.values["average"] == 70.0

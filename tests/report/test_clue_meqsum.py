@@ -57,8 +57,7 @@ def no_bertscore(monkeypatch):
 
 def test_pattern_mean_metrics_are_resampled_from_per_sample_values(meqsum_runs, no_bertscore, tmp_path):
     (run,) = load_report_runs([meqsum_runs[0]])
-    scored = run.scored["clue_meqsum"]
-    assert BERT_F1 in scored.mean_metrics  # the pattern set survived, not a frozenset of literal names
+    assert run.resample["clue_meqsum"].aggregations[BERT_F1].kind == "mean"  # declared, with its settings tag
     result = build_report(meqsum_runs, tmp_path, resamples=RESAMPLES, seed=0)
     board = pd.read_csv(result.csv)
     # the interval is the percentile interval of means of the resampled per-sample BERTScore values
@@ -74,16 +73,18 @@ def test_pattern_mean_metrics_are_resampled_from_per_sample_values(meqsum_runs, 
     timing = markdown.split("**Bootstrap: method per metric and time**")[1].splitlines()
     rows = [line for line in timing if line.startswith(("| short | clue_meqsum", "| long | clue_meqsum"))]
     assert len(rows) == 2 and all("| mean: rouge1, rouge2, rougeL, bertscore" in line for line in rows)
-    assert "rescore: " not in markdown and "none: " not in markdown
+    assert "none: n" in markdown  # only the sample count has no interval
     # the paired comparison reuses the same per-sample values
     assert "## Comparison" in markdown and BERT_F1 in markdown
 
 
 def test_comparing_on_a_subset_averages_the_stored_values(meqsum_runs, no_bertscore):
     (run,) = load_report_runs([meqsum_runs[1]])
-    scored = run.scored["clue_meqsum"]
-    sub = restrict(scored, [5, 0, 2])  # what a comparison with a run that has only these samples does
-    assert sub.ids == tuple(scored.ids[i] for i in (5, 0, 2))
+    task = run.resample["clue_meqsum"]
+    sub = restrict(task, [5, 0, 2])  # what a comparison with a run that has only these samples does
+    assert sub.ids == tuple(task.ids[i] for i in (5, 0, 2))
     # (v5 + v0 + v2) / 3 of the stored per-sample BERTScore F1, no encoder call
-    expected = sum(scored.per_sample[i][BERT_F1] for i in (5, 0, 2)) / 3
-    assert sub.corpus[BERT_F1] == pytest.approx(expected) and set(sub.corpus) == set(scored.metrics)
+    scores = [r["scores"][BERT_F1] for r in run.records]
+    expected = sum(scores[i] for i in (5, 0, 2)) / 3
+    assert sub.corpus[BERT_F1] == pytest.approx(expected)
+    assert set(sub.corpus) == set(task.metrics) - {"n"}  # every metric but the fixed sample count

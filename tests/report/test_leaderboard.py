@@ -109,7 +109,6 @@ def test_shown_metrics_declared_order_patterns_and_tagged_f1():
 
 
 def test_declared_primary_metric_drives_averages_and_disagreement_ranking():
-    from evalpipe.report.bootstrap import ScoredTask
     from evalpipe.report.compare import _score_key
     from evalpipe.tasks.registry import get_task
 
@@ -128,7 +127,8 @@ def test_declared_primary_metric_drives_averages_and_disagreement_ranking():
     average = board.columns[-1]
     assert average.metric == "accuracy" and board.entry("x", average).value == pytest.approx(0.7)
     # disagreements are ranked by the primary metric's per-sample score when both runs have it
-    task = ScoredTask(name="a", ids=("0",), examples=(), predictions=(), corpus={"macro_f1": 0.2, "accuracy": 0.8},
-                      per_sample=({"macro_f1": 0.0, "accuracy": 1.0},))
-    assert _score_key(task, task, Spec()) == "accuracy"
-    assert _score_key(task, task, None) == "macro_f1"  # without a declaration: the first F1-like metric
+    records = {"0": {"scores": {"macro_f1": 0.0, "accuracy": 1.0}}}
+    corpus = ["macro_f1", "accuracy"]
+    assert _score_key("a", records, records, primary_metric(Spec(), corpus), corpus) == "accuracy"
+    # without a declaration: the first F1-like metric
+    assert _score_key("a", records, records, primary_metric(None, corpus), corpus) == "macro_f1"

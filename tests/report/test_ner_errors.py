@@ -1,8 +1,14 @@
 """NER error categories on hand-made spans: each category, the precedence rules, the corpus counts."""
 
-from evalpipe.records import Example, Prediction, Span
+from evalpipe.records import Example, Prediction, Span, to_jsonable
 from evalpipe.report.ner_errors import analyse, classify, is_span_task, prediction_spans, span_text
 from evalpipe.tasks.ncbi.disease import NerGold
+
+
+def record(example, prediction):
+    """A sample as samples.jsonl holds it (what the analysis reads)."""
+    return {"id": example.id, "inputs": to_jsonable(example.inputs), "gold": to_jsonable(example.gold),
+            "prediction": to_jsonable(prediction.value)}
 
 
 def categories(outcomes):
@@ -62,7 +68,7 @@ def test_analyse_counts_per_side_and_type_with_examples():
     examples = [ner_example(0, tokens, [Span(0, 1, "D"), Span(2, 4, "D")]),
                 ner_example(1, tokens, [Span(1, 2, "D")])]
     predictions = [Prediction((Span(0, 1, "D"), Span(2, 3, "D"), Span(5, 6, "D"))), Prediction(())]
-    analysis = analyse("t", examples, predictions)
+    analysis = analyse("t", [record(e, p) for e, p in zip(examples, predictions)])
     # gold: correct 1, boundary 1 (2..4 vs 2..3), missed 1 (s1) → 3 gold; pred: correct, boundary, spurious
     assert analysis.counts == {
         ("gold", "D", "correct"): 1, ("gold", "D", "boundary"): 1, ("gold", "D", "missed"): 1,
@@ -80,12 +86,12 @@ def test_analyse_counts_per_side_and_type_with_examples():
 def test_span_task_detection_and_iob_predictions():
     tokens = ["x", "y"]
     ex = Example(id="0", inputs={"tokens": tokens}, gold=NerGold(tags=("B-D", "O"), spans=(Span(0, 1, "D"),)))
-    assert is_span_task([ex], [Prediction((Span(0, 1, "D"),))])
-    assert is_span_task([ex], [Prediction(("B-D", "I-D"))])  # IOB2 tags (a compatibility mode)
-    assert prediction_spans(("B-D", "I-D"), ex.gold) == (Span(0, 2, "D"),)
-    assert not is_span_task([ex], [Prediction("a label")])
+    assert is_span_task([record(ex, Prediction((Span(0, 1, "D"),)))])
+    assert is_span_task([record(ex, Prediction(("B-D", "I-D")))])  # IOB2 tags (a compatibility mode)
+    assert prediction_spans(["B-D", "I-D"], to_jsonable(ex.gold)) == (Span(0, 2, "D"),)
+    assert not is_span_task([record(ex, Prediction("a label"))])
     plain = Example(id="1", inputs={"text": "t"}, gold="yes")
-    assert not is_span_task([plain], [Prediction(())])
+    assert not is_span_task([record(plain, Prediction(()))])
     # character spans over text when there are no tokens
     assert span_text({"text": "肺癌患者"}, Span(0, 2, "dis")) == "肺癌"
 
@@ -97,6 +103,18 @@ def test_cmeee_gold_a_bare_tuple_of_spans_is_a_span_task():
 
     gold = (Span(0, 2, "dis"), Span(3, 5, "sym"))
     example = Example(id="1", inputs={"text": "糖尿病，头痛"}, gold=gold)
-    assert gold_spans(gold) == gold
-    assert is_span_task([example], [Prediction(value=(Span(0, 2, "dis"),), failed=False)])
+    assert gold_spans(gold) == gold and gold_spans(to_jsonable(gold)) == gold
+    assert is_span_task([record(example, Prediction(value=(Span(0, 2, "dis"),), failed=False))])
     assert gold_spans(("a term",)) is None
+
+
+def test_nested_entities_a_missed_inner_entity_under_a_found_outer_one_is_missed():
+    """CMeEE nests entities: the outer symptom found exactly must not turn the missed inner body
+    part into a boundary+type error (it was simply not found)."""
+    outer, inner = Span(0, 4, "sym"), Span(0, 2, "bod")
+    gold_out, pred_out = classify([outer, inner], [outer])
+    assert {o.span: o.category for o in gold_out} == {outer: "correct", inner: "missed"}
+    assert [(o.span, o.category) for o in pred_out] == [(outer, "correct")]
+    example = Example(id="n", inputs={"text": "腹部疼痛"}, gold=(outer, inner))
+    analysis = analyse("cmeee", [record(example, Prediction((outer,)))])
+    assert analysis.examples["missed"][0].text == "腹部"
