@@ -39,6 +39,11 @@ CREATE TABLE IF NOT EXISTS responses (
     created REAL NOT NULL,
     endpoint TEXT
 );
+CREATE TABLE IF NOT EXISTS vectors (
+    key TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    data BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS plan (
     task TEXT NOT NULL,
     sample_id TEXT NOT NULL,
@@ -170,6 +175,24 @@ class ResponseStore:
             "SELECT sample_id, key, prompt, info FROM plan WHERE task = ? ORDER BY position", (task,)
         )
         return [(sid, key, prompt, json.loads(info)) for sid, key, prompt, info in rows]
+
+    def get_vectors(self, keys: list[str]) -> dict[str, bytes]:
+        """Stored embedding vectors (float32 bytes) among ``keys`` (retrieval tasks' candidate pools)."""
+        unique = list(dict.fromkeys(keys))
+        found: dict[str, bytes] = {}
+        for start in range(0, len(unique), self._CHUNK):
+            chunk = unique[start:start + self._CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for key, data in self._db.execute(f"SELECT key, data FROM vectors WHERE key IN ({marks})", chunk):
+                found[key] = bytes(data)
+        return found
+
+    def put_vectors(self, model: str, items: list[tuple[str, bytes]]) -> None:
+        """Store embedding vectors in one committed transaction: a killed run does not embed them again."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.executemany("INSERT OR REPLACE INTO vectors (key, model, data) VALUES (?, ?, ?)",
+                                 [(key, model, data) for key, data in items])
 
     def __len__(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])

@@ -1,4 +1,4 @@
-"""Command line: ``evalpipe run | score | show | tasks | report | compare | retrieve | serve | demo``.
+"""Command line: ``evalpipe run | score | show | tasks | report | compare | serve | demo``.
 
 Every user-facing failure (bad data, template, endpoint, options) ends as one clear line on
 stderr and a non-zero exit code — never a traceback — and never prints an API key.
@@ -91,6 +91,16 @@ def _print_run(metrics: dict[str, dict[str, float]], run: RunDir, compat: str | 
             console.print(text, highlight=False)
 
 
+def _parse_task_args(pairs: list[str]) -> dict[str, str]:
+    args: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or ":" not in key or not key.partition(":")[2]:
+            raise typer.BadParameter(f"--task-arg expects TASK:NAME=VALUE, got {pair!r}", param_hint="--task-arg")
+        args[key] = value
+    return args
+
+
 def _report(outcome: RunOutcome, compat: str | None) -> int:
     _print_run(outcome.metrics, outcome.run_dir, compat)
     console.print(f"results: {outcome.run_dir.path}  (answers sent {outcome.sent}, from store {outcome.cached})")
@@ -144,6 +154,11 @@ def run(
     allow_external_endpoint: Annotated[bool, typer.Option(help="Allow credentialed (PhysioNet) data to go to a non-local endpoint.")] = False,
     run_name: Annotated[Optional[str], typer.Option(help="Run directory name (default: derived from the options, so the same command resumes).")] = None,
     results_dir: Annotated[Path, typer.Option(help="Where run directories go.")] = DEFAULT_ROOT,
+    task_arg: Annotated[list[str], typer.Option("--task-arg", help="A task's own setting, TASK:NAME=VALUE (repeatable; `evalpipe tasks` lists them), e.g. huatuo_retrieval:pool_size=1000.")] = [],
+    embeddings_url: Annotated[Optional[str], typer.Option(help="Retrieval tasks: an OpenAI-compatible /v1 URL serving an embedding model.")] = None,
+    embeddings_model: Annotated[Optional[str], typer.Option(help="Retrieval tasks: the embedding model's name at --embeddings-url.")] = None,
+    embeddings_path: Annotated[Optional[str], typer.Option(help="Retrieval tasks: a local sentence-transformers model folder instead of a URL.")] = None,
+    embeddings_batch_size: Annotated[Optional[int], typer.Option(help="Retrieval tasks: texts per embedding request.")] = None,
 ) -> None:
     """Evaluate a model on tasks; resumes if the same run was interrupted."""
     if engine is not None and engine not in ENGINES:
@@ -152,6 +167,18 @@ def run(
         base_url = os.environ["EVALPIPE_BASE_URL"].split()
     if engine == "llamacpp" and not model:
         model = "default"
+    try:
+        specs = resolve(task, suite)
+    except KeyError as exc:
+        raise _fail(exc)
+    if (embeddings_url is None) == (embeddings_path is None) and any(s.ranking for s in specs):
+        raise typer.BadParameter("retrieval tasks need --embeddings-url URL --embeddings-model NAME, or "
+                                 "--embeddings-path DIR (not both)", param_hint="--embeddings-url")
+    if embeddings_url and not embeddings_model:
+        raise typer.BadParameter("--embeddings-url needs --embeddings-model", param_hint="--embeddings-model")
+    if not model and specs and all(s.ranking for s in specs):
+        # only retrieval tasks: the embedding model is the model of the run (it names the run directory)
+        model = embeddings_model or Path(embeddings_path or "embedder").name
     if not model:
         raise typer.BadParameter("--model is required (or set EVALPIPE_MODEL)", param_hint="--model")
     if engine and base_url:
@@ -169,10 +196,6 @@ def run(
                                                                revision))), engine_arg)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--engine") from None
-    try:
-        specs = resolve(task, suite)
-    except KeyError as exc:
-        raise _fail(exc)
     config = RunConfig(
         tasks=tuple(s.name for s in specs), suites=tuple(suite), model=model,
         base_url=base_url[0] if base_url else None, replicas=tuple(base_url[1:]), endpoint=endpoint,
@@ -186,6 +209,9 @@ def run(
         run_name=run_name,
         metric_options=_metric_options(rouge_stemmer, bertscore_model, bertscore_layers, bertscore_idf,
                                        bertscore_baseline, umls_extractor),
+        task_args=_parse_task_args(task_arg), embeddings_url=embeddings_url, embeddings_model=embeddings_model,
+        embeddings_path=str(Path(embeddings_path).resolve()) if embeddings_path else None,
+        embeddings_batch_size=embeddings_batch_size,
     )
     raise typer.Exit(_execute(config, results_dir, startup_timeout))
 
@@ -274,48 +300,6 @@ def show(
 
 
 @app.command()
-def retrieve(
-    task: Annotated[str, typer.Option("--task", "-t", help="Retrieval task (huatuo_retrieval).")] = "huatuo_retrieval",
-    embeddings_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible /v1 URL serving an embedding model.")] = None,
-    embeddings_model: Annotated[Optional[str], typer.Option(help="Embedding model name at that URL.")] = None,
-    embeddings_path: Annotated[Optional[str], typer.Option(help="Local sentence-transformers model folder instead of a URL.")] = None,
-    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
-    embeddings_batch_size: Annotated[Optional[int], typer.Option(help="Texts per embeddings request.")] = None,
-    embeddings_concurrency: Annotated[int, typer.Option(help="Embeddings requests in flight.")] = 4,
-    data: Annotated[Optional[str], typer.Option(help="The evaluated file (test_datasets.jsonl).")] = None,
-    data_dir: Annotated[Optional[str], typer.Option(help="Folder holding the data file.")] = None,
-    split: Annotated[Optional[str], typer.Option()] = None,
-    limit: Annotated[Optional[int], typer.Option(help="Only the first N questions.")] = None,
-    pool_size: Annotated[Optional[int], typer.Option(help="Candidate answers (default: all answers of the split).")] = None,
-    seed: Annotated[int, typer.Option(help="Seed for sampling the pool.")] = 0,
-    run_name: Annotated[Optional[str], typer.Option()] = None,
-    results_dir: Annotated[Path, typer.Option(help="Where run directories go.")] = DEFAULT_ROOT,
-) -> None:
-    """Embedding retrieval (Huatuo-26M): Recall@5 and MRR@10 of gold answers among a candidate pool."""
-    from evalpipe.backends.embeddings import make_embedder
-    from evalpipe.tasks.huatuo.tasks import RetrievalConfig, run_retrieval
-
-    async def go():
-        embedder = make_embedder(url=embeddings_url, model=embeddings_model, path=embeddings_path,
-                                 api_key_env=api_key_env, batch_size=embeddings_batch_size,
-                                 concurrency=embeddings_concurrency)
-        try:
-            return await run_retrieval(
-                RetrievalConfig(task=task, split=split, data=str(Path(data).resolve()) if data else None,
-                                data_dir=data_dir, limit=limit, pool_size=pool_size, seed=seed, run_name=run_name),
-                embedder, results_dir)
-        finally:
-            await embedder.aclose()
-
-    try:
-        result = asyncio.run(go())
-    except USER_ERRORS as exc:
-        raise _fail(exc)
-    console.print(metrics_table({task: result.metrics}, title=str(result.run_dir.path)))
-    console.print("note: recall is low by construction when the pool is large (every answer of the split competes)")
-
-
-@app.command()
 def report(
     runs: Annotated[list[Path], typer.Argument(help="One or more run directories.")],
     out: Annotated[Optional[Path], typer.Option(help="Output folder (default: results/report).")] = None,
@@ -363,15 +347,18 @@ def compare(
 
 @app.command()
 def tasks() -> None:
-    """List tasks and suites."""
+    """List tasks and suites: what each reads (data roles), its settings, metrics and scorings."""
     table = Table(title="tasks")
-    for column in ("task", "shots", "max tokens", "metrics", "compat modes", "suites", "description"):
+    for column in ("task", "answered by", "shots", "max tokens", "metrics", "compat modes", "data roles (--data)",
+                   "settings (--task-arg)", "suites", "description"):
         table.add_column(column)
     for spec in all_tasks().values():
         table.add_row(
-            spec.name, str(spec.default_shots), str(spec.max_tokens), ", ".join(spec.metrics),
-            ", ".join(k for k in spec.scorings if k != "default") or "–", ", ".join(spec.suites),
-            spec.description + (" [credentialed data]" if spec.credentialed else ""),
+            spec.name, "embedding ranker" if spec.ranking else "model", str(spec.default_shots),
+            str(spec.max_tokens), ", ".join(spec.metrics),
+            ", ".join(k for k in spec.scorings if k != "default") or "–",
+            ", ".join(r.name for r in spec.data_roles), ", ".join(a.name for a in spec.args) or "–",
+            ", ".join(spec.suites), spec.description + (" [credentialed data]" if spec.credentialed else ""),
         )
     console.print(table)
     suite_table = Table(title="suites")

@@ -11,9 +11,10 @@ import json
 import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from evalpipe.tasks.base import LoadOptions
+from evalpipe.tasks.base import LoadOptions, TaskSpec
 
 
 @dataclass(frozen=True)
@@ -61,12 +62,19 @@ class RunConfig:
     metric_options: dict[str, Any] = field(default_factory=dict)
     allow_external_endpoint: bool = False
     run_name: str | None = None
+    #: ``TASK:NAME`` → value text (``--task-arg``), parsed by the task's declared :class:`TaskArg`
+    task_args: dict[str, str] = field(default_factory=dict)
+    #: retrieval tasks: the embedding model — at an OpenAI-compatible URL, or a local folder
+    embeddings_url: str | None = None
+    embeddings_model: str | None = None
+    embeddings_path: str | None = None
+    embeddings_batch_size: int | None = None
 
     #: options that change which answers a model gives; they name the run directory
     ANSWER_FIELDS = (
         "tasks", "model", "endpoint", "shots", "fewshot_seed", "fewshot_as_turns", "system_role",
         "temperature", "top_p", "seed", "max_tokens", "split", "data", "data_dir", "context_length",
-        "engine", "engine_options", "model_fingerprint",
+        "engine", "engine_options", "model_fingerprint", "task_args", "embeddings_model", "embeddings_path",
     )
 
     def answer_hash(self) -> str:
@@ -100,15 +108,40 @@ class RunConfig:
         return cls(**kwargs)
 
 
-def load_options(config: RunConfig, task: str, split: str | None = None) -> LoadOptions:
-    """What a task's loader is told: split, files given for it (``--data``), data folder, seed."""
+def load_options(config: RunConfig, task: str, split: str | None = None,
+                 args: Mapping[str, Any] | None = None) -> LoadOptions:
+    """What a task's loader is told: split, files given for it (``--data``), data folder, seed, and
+    its own settings (``args``: parsed ``--task-arg`` values, see :func:`task_args_for`)."""
     return LoadOptions(
         split=split if split is not None else config.split,
         paths=data_paths_for(config, task),
         data_dir=Path(config.data_dir) if config.data_dir else None,
         seed=config.seed if config.seed is not None else 0,
         context_length=config.context_length,
+        args=dict(args or {}),
     )
+
+
+def task_args_for(config: RunConfig, spec: TaskSpec) -> dict[str, Any]:
+    """The task's settings: its declared defaults, overridden by ``--task-arg TASK:NAME=VALUE``.
+
+    An unknown name or a value the setting cannot parse is a ``ValueError`` naming the option and
+    the settings the task has — a typo must never be silently ignored.
+    """
+    declared = {a.name: a for a in spec.args}
+    values = {a.name: a.default for a in spec.args}
+    for key, text in config.task_args.items():
+        task, _, name = key.partition(":")
+        if task != spec.name:
+            continue
+        if name not in declared:
+            known = ", ".join(f"{a.name} ({a.description})" for a in spec.args) or "none"
+            raise ValueError(f"--task-arg {key}={text}: task {spec.name} has no setting {name!r}; its settings: {known}")
+        try:
+            values[name] = declared[name].parse(text)
+        except ValueError as exc:
+            raise ValueError(f"--task-arg {key}={text}: {exc}") from None
+    return values
 
 
 def data_paths_for(config: RunConfig, task: str) -> dict[str, Path]:

@@ -156,6 +156,9 @@ class ScoreSheet:
     notes: Mapping[str, str] = field(default_factory=dict)
     parts: Sequence[Mapping[str, float]] = ()
     aggregations: Mapping[str, Any] = field(default_factory=dict)
+    #: metric → why it is a fixed property of the run rather than an estimate (no interval), e.g.
+    #: the size of a retrieval pool
+    fixed: Mapping[str, str] = field(default_factory=dict)
 
     def sample_parts(self) -> Sequence[Mapping[str, float]]:
         """The additive parts per sample (``per_sample`` when no separate parts were given)."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.cache import ResponseStore
-from evalpipe.config import RunConfig, load_options
+from evalpipe.config import RunConfig, load_options, task_args_for
 from evalpipe.data.digest import file_sha256
 from evalpipe.data.errors import DataError
 from evalpipe.metrics.options import MetricOptions
@@ -50,8 +50,8 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
     recorded = run.read_config()
     settings = recorded.get("config")
     if not isinstance(settings, dict) or "model" not in settings or not settings.get("tasks"):
-        raise RunError(f"{run.config_path}: not an evaluation run (a retrieval run, or written by something "
-                       "else); `evalpipe show` prints its metrics")
+        raise RunError(f"{run.config_path}: not an evaluation run (written by something else, or by the old "
+                       "`evalpipe retrieve`); `evalpipe show` prints its metrics")
     config = RunConfig.from_json(settings)
     if not run.store_path.is_file():
         raise RunError(f"{run.path}: no responses.sqlite; nothing to score")
@@ -61,7 +61,8 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
         for name in config.tasks:
             spec = get_task(name)
             task_info = recorded.get("tasks", {}).get(name, {})
-            data = spec.load(load_options(config, name, task_info.get("split")))
+            options = load_options(config, name, task_info.get("split"), args=task_args_for(config, spec))
+            data = spec.load(options)
             recorded_digests = set(task_info.get("data_files", {}).values())
             for path in data.files if recorded_digests else ():
                 if file_sha256(path) not in recorded_digests:
@@ -75,9 +76,12 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
             if missing:
                 raise RunError(f"{run.path}: task {name}: sample ids not in the data any more: {missing[:5]}")
             answers = store.get_many([key for _, key, _, _ in plan])
+            examples = tuple(by_id[sid] for sid, _, _, _ in plan)
+            if spec.ranking is not None:  # a retrieval task: bind each gold to its pool position again
+                examples = spec.ranking.plan(data, examples, options).examples
             tasks.append(StoredTask(
                 spec=spec,
-                examples=tuple(by_id[sid] for sid, _, _, _ in plan),
+                examples=examples,
                 prompts_json=tuple(prompt for _, _, prompt, _ in plan),
                 answers=tuple(answers.get(key) for _, key, _, _ in plan),
                 truncated=tuple(int(info.get("truncated_tokens", 0)) for _, _, _, info in plan),

@@ -38,7 +38,7 @@ from evalpipe.budget import (
     server_context_length,
 )
 from evalpipe.cache import ResponseStore, cache_key
-from evalpipe.config import RunConfig, load_options
+from evalpipe.config import RunConfig, load_options, local_model_fingerprint, task_args_for
 from evalpipe.data.digest import file_sha256
 from evalpipe.data.errors import DataError
 from evalpipe.endpoints import is_local_url, redact_url
@@ -51,11 +51,13 @@ from evalpipe.prompting import (
     template_path,
     template_sha256,
 )
+from evalpipe.backends.embeddings import Embedder, make_embedder
+from evalpipe.backends.ranking import RankingBackend, pool_digest
 from evalpipe.records import Completion, Example, GenerationParams, Prompt, to_jsonable
 from evalpipe.outcome import RunError, RunOutcome, write_outcome
 from evalpipe.results import Budget, RunDir, RunInfo, git_commit
 from evalpipe.scoring import TaskOutcome, answer_prefix, score_task
-from evalpipe.tasks.base import TaskData, TaskSpec
+from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.registry import get_task
 
 from evalpipe.paths import REPO_ROOT
@@ -82,10 +84,13 @@ class PreparedTask:
     prompts: tuple[Prompt, ...]
     keys: tuple[str, ...]
     max_tokens: int
-    renderer: PromptRenderer
+    #: None for a retrieval task (its prompts are query texts, not rendered from a template)
+    renderer: PromptRenderer | None
     model: str
     #: tokens cut from the task's long field per sample (context budgeting); all 0 if none
     truncated: tuple[int, ...] = ()
+    #: a retrieval task's candidate pool (empty for generation tasks)
+    pool: tuple[str, ...] = ()
 
     def truncated_tokens(self) -> tuple[int, ...]:
         return self.truncated or (0,) * len(self.examples)
@@ -115,11 +120,17 @@ def prepare_task(
 ) -> PreparedTask:
     """Load, subset and render one task. ``context_length``/``token_counter`` override what the
     loader is told (for tasks ``sized_by_context``, once the budget is known)."""
-    options = load_options(config, spec.name)
+    try:
+        args = task_args_for(config, spec)
+    except ValueError as exc:
+        raise RunError(str(exc)) from None
+    options = load_options(config, spec.name, args=args)
     if context_length is not None:
         options = replace(options, context_length=context_length, token_counter=token_counter)
     data = spec.load(options)
     examples = _subset(data.examples, config, spec.name)
+    if spec.ranking is not None:
+        return _prepare_ranking(spec, config, data, examples, options)
     k = spec.default_shots if config.shots is None else config.shots
     # fingerprints serialise every evaluated input (LongHealth: tens of MB): only when shots are drawn
     fingerprints = {inputs_fingerprint(ex) for ex in data.examples} if k > 0 else set()
@@ -139,6 +150,32 @@ def prepare_task(
     prompts = tuple(renderer.render(ex) for ex in examples)
     keys = tuple(cache_key(config.model, p) for p in prompts)
     return PreparedTask(spec, data, examples, shots, prompts, keys, max_tokens, renderer, config.model)
+
+
+def ranking_identity(config: RunConfig, pool: Sequence[str], depth: int) -> str:
+    """What a retrieval answer depends on, as the "model" of its cache key: the embedding model (a
+    local folder by its fingerprint), the candidate pool and the ranking depth."""
+    if config.embeddings_path:
+        embedder = f"path:{Path(config.embeddings_path).name}@{local_model_fingerprint(config.embeddings_path)}"
+    else:
+        embedder = f"model:{config.embeddings_model}"
+    return f"embeddings[{embedder}]|pool:{pool_digest(pool)}|depth:{depth}"
+
+
+def _prepare_ranking(spec: TaskSpec, config: RunConfig, data: TaskData, examples: tuple[Example, ...],
+                     options: LoadOptions) -> PreparedTask:
+    """A retrieval task: its pool, and one query "prompt" per example (answered by a ranker)."""
+    assert spec.ranking is not None
+    try:
+        planned = spec.ranking.plan(data, examples, options)
+    except ValueError as exc:
+        raise RunError(f"task {spec.name}: {exc}") from None
+    params = GenerationParams(max_tokens=spec.ranking.depth)
+    prompts = tuple(Prompt(params=params, text=spec.ranking.query(ex)) for ex in planned.examples)
+    identity = ranking_identity(config, planned.pool, spec.ranking.depth)
+    keys = tuple(cache_key(identity, p) for p in prompts)
+    return PreparedTask(spec, data, planned.examples, (), prompts, keys, spec.ranking.depth, None, identity,
+                        pool=planned.pool)
 
 
 def apply_budget(p: PreparedTask, context_length: int, counter: TokenCounter) -> PreparedTask:
@@ -280,7 +317,8 @@ def check_endpoint_policy(prepared: Sequence[PreparedTask], config: RunConfig) -
     credentialed = [p.spec.name for p in prepared if p.spec.credentialed]
     if not credentialed or config.allow_external_endpoint:
         return
-    for url in [u for u in (config.base_url, *config.replicas) if u]:  # every replica, not just the first
+    urls = (config.base_url, *config.replicas, config.embeddings_url)  # every replica, and the embedder
+    for url in [u for u in urls if u]:
         if not is_local_url(url):
             raise RunError(
                 f"task(s) {', '.join(credentialed)} use credentialed data (PhysioNet DUA) and "
@@ -290,10 +328,12 @@ def check_endpoint_policy(prepared: Sequence[PreparedTask], config: RunConfig) -
 
 
 def _task_record(p: PreparedTask, config: RunConfig) -> dict[str, Any]:
+    template = template_path(p.spec) if p.renderer is not None else None
     return {
-        "template": str(template_path(p.spec).relative_to(REPO_ROOT))
-        if template_path(p.spec).is_relative_to(REPO_ROOT) else str(template_path(p.spec)),
-        "template_sha256": template_sha256(p.spec),
+        "template": (str(template.relative_to(REPO_ROOT)) if template.is_relative_to(REPO_ROOT) else str(template))
+        if template is not None else None,
+        "template_sha256": template_sha256(p.spec) if template is not None else None,
+        **({"pool_size": len(p.pool), "pool_digest": pool_digest(p.pool)} if p.pool else {}),
         "data_files": {str(f): file_sha256(Path(f)) for f in p.data.files},
         "split": p.data.split,
         "n": len(p.examples),
@@ -310,7 +350,7 @@ def _task_record(p: PreparedTask, config: RunConfig) -> dict[str, Any]:
 
 
 def write_config(run: RunDir, config: RunConfig, prepared: Sequence[PreparedTask],
-                 backend: Backend | None, skipped: Mapping[str, str] | None = None,
+                 backends: Sequence[Backend] = (), skipped: Mapping[str, str] | None = None,
                  budget: Any = None) -> None:
     previous = run.read_config() if run.exists() else {}
     ran = replace(
@@ -326,7 +366,11 @@ def write_config(run: RunDir, config: RunConfig, prepared: Sequence[PreparedTask
         "evalpipe_version": __version__,
         "git_commit": git_commit(REPO_ROOT),
         "tasks": {p.spec.name: _task_record(p, config) for p in prepared},
-        "backend": dict(backend.describe()) if backend is not None else previous.get("backend"),
+        # the generating model's backend, and each retrieval task's ranker (embedder, pool), as they describe
+        # themselves (never an API key); a run answered wholly from the store keeps what was recorded
+        "backend": next((dict(b.describe()) for b in backends if not isinstance(b, RankingBackend)),
+                        previous.get("backend")),
+        "rankers": [dict(b.describe()) for b in backends if isinstance(b, RankingBackend)] or previous.get("rankers"),
         "allow_external_endpoint": config.allow_external_endpoint,
         "created": previous.get("created", time.strftime("%Y-%m-%dT%H:%M:%S%z")),
         "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -379,14 +423,22 @@ def run_dir_for(config: RunConfig, results_root: Path) -> RunDir:
     return RunDir(results_root / (config.run_name or config.default_run_name()))
 
 
+EmbedderFactory = Callable[[RunConfig], Embedder]
+
+
 async def execute(
     config: RunConfig,
     backend_factory: Callable[[RunConfig], Backend],
     results_root: Path,
     progress: ProgressSink | None = None,
     on_prepared: Callable[[RunDir, int, int], None] | None = None,
+    embedder_factory: EmbedderFactory | None = None,
 ) -> RunOutcome:
-    """Run (or resume) an evaluation and write its results. Raises RunError/BackendError early."""
+    """Run (or resume) an evaluation and write its results. Raises RunError/BackendError early.
+
+    ``backend_factory`` makes the generating model's backend; ``embedder_factory`` the embedding
+    model of retrieval tasks (default: from the run's ``--embeddings-*`` options). Each is asked
+    for only when some of its prompts have no stored answer."""
     progress = progress or NullProgress()
     skipped: dict[str, str] = {}
     prepared = prepare(config, skipped)
@@ -398,7 +450,7 @@ async def execute(
         p.spec.scoring(config.compat)  # an unknown --compat fails before any request
     with run.lock():
         return await _execute_locked(config, run, prepared, skipped, budget_info, backend_factory, progress,
-                                     on_prepared)
+                                     on_prepared, embedder_factory or embedder_for)
 
 
 async def _execute_locked(
@@ -410,9 +462,10 @@ async def _execute_locked(
     backend_factory: Callable[[RunConfig], Backend],
     progress: ProgressSink,
     on_prepared: Callable[[RunDir, int, int], None] | None,
+    embedder_factory: EmbedderFactory,
 ) -> RunOutcome:
     store = ResponseStore(run.store_path)
-    backend: Backend | None = None
+    backends: list[tuple[Backend, dict[str, Prompt]]] = []
     notes: list[str] = []
     # serialised once: the plan stores them and every sample record carries them
     prompts_json = {p.spec.name: [_prompt_json(prompt) for prompt in p.prompts] for p in prepared}
@@ -433,26 +486,29 @@ async def _execute_locked(
         pending = {k: prompt for p in prepared for k, prompt in zip(p.keys, p.prompts) if k not in answers}
         if on_prepared is not None:
             on_prepared(run, len(dict.fromkeys(all_keys)), len(pending))
-        if pending:
-            backend = backend_factory(config)
+        for backend, todo in _answerers(config, prepared, pending, store, backend_factory, embedder_factory):
+            backends.append((backend, todo))
             await backend.preflight()
-        write_config(run, config, prepared, backend, skipped, budget_info.get("budget"))
+        write_config(run, config, prepared, [b for b, _ in backends], skipped, budget_info.get("budget"))
         sent = 0
         fetch_s = 0.0
-        stats: Mapping[str, Any] = {}
+        stats: dict[str, Any] = {}
         if pending:
-            assert backend is not None
             progress.start(total=len(dict.fromkeys(all_keys)), cached=len(dict.fromkeys(all_keys)) - len(pending))
             fetch_started = time.monotonic()
             try:
-                fresh = await fetch_answers(pending, backend, store, progress,
-                                            workers=2 * max(config.concurrency, 1) * (1 + len(config.replicas)))
+                for backend, todo in backends:
+                    fresh = await fetch_answers(todo, backend, store, progress,
+                                                workers=2 * max(config.concurrency, 1) * (1 + len(config.replicas)))
+                    answers.update(fresh)
+                    if isinstance(backend, RankingBackend):
+                        stats.setdefault("ranking", {}).update(backend.stats())
+                    else:
+                        stats.update(backend.stats())
             finally:
                 progress.close()
             fetch_s = time.monotonic() - fetch_started
-            answers.update(fresh)
             sent = len(pending)
-            stats = backend.stats()
         outcome = RunOutcome(run_dir=run, tasks=[], sent=sent, cached=len(dict.fromkeys(all_keys)) - sent,
                              skipped=skipped, budget=Budget.from_json(budget_info.get("budget")), notes=notes)
         options = MetricOptions.from_json(config.metric_options)
@@ -468,6 +524,36 @@ async def _execute_locked(
             metric_options=options.to_json(), notes=list(notes)))
         return outcome
     finally:
-        if backend is not None:
+        for backend, _ in backends:
             await backend.aclose()
         store.close()
+
+
+def embedder_for(config: RunConfig) -> Embedder:
+    """The embedding model of a run's retrieval tasks, from its ``--embeddings-*`` options."""
+    if not config.embeddings_url and not config.embeddings_path:
+        raise RunError("retrieval tasks need an embedding model: --embeddings-url URL --embeddings-model NAME "
+                       "(an OpenAI-compatible /v1 endpoint) or --embeddings-path DIR (a local sentence-transformers "
+                       "folder)")
+    return make_embedder(url=config.embeddings_url, model=config.embeddings_model, path=config.embeddings_path,
+                         api_key_env=config.api_key_env, batch_size=config.embeddings_batch_size,
+                         timeout_s=config.timeout_s)
+
+
+def _answerers(config: RunConfig, prepared: Sequence[PreparedTask], pending: Mapping[str, Prompt],
+               store: ResponseStore, backend_factory: Callable[[RunConfig], Backend],
+               embedder_factory: EmbedderFactory) -> list[tuple[Backend, dict[str, Prompt]]]:
+    """Who answers which pending prompts: the generating model answers every generation task; each
+    retrieval task gets a ranker over its own pool. Nothing is built for work that is all stored."""
+    out: list[tuple[Backend, dict[str, Prompt]]] = []
+    generation = {k: pending[k] for p in prepared if p.pool == () for k in p.keys if k in pending}
+    if generation:
+        out.append((backend_factory(config), generation))
+    for p in prepared:
+        todo = {k: pending[k] for k in p.keys if k in pending} if p.pool else {}
+        if todo:
+            assert p.spec.ranking is not None
+            ranker = RankingBackend(embedder_factory(config), p.pool, p.spec.ranking.depth, store,
+                                    batch_size=config.embeddings_batch_size or 64)
+            out.append((ranker, todo))
+    return out

@@ -115,7 +115,7 @@ def score_task(
         raise AssertionError(f"task {spec.name} ({compat or 'default'}): {problems}")
     aggregations = {m: a for m, a in declared.items() if m in metrics and m not in problems}
     no_interval = {**{m: f"its declared aggregation does not reproduce it: {why}" for m, why in problems.items()},
-                   **{m: why for m, why in FIXED_METRICS.items() if m in metrics}}
+                   **{m: why for m, why in {**FIXED_METRICS, **sheet.fixed}.items() if m in metrics}}
     for metric in metrics:
         if metric not in aggregations and metric not in no_interval:
             no_interval[metric] = "the task declares no aggregation for it"

@@ -14,7 +14,7 @@ import pytest
 from evalpipe.config import RunConfig
 from evalpipe.prompting import PromptOptions, PromptRenderer, select_shots
 from evalpipe.records import GenerationParams
-from evalpipe.runner import load_options
+from evalpipe.config import load_options
 from evalpipe.tasks.registry import all_tasks
 from tests.cblue import synthetic
 
@@ -49,7 +49,7 @@ def _load(name, spec, roots):
     return spec.load(load_options(config, name))
 
 
-@pytest.mark.parametrize("name", sorted(all_tasks()))
+@pytest.mark.parametrize("name", sorted(n for n, s in all_tasks().items() if s.ranking is None))
 def test_task_renders_in_every_form_and_shots_parse(name, data_roots):
     spec = all_tasks()[name]
     data = _load(name, spec, data_roots)
@@ -69,3 +69,19 @@ def test_task_renders_in_every_form_and_shots_parse(name, data_roots):
     for shot in shots:  # the answer a shot demonstrates is one the parser accepts
         prediction = scoring.parse(spec.shot_target(shot), shot)
         assert not prediction.failed, f"{name}: its own shot answer does not parse: {spec.shot_target(shot)!r}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n, s in all_tasks().items() if s.ranking is not None))
+def test_retrieval_task_plans_a_pool_holding_every_gold_and_parses_a_perfect_ranking(name, data_roots):
+    """A retrieval task has no template: its query text is what is embedded, and a ranking that puts
+    each gold first parses as rank 1."""
+    spec = all_tasks()[name]
+    data = _load(name, spec, data_roots)
+    options = load_options(RunConfig(tasks=(name,), model="m"), name)
+    planned = spec.ranking.plan(data, data.examples, options)
+    assert planned.pool and len(planned.examples) == len(data.examples)
+    scoring = spec.scoring(None)
+    for position, example in enumerate(planned.examples):
+        assert spec.ranking.query(example).strip()
+        gold = next(i for i in range(len(planned.pool)) if scoring.parse(f'{{"top": [{i}]}}', example).value["rank"])
+        assert scoring.parse(f'{{"top": [{gold}]}}', example).value["rank"] == 1, position

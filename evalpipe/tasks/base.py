@@ -34,6 +34,8 @@ class LoadOptions:
     #: the model's tokenizer as ``count(text) -> tokens``, when one answers (a server's tokenize
     #: endpoint, an in-process engine's tokenizer); None = size by the characters estimate
     token_counter: Callable[[str], int] | None = None
+    #: the task's own settings (``--task-arg TASK:NAME=VALUE``), validated against ``TaskSpec.args``
+    args: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,19 @@ class DataRole:
     description: str
     #: whether the task cannot run without it (then it is found under --data-dir, shipped, or must be given)
     required: bool = False
+
+
+@dataclass(frozen=True)
+class TaskArg:
+    """A setting of the task itself (``--task-arg TASK:NAME=VALUE``): part of the run's identity.
+
+    ``parse`` turns the command-line text into the value the loader sees (``int``, ``float`` …) and
+    raises ``ValueError`` with a message for a bad value."""
+
+    name: str
+    description: str
+    parse: Callable[[str], Any] = str
+    default: Any = None
 
 
 EVAL = DataRole("eval", "the evaluated file", required=True)
@@ -93,6 +108,30 @@ def metric_matches(pattern: str, metric: str) -> bool:
 
 
 @dataclass(frozen=True)
+class RankingPlan:
+    """A retrieval task's candidate pool and its examples with their gold bound to pool positions."""
+
+    pool: tuple[str, ...]
+    examples: tuple[Example, ...]
+
+
+@dataclass(frozen=True)
+class RankingSpec:
+    """What makes a task a *retrieval* task: answered by ranking a pool of candidate texts by
+    embedding similarity instead of by generating text (see :mod:`evalpipe.backends.ranking`).
+
+    ``plan(data, examples, options)`` builds the pool for the evaluated examples (deterministically:
+    re-scoring calls it again) and returns the examples with whatever their parser needs to find
+    the gold among the ranked pool positions; ``query(example)`` is the text embedded for an
+    example; the answer is the ``depth`` best pool positions, best first.
+    """
+
+    plan: Callable[[TaskData, tuple[Example, ...], LoadOptions], RankingPlan]
+    query: Callable[[Example], str]
+    depth: int = 10
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     name: str
     description: str
@@ -133,6 +172,10 @@ class TaskSpec:
     data_problem: Callable[[LoadOptions], str | None] | None = None
     #: the files the task reads, by role (``--data TASK:ROLE=PATH``)
     data_roles: tuple[DataRole, ...] = (EVAL,)
+    #: the task's own settings (``--task-arg TASK:NAME=VALUE``)
+    args: tuple[TaskArg, ...] = ()
+    #: set for a retrieval task: answered by an embedding ranker, not a generating model
+    ranking: RankingSpec | None = None
 
     def __post_init__(self) -> None:
         if "default" not in self.scorings:

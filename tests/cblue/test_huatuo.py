@@ -22,14 +22,9 @@ from evalpipe.config import RunConfig
 from evalpipe.metrics.chinese_text import bleu4, rouge_l
 from evalpipe.records import Example
 from evalpipe.runner import execute
-from evalpipe.tasks.huatuo.tasks import (
-    POOL_NOTE,
-    RetrievalConfig,
-    build_pool,
-    evaluate_retrieval,
-    rank_pool,
-    run_retrieval,
-)
+from evalpipe.backends.ranking import normalised, rank_pool
+from evalpipe.rescoring import rescore
+from evalpipe.tasks.huatuo.retrieval import POOL_NOTE, build_pool
 from tests.cblue import synthetic as syn
 from tests.support.scripted_backend import ScriptedBackend, last_user_text
 
@@ -80,25 +75,54 @@ class TableEmbedder:
         pass
 
 
-def test_retrieval_on_a_hand_made_ranking():
-    # pool order a0 a1 a2 a3 (all answers); queries at angles that rank the gold answer 1st, 2nd, 4th
+def retrieval_run(tmp_path, records, embedder, **config):
+    """A huatuo_retrieval run through ``evalpipe run``'s runner with a given embedder."""
+    path = syn.write_huatuo(tmp_path / "test_datasets.jsonl", records)
+    options = {"tasks": ("huatuo_retrieval",), "model": embedder.model, "embeddings_model": embedder.model,
+               "embeddings_url": "http://127.0.0.1:1/v1", "data": {"huatuo_retrieval": str(path)}, **config}
+    return asyncio.run(execute(RunConfig(**options), lambda _: pytest.fail("no generating model is needed"),
+                               tmp_path / "runs", embedder_factory=lambda _: embedder))
+
+
+def test_retrieval_on_a_hand_made_ranking(tmp_path):
+    # pool order a0 a1 a3 a2 (the file's answers, in order); queries at angles that rank the gold 1st, 2nd, 4th
     table = {"a0": [1, 0], "a1": [0.8, 0.6], "a2": [0.6, 0.8], "a3": [0, 1],
-             "q0": [1, 0.01], "q1": [1, 0.1], "q2": [1, 0]}
-    examples = [qa("q0", "a0", 0), qa("q1", "a1", 1), qa("q2", "a3", 2)]
-    pool_examples = examples + [qa("x", "a2", 3)]
-    result = asyncio.run(evaluate_retrieval(examples, TableEmbedder(table), pool_examples=pool_examples,
-                                            recall_ks=(1, 5), mrr_k=3))
+             "q0": [1, 0.01], "q1": [1, 0.1], "q2": [1, 0], "x": [0, 0]}
+    records = [{"questions": q, "answers": a} for q, a in (("q0", "a0"), ("q1", "a1"), ("q2", "a3"), ("x", "a2"))]
+    embedder = TableEmbedder(table)
+    outcome = retrieval_run(tmp_path, records, embedder, limit=3)
+    metrics = outcome.metrics["huatuo_retrieval"]
+    samples = outcome.run_dir.read_samples()
     # q0 → a0 first; q1 (angle 5.7°) → a0 (5.7°), a1 (31°): gold a1 rank 2; q2 → a0, a1, a2, a3: rank 4
-    assert [r["rank"] for r in result.per_query] == [1, 2, 4]
-    # Recall@1 = 1/3, Recall@5 = 1, MRR@3 = (1 + 1/2 + 0) / 3
-    assert result.metrics["recall@1"] == pytest.approx(1 / 3) and result.metrics["recall@5"] == 1.0
-    assert result.metrics["mrr@3"] == pytest.approx(0.5)
-    assert result.metrics["pool_size"] == 4 and result.pool == ("a0", "a1", "a3", "a2")
+    assert [s["prediction"]["rank"] for s in samples] == [1, 2, 4]
+    # Recall@5 = 1, MRR@10 = (1 + 1/2 + 1/4) / 3
+    assert metrics["recall@5"] == 1.0 and metrics["mrr@10"] == pytest.approx(1.75 / 3)
+    assert metrics["pool_size"] == 4 and metrics["n"] == 3 and metrics["errors"] == 0
+    # the pool is embedded once, the queries in one batch (micro-batched across concurrent requests)
+    assert sorted(map(len, embedder.seen)) == [3, 4]
+    summary = json.loads((outcome.run_dir.path / "summary.json").read_text())["tasks"]["huatuo_retrieval"]
+    assert "pool_size" in summary["no_interval"] and POOL_NOTE in summary["no_interval"]["pool_size"]
+    # resume: nothing is embedded again; re-scoring needs no embedder at all
+    again = TableEmbedder(table)
+    retrieval_run(tmp_path, records, again, limit=3)
+    assert again.seen == []
+    assert rescore(outcome.run_dir.path).metrics["huatuo_retrieval"]["mrr@10"] == pytest.approx(1.75 / 3)
+
+
+def test_a_gold_beyond_the_ranking_depth_is_not_in_the_top_and_scores_zero(tmp_path):
+    # 12 answers; the query is orthogonal to its own answer and close to all others: rank > 10
+    table = {f"a{i}": [1.0, 0.01 * i] for i in range(12)}
+    table.update({"a0": [0.0, 1.0], "q": [1.0, 0.0], **{f"q{i}": [0.0, 1.0] for i in range(1, 12)}})
+    records = [{"questions": "q", "answers": "a0"}] + [{"questions": f"q{i}", "answers": f"a{i}"} for i in range(1, 12)]
+    outcome = retrieval_run(tmp_path, records, TableEmbedder(table), limit=1)
+    (sample,) = outcome.run_dir.read_samples()
+    assert sample["prediction"]["rank"] is None and sample["prediction"]["depth"] == 10
+    assert outcome.metrics["huatuo_retrieval"]["mrr@10"] == 0.0
 
 
 def test_ties_rank_by_pool_order_and_zero_vectors_are_safe():
-    queries = np.asarray([[1.0, 0.0]])
-    pool = np.asarray([[0.0, 1.0], [2.0, 0.0], [1.0, 0.0], [0.0, 0.0]])
+    queries = normalised(np.asarray([[1.0, 0.0]]))
+    pool = normalised(np.asarray([[0.0, 1.0], [2.0, 0.0], [1.0, 0.0], [0.0, 0.0]]))
     assert rank_pool(queries, pool, depth=4).tolist() == [[1, 2, 0, 3]]
 
 
@@ -133,11 +157,13 @@ def test_local_minilm_real_run_on_a_tiny_pool(minilm, tmp_path):
         {"questions": "高血压 blood pressure 饮食", "answers": "high blood pressure 高血压 要 low salt diet"},
         {"questions": "失眠 insomnia 怎么办", "answers": "insomnia 失眠 需要 regular sleep"},
     ]
-    path = syn.write_huatuo(tmp_path / "test_datasets.jsonl", records)
-    run = asyncio.run(run_retrieval(RetrievalConfig(data=str(path), run_name="r"), minilm, tmp_path / "runs"))
-    assert run.metrics["mrr@10"] == 1.0 and run.metrics["recall@5"] == 1.0 and run.metrics["pool_size"] == 4
-    config = json.loads((run.run_dir.path / "config.json").read_text(encoding="utf-8"))
-    assert config["embedder"]["kind"] == "sentence-transformers"
+    outcome = retrieval_run(tmp_path, records, minilm, embeddings_url=None,
+                            embeddings_path=str(default_local_model_path()))
+    metrics = outcome.metrics["huatuo_retrieval"]
+    assert metrics["mrr@10"] == 1.0 and metrics["recall@5"] == 1.0 and metrics["pool_size"] == 4
+    config = json.loads((outcome.run_dir.path / "config.json").read_text(encoding="utf-8"))
+    (ranker,) = config["rankers"]
+    assert ranker["embedder"]["kind"] == "sentence-transformers" and ranker["pool_size"] == 4
     vectors = asyncio.run(minilm.embed(["fever", "fever", "insomnia"]))
     assert vectors.shape == (3, 384) and vectors.dtype == np.float32 and np.allclose(vectors[0], vectors[1])
 
@@ -228,20 +254,29 @@ def test_http_embeddings_failure_is_one_line_backend_error(server, monkeypatch):
         make_embedder(url=url(server))
 
 
-def test_run_retrieval_writes_the_run_directory(server, tmp_path):
+def test_run_command_evaluates_retrieval_through_an_http_embedder(server, tmp_path):
+    from typer.testing import CliRunner
+
+    from evalpipe.cli import app
+
     path = syn.write_huatuo(tmp_path / "test_datasets.jsonl")
-    embedder = OpenAIEmbeddings(HTTPEmbeddingsConfig(base_url=url(server), model="fake", max_retries=0))
-    config = RetrievalConfig(data=str(path), limit=2, pool_size=3, seed=7)
-    run = asyncio.run(run_retrieval(config, embedder, tmp_path / "runs"))
-    folder = run.run_dir.path
+    args = ["run", "--task", "huatuo_retrieval", "--embeddings-url", url(server), "--embeddings-model", "fake",
+            "--data", f"huatuo_retrieval={path}", "--limit", "2", "--task-arg", "huatuo_retrieval:pool_size=3",
+            "--seed", "7", "--results-dir", str(tmp_path / "runs")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    (folder,) = (tmp_path / "runs").iterdir()
     assert folder.name.startswith("huatuo_retrieval__fake__")
     metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))["huatuo_retrieval"]
     assert metrics["n"] == 2 and metrics["pool_size"] == 3 and set(metrics) >= {"recall@5", "mrr@10"}
     samples = [json.loads(line) for line in (folder / "samples.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [s["id"] for s in samples] == ["test-0", "test-1"]
-    assert samples[0]["gold"] == syn.HUATUO[0]["answers"] and len(samples[0]["top"]) == 3
-    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))["huatuo_retrieval"]
-    assert summary["note"] == POOL_NOTE and "pool" in POOL_NOTE
+    assert samples[0]["gold"]["answer"] == syn.HUATUO[0]["answers"] and len(samples[0]["prediction"]["top"]) == 3
     config_json = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    assert config_json["config"]["pool_size"] == 3 and config_json["embedder"]["model"] == "fake"
+    assert config_json["config"]["task_args"] == {"huatuo_retrieval:pool_size": "3"}
+    assert config_json["rankers"][0]["embedder"]["model"] == "fake"
     assert str(path) in config_json["tasks"]["huatuo_retrieval"]["data_files"]
+    # a typo in a task setting is refused before any request
+    bad = CliRunner().invoke(app, [*args[:-4], "--task-arg", "huatuo_retrieval:pool=3", "--results-dir",
+                                   str(tmp_path / "other")])
+    assert bad.exit_code == 1 and "has no setting 'pool'" in bad.output and "pool_size" in bad.output
