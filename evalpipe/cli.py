@@ -154,7 +154,7 @@ def run(
     allow_external_endpoint: Annotated[bool, typer.Option(help="Allow credentialed (PhysioNet) data to go to a non-local endpoint.")] = False,
     run_name: Annotated[Optional[str], typer.Option(help="Run directory name (default: derived from the options, so the same command resumes).")] = None,
     results_dir: Annotated[Path, typer.Option(help="Where run directories go.")] = DEFAULT_ROOT,
-    task_arg: Annotated[list[str], typer.Option("--task-arg", help="A task's own setting, TASK:NAME=VALUE (repeatable; `evalpipe tasks` lists them), e.g. huatuo_retrieval:pool_size=1000.")] = [],
+    task_arg: Annotated[list[str], typer.Option("--task-arg", help="A task's own setting, TASK:NAME=VALUE (repeatable; `evalpipe tasks` lists each task's settings).")] = [],
     embeddings_url: Annotated[Optional[str], typer.Option(help="Retrieval tasks: an OpenAI-compatible /v1 URL serving an embedding model.")] = None,
     embeddings_model: Annotated[Optional[str], typer.Option(help="Retrieval tasks: the embedding model's name at --embeddings-url.")] = None,
     embeddings_path: Annotated[Optional[str], typer.Option(help="Retrieval tasks: a local sentence-transformers model folder instead of a URL.")] = None,
@@ -267,7 +267,7 @@ def _execute(config: RunConfig, results_dir: Path, startup_timeout: float = 600.
 
 @app.command()
 def score(
-    run_dir: Annotated[Path, typer.Argument(help="A run directory, e.g. results/ncbi_disease__my-model__1a2b3c4d5e")],
+    run_dir: Annotated[Path, typer.Argument(help="A run directory (results/<run>).")],
     compat: Annotated[Optional[str], typer.Option(help="Score like a reference implementation, e.g. evalscope.")] = None,
     rouge_stemmer: Annotated[bool, typer.Option(help="ROUGE with Porter stemming.")] = False,
     bertscore_model: Annotated[Optional[str], typer.Option(help="BERTScore encoder (local path or hub name).")] = None,

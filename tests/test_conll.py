@@ -65,3 +65,13 @@ def test_user_supplied_eval_file_is_used(tmp_path):
     path.write_text("Cancer\tB-Disease\nhere\tO\n")
     data = load(LoadOptions(paths={"eval": path}))
     assert len(data.examples) == 1 and data.examples[0].inputs["text"] == "Cancer here"
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    from evalpipe.data.conll import read_conll
+    from evalpipe.data.errors import DataError
+
+    path = tmp_path / "test.tsv"
+    path.write_bytes(b"Cancer\tB-Disease\n\ncaf\xe9\tO\n")
+    with pytest.raises(DataError, match=r"test.tsv:3: not valid UTF-8: byte 0xe9 at column 4"):
+        read_conll(path)

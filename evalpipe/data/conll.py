@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalpipe.data.errors import DataError
+from evalpipe.data.records import read_text
 
 
 @dataclass(frozen=True)
@@ -42,28 +43,31 @@ def _sentences(path: Path, types: Collection[str] | None) -> Iterator[TaggedSent
     tokens: list[str] = []
     tags: list[str] = []
     start = 0
-    with path.open(encoding="utf-8") as handle:
-        for line_no, raw in enumerate(handle, start=1):
-            line = raw.rstrip("\n").rstrip("\r")
-            if not line.strip():
-                if tokens:
-                    yield TaggedSentence(tuple(tokens), tuple(tags), start)
-                    tokens, tags = [], []
-                continue
-            columns = line.split("\t")
-            if len(columns) != 2:
-                raise DataError(
-                    path, line_no, "columns",
-                    f"found {len(columns)} tab-separated column(s), expected 2 (token<TAB>tag)",
-                )
-            token, tag = columns
-            if not token.strip():
-                raise DataError(path, line_no, "token", "empty token")
-            _check_tag(path, line_no, tag, tags[-1] if tags else "O", types)
-            if not tokens:
-                start = line_no
-            tokens.append(token)
-            tags.append(tag)
+    # read_text names the line of a byte that is not UTF-8 (a bare codec error names neither)
+    lines = read_text(path).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for line_no, raw in enumerate(lines, start=1):
+        line = raw.rstrip("\r")
+        if not line.strip():
+            if tokens:
+                yield TaggedSentence(tuple(tokens), tuple(tags), start)
+                tokens, tags = [], []
+            continue
+        columns = line.split("\t")
+        if len(columns) != 2:
+            raise DataError(
+                path, line_no, "columns",
+                f"found {len(columns)} tab-separated column(s), expected 2 (token<TAB>tag)",
+            )
+        token, tag = columns
+        if not token.strip():
+            raise DataError(path, line_no, "token", "empty token")
+        _check_tag(path, line_no, tag, tags[-1] if tags else "O", types)
+        if not tokens:
+            start = line_no
+        tokens.append(token)
+        tags.append(tag)
     if tokens:
         yield TaggedSentence(tuple(tokens), tuple(tags), start)
 

@@ -113,7 +113,7 @@ def test_cmeie_needs_its_schema_and_known_predicates(tmp_path, cblue):
 def test_cmeie_object_without_value(tmp_path, cblue):
     record = {"text": "x", "spo_list": [{"subject": "a", "predicate": "药物治疗", "object": {"value": "b"}}]}
     path = syn.write_records(tmp_path / "CMeIE_dev.json", [record], lines=True)
-    with pytest.raises(DataError, match=r"@value: missing \(fields found: value\)"):
+    with pytest.raises(DataError, match=r"@value: missing field \(fields found: value\)"):
         load("cmeie", paths={"eval": path}, data_dir=cblue)
 
 

@@ -6,7 +6,7 @@ from importlib import import_module
 
 import pytest
 
-from evalpipe.tasks.clue.files import read_json_or_jsonl
+from evalpipe.data.records import read_records as read_json_or_jsonl
 from evalpipe.data.context_budget import Document, fit_documents
 from evalpipe.data.errors import DataError
 from evalpipe.tasks.base import LoadOptions
@@ -209,7 +209,7 @@ def test_counted_measure_fits_by_tokens():
 def test_json_array_of_non_objects_is_refused(tmp_path):
     path = tmp_path / "MeDiSumQA.json"
     path.write_text('[{"a": 1}, 3]')
-    with pytest.raises(DataError, match=r"\[1\]: expected a JSON object, found int"):
+    with pytest.raises(DataError, match=r"MeDiSumQA.json:1: expected a JSON object, found int"):
         read_json_or_jsonl(path)
 
 

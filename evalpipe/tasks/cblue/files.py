@@ -31,7 +31,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 from evalpipe.data.errors import DataError
-from evalpipe.data.jsonl import parse_json_lines
+from evalpipe.data.records import Record, read_values
 from evalpipe.parsers.triples import Triple
 from evalpipe.records import Span
 from evalpipe.tasks.base import LoadOptions
@@ -74,59 +74,13 @@ SPLITS = ("train", "dev", "test")
 
 def read_json_records(path: Path, source: str = CBLUE_SOURCE) -> list[tuple[int, Any]]:
     """Records of ``path`` with 1-based line numbers: a top-level JSON array or JSON lines."""
-    if not path.is_file():
-        raise DataError(path, None, None, f"file not found ({source}; see docs/cblue.md)")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(path, None, None, f"cannot read as UTF-8 text: {exc}") from None
-    if text.lstrip().startswith("["):
-        return _array_records(path, text)
-    return parse_json_lines(path, text)
-
-
-def _array_records(path: Path, text: str) -> list[tuple[int, Any]]:
-    decoder = json.JSONDecoder()
-    out: list[tuple[int, Any]] = []
-    pos = text.index("[") + 1
-    line, counted = 1, 0
-    while True:
-        while pos < len(text) and text[pos] in " \t\r\n,":
-            pos += 1
-        if pos >= len(text):
-            raise DataError(path, None, None, "invalid JSON: the top-level array is not closed")
-        line += text.count("\n", counted, pos)
-        counted = pos
-        if text[pos] == "]":
-            if text[pos + 1:].strip():
-                raise DataError(path, line, None, "invalid JSON: text after the closing ]")
-            return out
-        try:
-            record, end = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as exc:
-            raise DataError(path, exc.lineno, None, f"invalid JSON: {exc.msg}") from None
-        out.append((line, record))
-        pos = end
+    return read_values(path, f"file not found ({source}; see docs/cblue.md)")
 
 
 def _object(path: Path, line: int, record: Any) -> Mapping[str, Any]:
     if not isinstance(record, dict):
         raise DataError(path, line, None, f"expected a JSON object, got {type(record).__name__}")
     return record
-
-
-def _get(path: Path, line: int, record: Mapping[str, Any], name: str, kind: type | tuple[type, ...] = str,
-         hint: str = "") -> Any:
-    """``record[name]`` checked for type; the error lists the fields the record does have."""
-    if name not in record:
-        found = ", ".join(sorted(record)) or "none"
-        extra = f"; {hint}" if hint else ""
-        raise DataError(path, line, name, f"missing (fields found: {found}){extra}")
-    value = record[name]
-    if not isinstance(value, kind):
-        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise DataError(path, line, name, f"expected {names}, got {type(value).__name__}: {str(value)[:60]!r}")
-    return value
 
 
 # ---- where the files are ---------------------------------------------------------------------
@@ -212,17 +166,17 @@ def read_cmeee(path: Path, types: Sequence[str], hint: str = "") -> list[CMeEEDo
     """
     docs = []
     for line, raw in read_json_records(path):
-        record = _object(path, line, raw)
-        text = _get(path, line, record, "text")
-        entities = _get(path, line, record, "entities", list, hint)
+        record = Record(_object(path, line, raw), line, path)
+        text = record.get("text", str)
+        entities = record.get("entities", list, hint)
         spans: set[Span] = set()
         for i, ent in enumerate(entities):
             field = f"entities[{i}]"
-            ent = _object(path, line, ent)
-            start = _get(path, line, ent, "start_idx", int)
-            end = _get(path, line, ent, "end_idx", int)
-            kind = _get(path, line, ent, "type")
-            mention = _get(path, line, ent, "entity")
+            ent = Record(_object(path, line, ent), line, path)
+            start = ent.get("start_idx", int)
+            end = ent.get("end_idx", int)
+            kind = ent.get("type", str)
+            mention = ent.get("entity", str)
             if kind not in types:
                 raise DataError(path, line, f"{field}.type", f"unknown type {kind!r} (expected one of {', '.join(types)})")
             if not 0 <= start <= end < len(text):
@@ -255,8 +209,8 @@ def read_cmeie_schemas(path: Path) -> tuple[CMeIESchema, ...]:
     """``53_schemas.json``: one ``{subject_type, predicate, object_type}`` object per line."""
     out = []
     for line, raw in read_json_records(path):
-        record = _object(path, line, raw)
-        out.append(CMeIESchema(*(_get(path, line, record, k) for k in ("subject_type", "predicate", "object_type"))))
+        record = Record(_object(path, line, raw), line, path)
+        out.append(CMeIESchema(*(record.get(k, str) for k in ("subject_type", "predicate", "object_type"))))
     if not out:
         raise DataError(path, None, None, "no schema in the file")
     return tuple(dict.fromkeys(out))
@@ -270,16 +224,16 @@ def read_cmeie(path: Path, predicates: Sequence[str], hint: str = "") -> list[CM
     """
     docs = []
     for line, raw in read_json_records(path):
-        record = _object(path, line, raw)
-        text = _get(path, line, record, "text")
-        spo_list = _get(path, line, record, "spo_list", list, hint)
+        record = Record(_object(path, line, raw), line, path)
+        text = record.get("text", str)
+        spo_list = record.get("spo_list", list, hint)
         triples = set()
         for i, raw_spo in enumerate(spo_list):
-            spo = _object(path, line, raw_spo)
-            subject = _get(path, line, spo, "subject")
-            predicate = _get(path, line, spo, "predicate")
-            obj = _get(path, line, spo, "object", dict)
-            value = _get(path, line, obj, "@value")
+            spo = Record(_object(path, line, raw_spo), line, path)
+            subject = spo.get("subject", str)
+            predicate = spo.get("predicate", str)
+            obj = Record(spo.get("object", dict), line, path)
+            value = obj.get("@value", str)
             if predicate not in predicates:
                 raise DataError(path, line, f"spo_list[{i}].predicate",
                                 f"{predicate!r} is not a predicate of the schema file")
@@ -301,9 +255,9 @@ def read_cdn(path: Path, hint: str = "") -> list[CDNDoc]:
     """CHIP-CDN records ``{text, normalized_result: "term##term"}`` (terms unique, in order)."""
     docs = []
     for line, raw in read_json_records(path):
-        record = _object(path, line, raw)
-        text = _get(path, line, record, "text")
-        result = _get(path, line, record, "normalized_result", str, hint)
+        record = Record(_object(path, line, raw), line, path)
+        text = record.get("text", str)
+        result = record.get("normalized_result", str, hint)
         terms = tuple(dict.fromkeys(t.strip() for t in result.split("##") if t.strip()))
         if not terms:
             raise DataError(path, line, "normalized_result", "no term (expected term##term…)")
@@ -402,15 +356,15 @@ def read_labelled(path: Path, text_fields: Sequence[str], labels: Sequence[str],
     """
     docs, seen = [], {}
     for line, raw in read_json_records(path):
-        record = _object(path, line, raw)
-        record_id = _get(path, line, record, "id", (str, int))
+        record = Record(_object(path, line, raw), line, path)
+        record_id = record.get("id", (str, int))
         record_id = str(record_id)
         if record_id in seen:
             raise DataError(path, line, "id", f"duplicate id {record_id!r} (first on line {seen[record_id]})")
         seen[record_id] = line
-        fields = {name: _get(path, line, record, name) for name in text_fields}
-        fields.update({name: str(record[name]) for name in extra_fields if name in record})
-        label = _get(path, line, record, "label", (str, int), hint)
+        fields = {name: record.get(name, str) for name in text_fields}
+        fields.update({name: str(record.fields[name]) for name in extra_fields if name in record.fields})
+        label = record.get("label", (str, int), hint)
         label = str(label)
         label = (label_aliases or {}).get(label, label)
         if label not in labels:
@@ -441,21 +395,21 @@ def read_promptcblue(path: Path) -> list[PromptCBLUERecord]:
     out, seen = [], {}
     hint = "PromptCBLUE test targets are hidden; evaluate the dev file"
     for line, raw in read_json_records(path, PROMPTCBLUE_SOURCE):
-        record = _object(path, line, raw)
-        sample_id = str(_get(path, line, record, "sample_id", (str, int)))
+        record = Record(_object(path, line, raw), line, path)
+        sample_id = str(record.get("sample_id", (str, int)))
         if sample_id in seen:
             raise DataError(path, line, "sample_id", f"duplicate {sample_id!r} (first on line {seen[sample_id]})")
         seen[sample_id] = line
-        choices = record.get("answer_choices")
+        choices = record.fields.get("answer_choices")
         if choices is not None and not (isinstance(choices, list) and all(isinstance(c, str) for c in choices)):
             raise DataError(path, line, "answer_choices", f"expected a list of strings or null, got {str(choices)[:60]!r}")
         out.append(PromptCBLUERecord(
             line=line,
             sample_id=sample_id,
-            input=_get(path, line, record, "input"),
-            target=_get(path, line, record, "target", str, hint),
+            input=record.get("input", str),
+            target=record.get("target", str, hint),
             answer_choices=tuple(choices) if choices is not None else None,
-            task_type=_get(path, line, record, "task_type"),
-            task_dataset=_get(path, line, record, "task_dataset"),
+            task_type=record.get("task_type", str),
+            task_dataset=record.get("task_dataset", str),
         ))
     return out

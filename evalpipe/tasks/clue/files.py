@@ -1,4 +1,4 @@
-"""Finding and reading the CLUE data files: JSON lines, JSON arrays and CSV, validated.
+"""Finding the CLUE data files (and reading CLUE's CSV, whose column names vary by release).
 
 Most CLUE data cannot ship with the project (PhysioNet credentialed access, or a licence that
 forbids redistribution), so the user points at it with ``--data-dir DIR`` (files under their
@@ -7,21 +7,19 @@ distributed names, directly in DIR or in the sub-folder CLUE's own scripts use, 
 :class:`DataError` that says which file is expected, where it is published, and whether it needs
 credentialed access — the user should never have to read code to find out what to download.
 
-Readers validate as they go and name file, line and field, because a silently mis-read gold file
-makes every number wrong.
+Reading is :mod:`evalpipe.data.records`' (JSON lines or arrays, CSV), which names file, line and
+field, because a silently mis-read gold file makes every number wrong.
 """
 
 from __future__ import annotations
 
-import csv
-import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evalpipe.data.errors import DataError
-from evalpipe.data.jsonl import read_json_lines
+from evalpipe.data.records import Record, read_table
 
 
 @dataclass(frozen=True)
@@ -96,163 +94,24 @@ def problem_locating(spec: DataFile, explicit: Path | None, data_dir: Path | Non
     return None
 
 
-# ---- records ---------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Record:
-    """One JSON object or CSV row, with the 1-based line it starts on (for error messages)."""
-
-    fields: Mapping[str, Any]
-    line: int | None
-    path: Path
-
-    def text(self, name: str, *, allow_empty: bool = False) -> str:
-        """A required string field; a missing, non-string or (unless allowed) blank one is a DataError."""
-        if name not in self.fields:
-            raise DataError(self.path, self.line, name, "missing field")
-        value = self.fields[name]
-        if not isinstance(value, str):
-            raise DataError(self.path, self.line, name, f"expected a string, found {type(value).__name__}")
-        if not allow_empty and not value.strip():
-            raise DataError(self.path, self.line, name, "empty")
-        return value
-
-    def error(self, name: str | None, problem: str) -> DataError:
-        return DataError(self.path, self.line, name, problem)
-
-
-def _object(path: Path, line: int, value: Any) -> Record:
-    if not isinstance(value, dict):
-        raise DataError(path, line, None, f"expected a JSON object, found {type(value).__name__}")
-    return Record(value, line, path)
-
-
-def read_jsonl(path: str | Path) -> list[Record]:
-    """JSON lines: one object per non-blank line."""
-    path = Path(path)
-    out = [_object(path, line_no, value) for line_no, value in read_json_lines(path)]
-    if not out:
-        raise DataError(path, None, None, "no records (empty file?)")
-    return out
-
-
-def read_json_or_jsonl(path: str | Path) -> list[Record]:
-    """A JSON array of objects, or JSON lines (CLUE's generators write lines, its scorers read arrays).
-
-    For an array, ``line`` is the line on which each object starts.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(path, None, None, "file not found")
-    if _first_character(path) != "[":
-        return read_jsonl(path)  # JSON lines: read once, line by line
-    text = path.read_text(encoding="utf-8-sig")
-    try:
-        items = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(path, exc.lineno, None, f"not valid JSON ({exc.msg})") from None
-    if not isinstance(items, list):
-        raise DataError(path, None, None, "expected a JSON array of objects")
-    for index, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise DataError(path, None, f"[{index}]", f"expected a JSON object, found {type(item).__name__}")
-    starts = list(_array_item_lines(text))  # one per object, since every item is an object
-    out = [Record(item, starts[i] if i < len(starts) else None, path) for i, item in enumerate(items)]
-    if not out:
-        raise DataError(path, None, None, "no records (empty array)")
-    return out
-
-
-def _first_character(path: Path) -> str:
-    """The first non-whitespace character of a text file ("" if none), without reading it all."""
-    with path.open(encoding="utf-8-sig") as handle:
-        while chunk := handle.read(4096):
-            stripped = chunk.lstrip()
-            if stripped:
-                return stripped[0]
-    return ""
-
-
-def _array_item_lines(text: str) -> Iterator[int]:
-    """Line numbers where the top-level array's objects start (a light scan, strings respected)."""
-    depth = 0
-    line = 1
-    in_string = escaped = False
-    for ch in text:
-        if ch == "\n":
-            line += 1
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-            continue
-        if ch == '"':
-            in_string = True
-        elif ch in "[{":
-            if ch == "{" and depth == 1:
-                yield line
-            depth += 1
-        elif ch in "]}":
-            depth -= 1
-
-
-def read_json_object(path: str | Path) -> Mapping[str, Any]:
-    """A file holding one JSON object (LongHealth's benchmark)."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(path, None, None, "file not found")
-    try:
-        value = json.loads(path.read_text(encoding="utf-8-sig"))
-    except json.JSONDecodeError as exc:
-        raise DataError(path, exc.lineno, None, f"not valid JSON ({exc.msg})") from None
-    if not isinstance(value, dict):
-        raise DataError(path, None, None, f"expected a JSON object at the top level, found {type(value).__name__}")
-    return value
-
+# ---- tables ----------------------------------------------------------------------------------
 
 def read_csv(path: str | Path, required: Sequence[Sequence[str]]) -> tuple[list[Record], dict[str, str]]:
-    """A comma-separated file with a header row.
+    """A CSV file with a header row (:func:`evalpipe.data.records.read_table`) whose needed columns
+    may go by several names (releases of one data set differ).
 
     ``required`` lists, per needed column, the accepted header names (first found wins); returns
-    the rows and a map from the first accepted name to the header actually present. ``line`` is
-    the physical line a row starts on (quoted fields may span lines).
+    the rows and a map from the first accepted name to the header actually present.
     """
     path = Path(path)
-    if not path.is_file():
-        raise DataError(path, None, None, "file not found")
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        reader = csv.reader(handle)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise DataError(path, None, None, "empty file (expected a header row)") from None
-        columns: dict[str, str] = {}
-        for names in required:
-            found = next((n for n in names if n in header), None)
-            if found is None:
-                raise DataError(path, 1, names[0], f"missing column (header has: {', '.join(header)})")
-            columns[names[0]] = found
-        rows = []
-        start = reader.line_num + 1
-        for row in reader:
-            if not any(cell.strip() for cell in row):
-                start = reader.line_num + 1
-                continue
-            if len(row) != len(header):
-                raise DataError(path, start, None, f"{len(row)} columns, the header has {len(header)}")
-            rows.append(Record(dict(zip(header, row)), start, path))
-            start = reader.line_num + 1
+    rows = read_table(path)
+    header = list(rows[0].fields) if rows else []
+    columns: dict[str, str] = {}
+    for names in required:
+        found = next((n for n in names if n in header), None)
+        if found is None:
+            raise DataError(path, 1, names[0], f"missing column (header has: {', '.join(header)})")
+        columns[names[0]] = found
     if not rows:
         raise DataError(path, None, None, "no rows after the header")
     return rows, columns
-
-
-def check_unique_ids(records: Sequence[Record], ids: Sequence[str], field: str) -> None:
-    seen: dict[str, int] = {}
-    for record, value in zip(records, ids):
-        if value in seen:
-            raise record.error(field, f"duplicate id {value!r} (first on line {seen[value]})")
-        seen[value] = record.line

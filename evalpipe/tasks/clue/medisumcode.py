@@ -26,7 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evalpipe.compat.clue import first_doubled_mean, icd_codes, icd_document_scores, reference_weights, weighted_mean_aggregations, weighted_parts
-from evalpipe.tasks.clue.files import DataFile, Record, check_unique_ids, read_json_or_jsonl
+from evalpipe.data.records import Record, check_unique_ids, read_records
+from evalpipe.tasks.clue.files import DataFile
 from evalpipe.metrics.icd10 import PER_DOCUMENT_KEYS, icd_score_sheet
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.icd10 import normalise_code, parse_icd10_codes
@@ -73,7 +74,7 @@ def _gold(record: Record) -> CodeGold:
 
 def load(options: LoadOptions) -> TaskData:
     path = locate_test_file(FILE, options)
-    records = read_json_or_jsonl(path)
+    records = read_records(path)
     held = hold_out_reference_shots(len(records), REFERENCE_SHOTS, path)
     examples = []
     for row, record in enumerate(records):

@@ -16,7 +16,8 @@ scoring differs only in scoring the raw (unstripped) answer.
 
 from __future__ import annotations
 
-from evalpipe.tasks.clue.files import DataFile, read_json_or_jsonl
+from evalpipe.data.records import read_records
+from evalpipe.tasks.clue.files import DataFile
 from evalpipe.records import Example
 from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.clue.common import (
@@ -35,7 +36,7 @@ FILE = DataFile(
 
 def load(options: LoadOptions) -> TaskData:
     path = locate_test_file(FILE, options)
-    records = read_json_or_jsonl(path)
+    records = read_records(path)
     held = hold_out_reference_shots(len(records), REFERENCE_SHOTS, path)
     examples = []
     for row, record in enumerate(records):

@@ -22,8 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evalpipe.compat.clue import first_doubled_mean, nli_credited, reference_positions, reference_weights, weighted_mean_aggregations, weighted_parts
+from evalpipe.data.records import check_unique_ids, read_records
 from evalpipe.tasks.clue.files import (
-    DataFile, candidate_paths, check_unique_ids, locate, problem_locating, read_jsonl,
+    DataFile, candidate_paths, locate, problem_locating,
 )
 from evalpipe.data.errors import DataError
 from evalpipe.metrics.aggregation import MacroF1, Mean
@@ -69,7 +70,7 @@ def _train_file(options: LoadOptions, eval_path: Path) -> Path:
 
 
 def read_mednli(path: Path, split: str) -> tuple[Example, ...]:
-    records = read_jsonl(path)
+    records = read_records(path)
     positions = reference_positions(len(records))
     examples = []
     for row, record in enumerate(records):

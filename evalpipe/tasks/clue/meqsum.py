@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalpipe.tasks.clue.files import DataFile, check_unique_ids, read_jsonl
+from evalpipe.data.records import check_unique_ids, read_records
+from evalpipe.tasks.clue.files import DataFile
 from evalpipe.records import Example
 from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.clue.common import (
@@ -35,7 +36,7 @@ FILE = DataFile(name="meqsum.jsonl", dataset="MeQSum", published="https://github
 
 def load(options: LoadOptions) -> TaskData:
     path = locate_test_file(FILE, options, SHIPPED)
-    records = read_jsonl(path)
+    records = read_records(path)
     held = hold_out_reference_shots(len(records), REFERENCE_SHOTS, path)
     examples = []
     for row, record in enumerate(records):

@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evalpipe.compat.clue import problem_list_reference
-from evalpipe.tasks.clue.files import DataFile, check_unique_ids, read_csv
+from evalpipe.data.records import check_unique_ids
+from evalpipe.tasks.clue.files import DataFile, read_csv
 from evalpipe.records import Example
 from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.clue.common import (

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.data.errors import DataError
-from evalpipe.data.jsonl import read_json_lines
+from evalpipe.data.records import read_values
 from evalpipe.paths import REPO_ROOT
 from evalpipe.records import Example
 from evalpipe.tasks.base import LoadOptions, TaskData
@@ -39,7 +39,7 @@ def _text(path: Path, line: int, record: dict[str, Any], name: str) -> str:
 def read_huatuo(path: Path) -> list[tuple[int, str, str]]:
     """``(line, question, answer)`` for every record of a Huatuo JSON-lines file."""
     out = []
-    for number, record in read_json_lines(
+    for number, record in read_values(
         path, f"file not found: expected {FILE_NAME} ({SOURCE}; see docs/cblue.md)"
     ):
         if not isinstance(record, dict):

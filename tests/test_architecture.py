@@ -1,0 +1,100 @@
+"""The generic core knows no task by name, and evalpipe's modules import each other without cycles.
+
+Both are promises of the design (docs/architecture.md): a new task is a task file or module and a
+template, never an edit of the runner, CLI or report; and every stage can be read, tested and
+reused on its own, which an import cycle makes impossible.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "evalpipe"
+#: the code that must stay generic (docstrings and comments may cite examples)
+GENERIC = ["runner.py", "scoring.py", "rescoring.py", "cli.py", "results.py", "outcome.py", "frames.py",
+           "terminal.py", "report"]
+TASK_NAMES = re.compile(r"ncbi|clue_|cblue|chip_|cmeee|cmeie|kuake|huatuo|promptcblue|longhealth|medisum|mednli|"
+                        r"meqsum|cdn_terms", re.IGNORECASE)
+
+
+def _generic_files() -> list[Path]:
+    out = []
+    for name in GENERIC:
+        path = PACKAGE / name
+        out.extend(sorted(path.rglob("*.py")) if path.is_dir() else [path])
+    return out
+
+
+def _code_tokens(path: Path) -> list[tuple[int, str]]:
+    """(line, token text) of every token that is neither a comment nor part of a docstring."""
+    source = path.read_text(encoding="utf-8")
+    docstring_lines: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            docstring_lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return [(t.start[0], t.string) for t in tokenize.generate_tokens(io.StringIO(source).readline)
+            if t.type != tokenize.COMMENT and t.start[0] not in docstring_lines]
+
+
+def test_the_generic_core_names_no_task():
+    hits = [f"{path.relative_to(PACKAGE.parent)}:{line}: {text[:60]}"
+            for path in _generic_files() for line, text in _code_tokens(path) if TASK_NAMES.search(text)]
+    assert not hits, "task names in the generic core:\n" + "\n".join(hits)
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, modules: set[str]) -> set[str]:
+    """evalpipe modules imported anywhere in the file (lazy imports inside functions included)."""
+    name = _module_name(path)
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = name.split(".")[: -node.level] if not path.name == "__init__.py" else name.split(".")
+                base = ".".join([*package, base] if base else package)
+            targets = [base, *(f"{base}.{a.name}" for a in node.names)]
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def test_no_import_cycles():
+    files = sorted(PACKAGE.rglob("*.py"))
+    modules = {_module_name(p) for p in files}
+    graph = {_module_name(p): _imports(p, modules) for p in files}
+    # a package's __init__ importing its own submodules is how packages expose their API, not a cycle
+    graph = {m: {t for t in deps if not t.startswith(m + ".")} for m, deps in graph.items()}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        stack.append(module)
+        for dep in sorted(graph.get(module, ())):
+            if state.get(dep) == 1:
+                cycles.append(stack[stack.index(dep):] + [dep])
+            elif dep not in state:
+                visit(dep)
+        stack.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    assert not cycles, "import cycles:\n" + "\n".join(" → ".join(c) for c in cycles)
