@@ -47,7 +47,6 @@ from evalpipe.records import Example, Prompt
 from evalpipe.rescoring import rescore
 from evalpipe.runner import execute
 from evalpipe.tasks.base import LoadOptions
-from evalpipe.tasks.huatuo import RetrievalConfig, run_retrieval
 from evalpipe.tasks.registry import get_task, suites
 from tests.cblue import synthetic as syn
 from tests.clue.conftest import FIXTURES as CLUE_FIXTURES
@@ -92,7 +91,7 @@ def write_fixture_data(root: Path) -> dict[str, Path]:
 
 
 def fixture_runs(data: Mapping[str, Path]) -> list[FixtureRun]:
-    """Every registered task, in six runs (Huatuo retrieval is separate: :func:`retrieval_run`)."""
+    """Every registered task, in seven runs."""
     known = suites()
 
     def run(name: str, tasks: tuple[str, ...], **options: Any) -> FixtureRun:
@@ -112,6 +111,9 @@ def fixture_runs(data: Mapping[str, Path]) -> list[FixtureRun]:
             data={"chip_cdn:cdn_terms": str(data["cdn_terms"])}),
         run("promptcblue", ("promptcblue",), data={"promptcblue": str(data["promptcblue"])}),
         run("huatuo_generation", ("huatuo_generation",), data={"huatuo_generation": str(data["huatuo"])}),
+        # answered by an embedding ranker (HashedBigramEmbedder), not the scripted model
+        run("huatuo_retrieval", ("huatuo_retrieval",), data={"huatuo_retrieval": str(data["huatuo"])},
+            embeddings_url="http://127.0.0.1:1/v1", embeddings_model=HashedBigramEmbedder.model),
     ]
 
 
@@ -294,11 +296,6 @@ class HashedBigramEmbedder:
         pass
 
 
-def retrieval_run(data: Mapping[str, Path], results: Path) -> Path:
-    config = RetrievalConfig(data=str(data["huatuo"]), run_name="huatuo_retrieval")
-    return asyncio.run(run_retrieval(config, HashedBigramEmbedder(), results)).run_dir.path
-
-
 # ---- what is compared ------------------------------------------------------------------------
 
 def prompt_digests(run_dir: Path) -> bytes:
@@ -352,7 +349,8 @@ def generate(root: Path) -> list[Produced]:
     for fixture in fixture_runs(data):
         pool = candidates(fixture.config)
         respond = responder(pool)
-        outcome = asyncio.run(execute(fixture.config, lambda _: ScriptedBackend(respond, model=MODEL), results))
+        outcome = asyncio.run(execute(fixture.config, lambda _: ScriptedBackend(respond, model=MODEL), results,
+                                      embedder_factory=lambda _: HashedBigramEmbedder()))
         path = outcome.run_dir.path
         check_identified(path, pool)
         out.append(Produced(fixture.name, "metrics.json", "run", (path / "metrics.json").read_bytes()))
@@ -363,8 +361,6 @@ def generate(root: Path) -> list[Produced]:
             rescore(path, compat)
             name = f"metrics.{compat}.json"
             out.append(Produced(fixture.name, name, f"rescore-{compat}", (path / name).read_bytes()))
-    path = retrieval_run(data, results)
-    out.append(Produced("huatuo_retrieval", "metrics.json", "run", (path / "metrics.json").read_bytes()))
     return out
 
 
