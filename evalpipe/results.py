@@ -156,6 +156,19 @@ class RunDirBusy(RuntimeError):
     """Another process holds the run directory."""
 
 
+class RunDirError(RuntimeError):
+    """The run directory cannot be created or written (a file in the way, no permission, disk full)."""
+
+
+def os_problem(exc: OSError) -> str:
+    """An OSError as one line: the path and what is wrong with it (no traceback, no errno soup)."""
+    where = exc.filename or ""
+    what = exc.strerror or str(exc)
+    if isinstance(exc, (FileExistsError, NotADirectoryError)):
+        what += " (a file is in the way: the results directory must be a folder)"
+    return f"{where}: {what}" if where else what
+
+
 class RunDir:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -191,8 +204,11 @@ class RunDir:
         twice), then overwrite each other's results; the second one is refused instead.
         The lock is an advisory ``flock`` that the OS releases if the process dies.
         """
-        self.path.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path / ".lock", "w")  # noqa: SIM115 - held for the whole block
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            handle = open(self.path / ".lock", "w")  # noqa: SIM115 - held for the whole block
+        except OSError as exc:
+            raise RunDirError(f"cannot create the run directory {self.path}: {os_problem(exc).split(': ', 1)[-1]}") from None
         try:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -264,8 +264,11 @@ def _missing_data(spec: TaskSpec, config: RunConfig) -> str | None:
 
 
 def check_data_options(config: RunConfig) -> None:
-    """``--data`` keys must name a task of this run and a data role that task declares: a typo must
-    not silently evaluate the shipped data instead of the user's file."""
+    """``--data`` keys must name a task of this run and a data role that task declares, and
+    ``--data-dir`` must exist: a typo must not silently evaluate the shipped data instead of the
+    user's file, nor make a suite run skip every task whose data is not shipped."""
+    if config.data_dir and not Path(config.data_dir).is_dir():
+        raise RunError(f"--data-dir {config.data_dir}: does not exist (or is not a folder)")
     for key, path in config.data.items():
         task, _, role = key.partition(":")
         if task not in config.tasks:
