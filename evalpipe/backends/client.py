@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -72,15 +73,22 @@ class EndpointClient:
 
     def __init__(self, base_url: str, credentials: Credentials, *, connections: int, timeout_s: float,
                  connect_timeout_s: float) -> None:
-        self.base_url = strip_userinfo(base_url.rstrip("/"))
-        parts = urlsplit(self.base_url)
+        parts = urlsplit(strip_userinfo(base_url))
+        self._origin, self._path, self._query = (parts.scheme, parts.netloc), parts.path.rstrip("/"), parts.query
+        #: the API root without user-info (its query string, if any, is kept apart: see :meth:`url`)
+        self.base_url = urlunsplit((*self._origin, self._path, "", ""))
         #: the server's root (vLLM's /tokenize and llama.cpp's /extras live outside /v1)
-        self.root = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+        self.root = urlunsplit((*self._origin, "", "", ""))
         self.credentials = credentials
         self.connections = connections
         self.timeout = aiohttp.ClientTimeout(total=timeout_s, connect=min(connect_timeout_s, timeout_s))
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    def url(self, path: str, *, root: bool = False) -> str:
+        """``path`` under the API root (or the server root), with the base URL's query string — some
+        gateways take ``?api-version=…`` or a key there — kept on every request."""
+        return urlunsplit((*self._origin, ("" if root else self._path) + path, self._query, ""))
 
     def _open(self) -> aiohttp.ClientSession:
         """The session, created in the running loop (a new loop — another ``asyncio.run`` — gets a
@@ -102,7 +110,7 @@ class EndpointClient:
         """Send one request; the decoded JSON of a 2xx reply (None with ``decode=False``: only the
         status matters, as for a health check), else :class:`RequestFailed`.
 
-        ``url`` is absolute (``client.base_url + "/chat/completions"``); ``payload`` is the JSON
+        ``url`` is absolute (``client.url("/chat/completions")``); ``payload`` is the JSON
         body, encoded once by the caller and reused by every retry.
         """
         session = self._open()
@@ -137,8 +145,8 @@ class EndpointClient:
     def _why(self, err: BaseException) -> str | None:
         """What went wrong at the socket level, as specific as the exception allows."""
         os_error = getattr(err, "os_error", None)
-        if isinstance(os_error, OSError) and os_error.strerror:
-            return os_error.strerror
+        if isinstance(os_error, OSError) and (os_error.errno or os_error.strerror):
+            return os.strerror(os_error.errno) if os_error.errno else os_error.strerror
         text = str(err).strip()
         return one_line(f"{type(err).__name__}: {text}" if text else type(err).__name__, self.credentials)
 

@@ -112,7 +112,7 @@ class OpenAIEmbeddings:
         if self.config.dimensions:
             body["dimensions"] = self.config.dimensions
         payload = json.dumps(body).encode("ascii")
-        url = self._client.base_url + "/embeddings"
+        url = self._client.url("/embeddings")
 
         async def attempt() -> Any:
             async with gate:

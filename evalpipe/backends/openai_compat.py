@@ -153,9 +153,9 @@ class OpenAICompatBackend:
         self._probe_timeout = aiohttp.ClientTimeout(total=per_try)
         self._counts = _Counters()
         self._errors: Counter[str] = Counter()
-        self._urls = {"chat": f"{self.shown_url}/chat/completions", "completions": f"{self.shown_url}/completions"}
-        self._paths = {"chat": self._client.base_url + "/chat/completions",
-                       "completions": self._client.base_url + "/completions"}
+        self._paths = {"chat": self._client.url("/chat/completions"), "completions": self._client.url("/completions")}
+        #: the endpoint URLs as shown in samples: without user-info or query
+        self._urls = {name: redact_url(url).removesuffix(" (credentials removed)") for name, url in self._paths.items()}
         self._models: asyncio.Future[list[dict[str, Any]]] | None = None
         self._tokenizer: asyncio.Future[str | None] | None = None
         self._token_counts: dict[Any, asyncio.Future[int | None]] = {}
@@ -182,7 +182,12 @@ class OpenAICompatBackend:
         chat = endpoint == "chat"
 
         async def attempt() -> tuple[str, str | None, Usage]:
-            return _answer(await self._send(url, payload), chat=chat)
+            data = await self._send(url, payload)
+            try:
+                return _answer(data, chat=chat)
+            except RequestFailed as failure:
+                self._errors[failure.reason] += 1
+                raise
 
         try:
             (text, finish_reason, usage), attempts = await call_with_retries(self._retrying, attempt)
@@ -342,7 +347,7 @@ class OpenAICompatBackend:
     async def _fetch_models(self) -> list[dict[str, Any]]:
         """``GET /models``; every way it can fail becomes a one-line BackendError."""
         try:
-            data = await self._probe("GET", self._client.base_url + "/models")
+            data = await self._probe("GET", self._client.url("/models"))
         except GaveUp as gave_up:
             raise self._models_error(gave_up.failure) from None
         items = data.get("data") if isinstance(data, dict) else None
@@ -374,7 +379,7 @@ class OpenAICompatBackend:
         The probe's own count is remembered like any other."""
         for flavour, path in _TOKENIZERS:
             try:
-                data = await self._probe("POST", self._client.root + path,
+                data = await self._probe("POST", self._client.url(path, root=True),
                                          _tokenize_payload(flavour, self.model, _PROBE_TEXT))
             except GaveUp:
                 continue
@@ -391,7 +396,7 @@ class OpenAICompatBackend:
         flavour = self._tokenizer.result()
         if flavour is None or (flavour != "vllm" and not isinstance(content, str)):
             return None  # llama.cpp's endpoint counts plain text only
-        url = self._client.root + dict(_TOKENIZERS)[flavour]
+        url = self._client.url(dict(_TOKENIZERS)[flavour], root=True)
         payload = _tokenize_payload(flavour, self.model, content)
         try:  # the one retry policy; a refusal (a text longer than the context, no template) is final
             data, _ = await call_with_retries(self._retrying, lambda: self._send(url, payload, generation=False))
