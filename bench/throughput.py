@@ -216,7 +216,8 @@ def process_cpu_s(pid: int) -> float | None:
 
 
 async def drive(send: Send, prompts: Sequence[Prompt], workers: int) -> tuple[float, float, int]:
-    """``workers`` coroutines pull prompts from one iterator (as the runner's worker pool does)."""
+    """``workers`` coroutines pull prompts from one iterator, as the runner's worker pool does (it
+    runs twice as many workers as requests may be in flight, so a freed slot has a prompt waiting)."""
     queue = iter(prompts)
     failures = 0
 
@@ -237,7 +238,7 @@ def one_pass(stack: str, server: FakeOpenAIProcess, prompts: Sequence[Prompt], c
             await drive(send, prompts[:concurrency], concurrency)  # connect: every connection opened
             server.reset()
             server_cpu.append(process_cpu_s(pid) if pid else None)
-            return await drive(send, prompts, concurrency)
+            return await drive(send, prompts, 2 * concurrency)
         finally:
             await close()
 

@@ -38,7 +38,7 @@ import aiohttp
 from evalpipe.backends.base import Credentials
 from evalpipe.backends.retry import RequestFailed, parse_retry_after
 
-__all__ = ["EndpointClient", "one_line"]
+__all__ = ["EndpointClient", "decode_json", "env_proxy", "one_line", "strip_userinfo"]
 
 #: status codes worth another attempt besides 5xx
 RETRY_STATUSES = frozenset({408, 409, 429})
@@ -131,6 +131,12 @@ class EndpointClient:
         ``url`` is absolute (``client.url("/chat/completions")``); ``payload`` is the JSON
         body, encoded once by the caller and reused by every retry.
         """
+        raw = await self.fetch(method, url, payload, timeout=timeout)
+        return decode_json(raw) if decode else None
+
+    async def fetch(self, method: str, url: str, payload: bytes | None = None, *,
+                    timeout: aiohttp.ClientTimeout | None = None) -> bytes:
+        """Send one request; the body of a 2xx reply, undecoded, else :class:`RequestFailed`."""
         session = self._open()
         try:
             async with session.request(method, url, data=payload, headers=_HEADERS if payload is not None else None,
@@ -143,12 +149,7 @@ class EndpointClient:
             raise RequestFailed("connection error", retryable=True, detail=self._why(err)) from None
         if status >= 400:
             raise self._status_failure(status, headers, raw)
-        if not decode:
-            return None
-        try:
-            return json.loads(raw)
-        except ValueError:  # UnicodeDecodeError included
-            raise RequestFailed("malformed JSON response", retryable=True) from None
+        return raw
 
     def _status_failure(self, status: int, headers: Mapping[str, str], raw: bytes) -> RequestFailed:
         retry_after = None
@@ -172,6 +173,15 @@ class EndpointClient:
         """Close the pool (idempotent)."""
         if self._session is not None and not self._session.closed and self._loop is asyncio.get_running_loop():
             await self._session.close()
+
+
+def decode_json(raw: bytes) -> Any:
+    """A 2xx body as JSON; a body that is not JSON is a retryable failure (a server under load or a
+    proxy in between may send anything)."""
+    try:
+        return json.loads(raw)
+    except ValueError:  # UnicodeDecodeError included
+        raise RequestFailed("malformed JSON response", retryable=True) from None
 
 
 def error_message(raw: bytes) -> str | None:

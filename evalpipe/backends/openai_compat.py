@@ -48,7 +48,7 @@ from typing import Any
 import aiohttp
 
 from evalpipe.backends.base import BackendError, Credentials
-from evalpipe.backends.client import EndpointClient, one_line
+from evalpipe.backends.client import EndpointClient, decode_json, one_line
 from evalpipe.backends.limiter import AIMDLimiter
 from evalpipe.backends.retry import GaveUp, RequestFailed, RetryPolicy, call_with_retries, parse_retry_after
 from evalpipe.endpoints import redact_url
@@ -289,23 +289,33 @@ class OpenAICompatBackend:
         return self._paths["completions"], json.dumps(body).encode("ascii")
 
     async def _send(self, url: str, payload: bytes, *, generation: bool = True) -> Any:
-        """POST under a limiter slot; feed the limiter and (for generation requests) the counters."""
+        """POST under a limiter slot; feed the limiter and (for generation requests) the counters;
+        the decoded JSON reply."""
         async with self._limiter:
             self._counts.requests_sent += generation
             try:
-                data = await self._client.request("POST", url, payload)
+                raw = await self._client.fetch("POST", url, payload)
             except RequestFailed as failure:
-                if not generation:
-                    raise
-                self._errors[failure.reason] += 1
-                if failure.status == 429:
-                    self._counts.rate_limited += 1
-                    if self._limiter.on_overload():
-                        log.info("HTTP 429 from %s: concurrency limit lowered to %d", self.shown_url,
-                                 self._limiter.limit)
+                if failure.status == 429 and self._limiter.on_overload():
+                    log.info("HTTP 429 from %s: concurrency limit lowered to %d", self.shown_url, self._limiter.limit)
+                if generation:
+                    self._errors[failure.reason] += 1
+                    self._counts.rate_limited += failure.status == 429
                 raise
         self._limiter.on_success()
-        return data
+        # Refill the slot before using the answer: the release above woke a request waiting for
+        # this slot, and it runs in the event loop's next pass. Yielding twice puts this answer's
+        # processing (decoding, the caller's storing and scoring) behind *every* request woken by
+        # the same wave of answers, so a finished slot is re-sent at once, not after the whole wave
+        # was processed (bench/throughput.py: "refill").
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        try:
+            return decode_json(raw)
+        except RequestFailed as failure:
+            if generation:
+                self._errors[failure.reason] += 1
+            raise
 
     def _before_sleep(self, state: Any) -> None:
         outcome = state.outcome
