@@ -35,9 +35,10 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
+if TYPE_CHECKING:  # numpy only when vectors are made: `evalpipe tasks` imports this module
+    import numpy as np
 
 from evalpipe.backends.base import BackendError, Credentials
 from evalpipe.endpoints import redact_url
@@ -129,6 +130,8 @@ class OpenAIEmbeddings:
                 f"attempt{'s' if gave_up.attempts != 1 else ''}){detail}")) from None
         try:
             rows = sorted(reply["data"], key=lambda row: row["index"])
+            import numpy as np  # noqa: PLC0415
+
             vectors = np.asarray([row["embedding"] for row in rows], dtype=np.float32)
         except (KeyError, TypeError, ValueError):
             raise BackendError(f"{self.shown_url} returned something that is not an embeddings list") from None
@@ -137,6 +140,8 @@ class OpenAIEmbeddings:
         return vectors
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np  # noqa: PLC0415
+
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         size = self.config.batch_size
@@ -167,6 +172,8 @@ class LocalSentenceTransformer:
         self._model = SentenceTransformer(str(folder), device=device, local_files_only=True)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np  # noqa: PLC0415
+
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         vectors = await asyncio.to_thread(self._model.encode, list(texts), batch_size=self.batch_size,
