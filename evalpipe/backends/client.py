@@ -1,9 +1,9 @@
 """One keep-alive HTTP client per endpoint, on aiohttp: JSON in, JSON out, every failure classified.
 
 Why aiohttp's ``ClientSession`` directly and not the openai SDK: measured side by side
-(``bench/throughput.py``), the SDK's request path costs about four times the client CPU per
-request of a plain aiohttp POST, even on the SDK's own aiohttp transport, and importing it takes
-~0.6 s. evalpipe needs none of what that buys (typed models, its retries, Azure's auth variants):
+(``bench/throughput.py``), the SDK's cheapest request path costs about twice the client CPU per
+request of this whole backend on the SDK's own aiohttp client, four times on its default httpx2
+client, and importing it takes ~0.6 s. evalpipe needs none of what that buys (typed models, its retries, Azure's auth variants):
 an OpenAI-compatible endpoint takes a JSON body and a Bearer header. See docs/architecture.md.
 
 What the client does:
