@@ -472,16 +472,15 @@ async def execute(
     check_endpoint_policy(prepared, config)
     run = run_dir_for(config, results_root)
     previous_budget = run.read_config().get("budget") if run.exists() else None
-    backend_factory = OnceFactory(backend_factory)  # budgeting and fetching share one backend
+    shared = OnceFactory(backend_factory)  # budgeting and fetching share one backend
     try:
-        prepared, budget_info = await budget_all(prepared, config, previous_budget, backend_factory)
+        prepared, budget_info = await budget_all(prepared, config, previous_budget, shared)
         for p in prepared:
             p.spec.scoring(config.compat)  # an unknown --compat fails before any request
         with run.lock():
-            return await _execute_locked(config, run, prepared, skipped, budget_info, backend_factory, progress,
-                                         on_prepared)
+            return await _execute_locked(config, run, prepared, skipped, budget_info, shared, progress, on_prepared)
     finally:
-        await backend_factory.aclose()
+        await shared.aclose()
 
 
 async def _execute_locked(

@@ -119,6 +119,8 @@ def test_longhealth_documents_are_sized_in_tokens_by_the_servers_context(tmp_pat
     with FakeOpenAIServer(models=("m",), tokenize=True, max_model_len=PROMPT_RESERVE_TOKENS + budget,
                           responder=lambda body: answer) as server:
         outcome = _longhealth_run(tmp_path, server)
+        # budgeting (the context) and the preflight (the model) share one answer of GET /models
+        assert server.stats()["models_requests"] == 1
     summary = json.loads((outcome.run_dir.path / "summary.json").read_text())
     assert summary["_run"]["budget"]["context_length"] == PROMPT_RESERVE_TOKENS + budget
     assert summary["_run"]["budget"]["token_counter"] == "server"

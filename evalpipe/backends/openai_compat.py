@@ -213,7 +213,7 @@ class OpenAICompatBackend:
 
     async def models(self) -> list[dict[str, Any]]:
         """``GET /models``'s entries, fetched once (concurrent callers share the one request)."""
-        if self._models is None or (self._models.done() and self._models.exception() is not None):
+        if self._models is None or _failed(self._models):
             self._models = asyncio.ensure_future(self._fetch_models())
         return await asyncio.shield(self._models)
 
@@ -242,7 +242,7 @@ class OpenAICompatBackend:
         await asyncio.shield(self._tokenizer)
         key: Any = content if isinstance(content, str) else tuple(content)
         future = self._token_counts.get(key)
-        if future is None or (future.done() and future.exception() is not None):
+        if future is None or _failed(future):
             future = asyncio.ensure_future(self._count(content))
             self._token_counts[key] = future
         return await asyncio.shield(future)
@@ -415,6 +415,11 @@ class OpenAICompatBackend:
         self._counts.token_counts += 1
         count = data.get("count") if isinstance(data, dict) else None
         return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
+def _failed(future: asyncio.Future[Any]) -> bool:
+    """A remembered request that must be asked again: it failed or was cancelled."""
+    return future.done() and (future.cancelled() or future.exception() is not None)
 
 
 def _tokenize_payload(flavour: str, model: str, content: str | Sequence[Message]) -> bytes:

@@ -228,3 +228,17 @@ def test_policy_counts_every_attempt_and_stops_on_a_final_failure() -> None:
     with pytest.raises(GaveUp) as info:
         asyncio.run(call_with_retries(policy.retrying(), always_500))
     assert info.value.attempts == 5
+
+
+def test_evalpipe_has_no_http_protocol_code_and_no_sdk() -> None:
+    """One HTTP path: no module of evalpipe imports the standard library's HTTP clients, the openai
+    SDK or httpx (the loopback test server, a test tool, may use what it likes)."""
+    import re
+    from pathlib import Path
+
+    import evalpipe
+
+    banned = re.compile(r"^\s*(import|from)\s+(urllib\.request|urllib\.error|http\.client|http\.server|openai|httpx\w*)\b",
+                        re.MULTILINE)
+    offenders = [str(path) for path in Path(evalpipe.__file__).parent.rglob("*.py") if banned.search(path.read_text())]
+    assert offenders == []
