@@ -213,7 +213,7 @@ class OpenAICompatBackend:
 
     async def models(self) -> list[dict[str, Any]]:
         """``GET /models``'s entries, fetched once (concurrent callers share the one request)."""
-        if self._models is None or _failed(self._models):
+        if self._models is None or _must_ask_again(self._models):
             self._models = asyncio.ensure_future(self._fetch_models())
         return await asyncio.shield(self._models)
 
@@ -242,7 +242,7 @@ class OpenAICompatBackend:
         await asyncio.shield(self._tokenizer)
         key: Any = content if isinstance(content, str) else tuple(content)
         future = self._token_counts.get(key)
-        if future is None or _failed(future):
+        if future is None or _must_ask_again(future):
             future = asyncio.ensure_future(self._count(content))
             self._token_counts[key] = future
         return await asyncio.shield(future)
@@ -417,7 +417,7 @@ class OpenAICompatBackend:
         return count if isinstance(count, int) and not isinstance(count, bool) else None
 
 
-def _failed(future: asyncio.Future[Any]) -> bool:
+def _must_ask_again(future: asyncio.Future[Any]) -> bool:
     """A remembered request that must be asked again: it failed or was cancelled."""
     return future.done() and (future.cancelled() or future.exception() is not None)
 
