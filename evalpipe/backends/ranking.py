@@ -163,6 +163,15 @@ class RankingBackend:
         return Completion(text=json.dumps({"top": [int(i) for i in top]}), finish_reason="stop",
                           latency_s=time.monotonic() - started)
 
+    async def models(self) -> Sequence[Mapping[str, Any]]:
+        return [{"id": self.model}]
+
+    async def context_length(self) -> int | None:
+        return None  # a ranking has no prompt to fit into a context
+
+    async def count_tokens(self, content: Any) -> int | None:
+        return None
+
     async def aclose(self) -> None:
         if self._flusher is not None:
             self._flusher.cancel()
