@@ -234,25 +234,24 @@ class RunDir:
     def read_config(self) -> dict[str, Any]:
         if not self.config_path.is_file():
             raise FileNotFoundError(f"{self.path}: not a run directory (no config.json)")
+        return self._read_object(self.config_path)
+
+    def _read_object(self, path: Path, what: str = "a JSON object", fix: str = "") -> dict[str, Any]:
+        """A JSON object file; broken JSON or another shape is one ValueError naming the file."""
         try:
-            data = self.read_json(self.config_path)
+            data = self.read_json(path)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{self.config_path}: not valid JSON ({exc})") from None
+            raise ValueError(f"{path}: not valid JSON ({exc}){fix}") from None
         if not isinstance(data, dict):
-            raise ValueError(f"{self.config_path}: expected a JSON object")
+            raise ValueError(f"{path}: expected {what}")
         return data
 
     def read_metrics(self, compat: str | None = None) -> dict[str, dict[str, float]]:
         path = self.metrics_path(compat)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no metrics yet (run `evalpipe score {self.path}`)")
-        try:
-            data = self.read_json(path)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc}); `evalpipe score {self.path}` writes it again") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: expected a JSON object of task → metric → value")
-        return data
+        return self._read_object(path, "a JSON object of task → metric → value",
+                                 f"; `evalpipe score {self.path}` writes it again")
 
     def write_summary(self, summary: RunSummary, compat: str | None = None) -> None:
         self.write_json(self.summary_path(compat), summary.to_json())
@@ -262,13 +261,7 @@ class RunDir:
         path = self.summary_path(compat)
         if not path.is_file():
             return None
-        try:
-            data = self.read_json(path)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc})") from None
-        if not isinstance(data, Mapping):
-            raise ValueError(f"{path}: expected a JSON object")
-        return RunSummary.from_json(data)
+        return RunSummary.from_json(self._read_object(path))
 
     def read_samples(self, compat: str | None = None) -> list[dict[str, Any]]:
         path = self.samples_path(compat)
