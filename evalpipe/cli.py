@@ -233,6 +233,8 @@ def run(
         raise _fail(exc)
     ran: list[Path] = []
     code = _execute(config, results_dir, startup_timeout, ran)
+    if not ran:  # interrupted: nothing to judge yet
+        raise typer.Exit(code)
     judged = _judge_run(ran[0], panel, judge_engine, options, startup_timeout)
     raise typer.Exit(code or judged)
 

@@ -163,7 +163,7 @@ class _Judging:
         read = parse_judgement(completion.text, list(request.rubric.criteria), request.rubric.scale)
         return self._put(request, attempt, key, completion, read.ratings, read.problem)
 
-    async def judge(self, request: _Request) -> None:
+    async def rate(self, request: _Request) -> None:
         rubric = request.rubric
         first = await self._reply(request, 1, request.prompt)
         if first is None:
@@ -180,7 +180,7 @@ class _Judging:
 
         async def worker() -> None:
             for request in queue:
-                await self.judge(request)
+                await self.rate(request)
 
         await asyncio.gather(*(worker() for _ in range(max(1, min(workers, len(requests))))))
 
