@@ -362,7 +362,7 @@ def _judge_run(run_path: Path, panel: list[Any], engine: str | None, options: An
     if outcome.metrics:
         console.print(metrics_table(outcome.metrics, title=f"{outcome.run_dir.path} · judges"))
     console.print(f"judged: {outcome.run_dir.path}  (judge requests sent {outcome.sent}, judgements from store "
-                  f"{outcome.from_store}, unusable after a retry {outcome.unusable})", highlight=False)
+                  f"{outcome.from_store}, newly unusable after a retry {outcome.unusable})", highlight=False)
     for note in outcome.notes:
         err.print(f"note: {note}", style="yellow", highlight=False)
     if outcome.failed_requests:

@@ -121,6 +121,10 @@ def self_judging_notes(config: Mapping[str, Any], judges: Sequence[Judge]) -> li
     return notes
 
 
+#: what progress is told for a pair answered from the store
+_STORED = Completion(text="")
+
+
 class _Judging:
     """One judge's pending requests, sent through its backend, each reply stored on arrival."""
 
@@ -129,12 +133,6 @@ class _Judging:
                  progress: JudgeProgress, outcome: JudgeOutcome) -> None:
         self.judge, self.backend, self.store, self.stored = judge, backend, store, stored
         self.progress, self.outcome = progress, outcome
-
-    async def _ask(self, prompt: Prompt) -> Completion:
-        completion = await self.backend.complete(prompt)
-        self.outcome.sent += 1
-        self.progress.advance(completion)
-        return completion
 
     def _put(self, request: _Request, attempt: int, key: str, completion: Completion, ratings: Any,
              problem: str | None) -> StoredJudgement:
@@ -148,32 +146,36 @@ class _Judging:
         self.store.put_judgement(row)
         return row
 
-    async def _reply(self, request: _Request, attempt: int, prompt: Prompt) -> StoredJudgement | None:
-        """The stored reply to this exact request, else a fresh one (stored); None if the request failed."""
+    async def _reply(self, request: _Request, attempt: int, prompt: Prompt) -> tuple[StoredJudgement | None, Completion]:
+        """The stored reply to this exact request, else a fresh one (stored on arrival); None when the
+        request failed for good. Also what progress is told (the fresh completion, or ``_STORED``)."""
         item = request.item
         key = _request_key(self.judge.model, prompt, request.rubric, item)
         stored = self.stored.get((self.judge.model, request.rubric.sha256, item.task, item.sample_id,
                                   item.answer_sha256), {}).get(attempt)
         if stored is not None and stored.request_key == key:
-            return stored
-        completion = await self._ask(prompt)
+            return stored, _STORED
+        completion = await self.backend.complete(prompt)
+        self.outcome.sent += 1
         if not completion.ok:
             self.outcome.failed_requests += 1
-            return None
+            return None, completion
         read = parse_judgement(completion.text, list(request.rubric.criteria), request.rubric.scale)
-        return self._put(request, attempt, key, completion, read.ratings, read.problem)
+        return self._put(request, attempt, key, completion, read.ratings, read.problem), completion
 
     async def rate(self, request: _Request) -> None:
+        """One (sample, judge) pair to its end: a usable reply, two unusable ones, or a failed request.
+        Progress counts pairs (a retry belongs to its pair)."""
         rubric = request.rubric
-        first = await self._reply(request, 1, request.prompt)
-        if first is None:
-            return
-        read = parse_judgement(first.text, list(rubric.criteria), rubric.scale)
-        if read.usable:
-            return
-        second = await self._reply(request, 2, rubric.retry(request.prompt, first.text, read.problem or "unusable"))
-        if second is not None and not parse_judgement(second.text, list(rubric.criteria), rubric.scale).usable:
-            self.outcome.unusable += 1
+        first, last = await self._reply(request, 1, request.prompt)
+        if first is not None:
+            read = parse_judgement(first.text, list(rubric.criteria), rubric.scale)
+            if not read.usable:
+                retry = rubric.retry(request.prompt, first.text, read.problem or "unusable")
+                second, last = await self._reply(request, 2, retry)
+                if second is not None and not parse_judgement(second.text, list(rubric.criteria), rubric.scale).usable:
+                    self.outcome.unusable += 1
+        self.progress.advance(last)
 
     async def run(self, requests: Sequence[_Request], workers: int) -> None:
         queue = iter(requests)
