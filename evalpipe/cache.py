@@ -254,8 +254,8 @@ class ResponseStore:
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (row.judge, row.rubric_sha256, row.task, row.sample_id, row.answer_sha256, row.attempt,
              row.request_key, row.text, json.dumps(dict(row.ratings)) if row.ratings is not None else None,
-             row.problem, row.prompt_tokens, row.completion_tokens, row.latency_s, time.time(),
-             redact_url(row.endpoint) if row.endpoint else None),
+             row.problem, row.prompt_tokens, row.completion_tokens, row.latency_s,
+             redact_url(row.endpoint) if row.endpoint else None, time.time()),
         )
 
     def judgements(self, task: str, judges: list[str] | None = None,

@@ -338,18 +338,27 @@ def _judge_plan(judges: list[str], engine: str | None, api_key_env: str, rubrics
 def _judge_run(run_path: Path, panel: list[Any], engine: str | None, options: Any, startup_timeout: float = 600.0) -> int:
     """Judge a run (starting and stopping a local judge engine if asked) and print what came of it."""
     from evalpipe.judging.panel import Judge
-    from evalpipe.judging.run import execute_judging
+    from evalpipe.judging.run import execute_judging, judge_backend
     from evalpipe.progress import make_progress
 
     server: ManagedServer | None = None
+    started: list[ManagedServer] = []
+
+    def backends(judge: Any, judge_options: Any) -> Any:
+        # the engine starts only when its judge has something to rate (judging again asks nothing)
+        if judge.engine is not None and server is not None and not started:
+            err.print(f"starting the judge engine {judge.engine} ({judge.model}) on {judge.url} …", highlight=False)
+            server.start()
+            started.append(server)
+        return judge_backend(judge, judge_options)
+
     try:
         if engine is not None:
             spec = server_spec(engine, None, None, {})
-            err.print(f"starting the judge engine {spec.name} ({spec.model}) on {spec.base_url} …", highlight=False)
             server = ManagedServer(spec, startup_timeout_s=startup_timeout)
-            server.start()
             panel = [*panel, Judge(model=spec.model, url=spec.base_url, engine=engine)]
-        outcome = asyncio.run(execute_judging(run_path, panel, options, progress=make_progress(err)))
+        outcome = asyncio.run(execute_judging(run_path, panel, options, backend_factory=backends,
+                                              progress=make_progress(err)))
     except KeyboardInterrupt:
         err.print("interrupted: every judgement received so far is saved; run the same command again to resume",
                   style="yellow")
@@ -357,8 +366,8 @@ def _judge_run(run_path: Path, panel: list[Any], engine: str | None, options: An
     except USER_ERRORS as exc:
         raise _fail(exc)
     finally:
-        if server is not None:
-            server.stop()
+        for running in started:
+            running.stop()
     if outcome.metrics:
         console.print(metrics_table(outcome.metrics, title=f"{outcome.run_dir.path} · judges"))
     console.print(f"judged: {outcome.run_dir.path}  (judge requests sent {outcome.sent}, judgements from store "

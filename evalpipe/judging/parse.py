@@ -178,6 +178,6 @@ def parse_judgement(text: str | None, criteria: Sequence[str], scale: tuple[int,
         ratings, why, named = _read(obj, criteria, scale)
         if ratings is not None:
             usable = Judgement(ratings, None, _rationale(obj), len(objects))
-        elif named >= best and why is not None:
+        elif why is not None and named > 0 and named >= best:
             problem, best = why, named
     return usable if usable is not None else Judgement(None, problem, None, len(objects))

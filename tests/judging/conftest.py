@@ -36,18 +36,18 @@ def model_requests(server: FakeOpenAIServer, model: str) -> int:
                and r.body.get("model") == model)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server():
     with FakeOpenAIServer(models=(scripted.EVALUATED, *scripted.JUDGES), responder=scripted.responder) as fake:
         yield fake
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def questions(tmp_path_factory) -> Path:
     return scripted.write_questions(tmp_path_factory.mktemp("data") / "questions.jsonl")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def answered_run(server, questions, tmp_path_factory) -> Path:
     """A finished evaluation of the 20 scripted questions, made by `evalpipe run` against the server."""
     results = tmp_path_factory.mktemp("results")
@@ -64,7 +64,7 @@ def run_copy(answered_run, tmp_path) -> Path:
     return Path(shutil.copytree(answered_run, tmp_path / "run"))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def medisumqa_run(tmp_path_factory) -> Path:
     """A finished run of a credentialed task (synthetic MeDiSumQA fixture), answered in process."""
     root = tmp_path_factory.mktemp("credentialed")

@@ -84,3 +84,10 @@ def responder(body: Mapping[str, Any]) -> str:
         return answer(int(re.search(r"Q(\d\d)", text).group(1)))
     i = int(re.search(r"ANSWER-(\d\d)", text).group(1))
     return judge_reply(str(model), i, retry=len(body.get("messages") or []) > 2)
+
+
+def prompt_reply(judge: str, prompt) -> str:
+    """The scripted judge's reply to an evalpipe Prompt (for in-process backends)."""
+    text = "\n".join(m.content for m in prompt.messages)
+    i = int(re.search(r"ANSWER-(\d\d)", text).group(1))
+    return judge_reply(judge, i, retry=len(prompt.messages) > 2)
