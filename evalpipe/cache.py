@@ -12,6 +12,10 @@ command sends exactly the failed and never-sent prompts again.
 The key is a SHA-256 over everything that can change an answer — model, endpoint kind, rendered
 messages or prompt text, generation parameters — and nothing that cannot (the URL of the server:
 a restarted server on another port must not invalidate finished work).
+
+The same file keeps the replies of LLM judges (table ``judgements``, :mod:`evalpipe.judging`), one
+committed row per reply, keyed by judge model, rubric sha256, task, sample, the judged answer's
+sha256 and attempt — usable or not, so judging resumes without asking a judge twice.
 """
 
 from __future__ import annotations
