@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from evalpipe import __version__
 from evalpipe.backends.base import Backend
@@ -77,9 +77,15 @@ class JudgeOutcome:
     notes: list[str] = field(default_factory=list)
 
 
-class JudgeProgress:
-    """What the judge run reports as it goes (the CLI's progress bar implements it)."""
+class JudgeProgress(Protocol):
+    """What the judge run reports as it goes: (sample, judge) pairs done (the CLI's progress bar)."""
 
+    def start(self, total: int, cached: int) -> None: ...
+    def advance(self, completion: Completion) -> None: ...
+    def close(self) -> None: ...
+
+
+class _Silent:
     def start(self, total: int, cached: int) -> None: ...
     def advance(self, completion: Completion) -> None: ...
     def close(self) -> None: ...
@@ -245,7 +251,7 @@ async def execute_judging(run_path: Path, judges: Sequence[Judge], options: Judg
                           progress: JudgeProgress | None = None) -> JudgeOutcome:
     """Judge a run's free-text answers (or resume judging them) and write the results into it."""
     run = RunDir(run_path)
-    progress = progress or JudgeProgress()
+    progress = progress or _Silent()
     config, tasks, rubrics, requests = _prepare(run, judges, options)
     outcome = JudgeOutcome(run_dir=run, metrics={}, notes=self_judging_notes(config, judges))
     with run.lock():

@@ -20,9 +20,9 @@ def test_the_bundled_model_judges_offline(server, questions, tmp_path):
     results = tmp_path / "results"
     made = evalpipe("run", "--task", "huatuo_generation", "--data", f"huatuo_generation={questions}",
                     "--base-url", server.url, "--model", "evaluated-model", "--results-dir", str(results),
-                    "--run-name", "two", "--limit", "2")
+                    "--run-name", "one", "--limit", "1")
     assert made.returncode == 0, made.stderr
-    run = results / "two"
+    run = results / "one"
     judged = evalpipe("judge", str(run), "--judge-engine", "llamacpp", "--judge-max-tokens", "24",
                       "--judge-concurrency", "2", timeout=600)
     assert judged.returncode == 0, judged.stderr
@@ -30,9 +30,9 @@ def test_the_bundled_model_judges_offline(server, questions, tmp_path):
     judge = json.loads((run / "config.json").read_text())["judging"]["judges"][0]
     assert judge["engine"] == "llamacpp" and judge["local"] is True
     name = judge["model"]
-    assert metrics["judge_n"] + metrics[f"judge[{name}]_failures"] == 2
+    assert metrics["judge_n"] + metrics[f"judge[{name}]_failures"] == 1
     with sqlite3.connect(run / "responses.sqlite") as db:
         rows = db.execute("SELECT COUNT(*) FROM judgements").fetchone()[0]
-    assert 2 <= rows <= 4  # a reply per sample, plus a retry of each unusable one
+    assert 1 <= rows <= 2  # the reply, plus its retry when it was unusable
     again = evalpipe("judge", str(run), "--judge-engine", "llamacpp", "--judge-max-tokens", "24", timeout=600)
     assert again.returncode == 0 and "sent 0" in again.stdout

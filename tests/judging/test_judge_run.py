@@ -190,3 +190,27 @@ def test_a_judge_that_is_the_evaluated_model_is_named_in_a_note(run_copy):
     outcome = judge(run_copy, Judges(lambda name, p: scripted.prompt_reply("judge-a", p)),
                     panel=[Judge(scripted.EVALUATED, "http://127.0.0.1:9/v1"), PANEL[1]])
     assert any("self-preference" in note and scripted.EVALUATED in note for note in outcome.notes)
+
+
+def test_external_judges_of_credentialed_answers_when_allowed_and_every_scoring_gets_the_metrics(medisumqa_copy):
+    from evalpipe.rescoring import rescore
+
+    rescore(medisumqa_copy, "clue")  # a compatibility scoring's files exist before judging
+    external = [Judge("big-judge", "http://93.184.216.34/v1"), Judge("other-judge", "https://judge.example.com/v1")]
+    reply = Judges(lambda name, p: json.dumps({"accuracy": 4 if name == "big-judge" else 3, "completeness": 3,
+                                                "clarity": 5}))
+    with pytest.raises(RunError, match="--allow-external-endpoint"):
+        judge(medisumqa_copy, reply, panel=external)
+    assert reply.made == {}
+    judge(medisumqa_copy, reply, panel=external, allow_external_endpoint=True)
+    config = json.loads((medisumqa_copy / "config.json").read_text())
+    assert config["judging"]["allow_external_endpoint"] is True
+    assert config["judging"]["tasks"]["clue_medisumqa"]["credentialed"] is True
+    assert [j["local"] for j in config["judging"]["judges"]] == [False, False]
+    for name in ("summary.json", "summary.clue.json"):
+        notes = json.loads((medisumqa_copy / name).read_text())["tasks"]["clue_medisumqa"]["notes"]["judging"]
+        assert notes["allow_external_endpoint"] is True and notes["credentialed"] is True
+    for name in ("metrics.json", "metrics.clue.json"):
+        assert json.loads((medisumqa_copy / name).read_text())["clue_medisumqa"]["judge_accuracy"] == 3.5
+    rescore(medisumqa_copy, "clue")  # re-scoring a compatibility mode keeps them too
+    assert json.loads((medisumqa_copy / "metrics.clue.json").read_text())["clue_medisumqa"]["judge_accuracy"] == 3.5

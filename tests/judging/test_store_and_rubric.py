@@ -93,3 +93,14 @@ def test_the_judging_package_names_no_task():
     hits = [f"{path.name}:{line}: {text}" for path in sorted(PACKAGE.rglob("*.py"))
             for line, text in _code_tokens(path) if TASK_NAMES.search(text)]
     assert not hits
+
+
+def test_a_run_recorded_before_answer_kinds_is_judged_by_its_registered_task():
+    from evalpipe.judging.items import task_declaration
+
+    old = task_declaration("clue_problem_summaries", {"credentialed": True, "description": "old words"})
+    assert old == {"answer_kind": FREE_TEXT, "judge_rubric": "judge/problem_list.j2", "credentialed": True,
+                   "description": "old words"}
+    assert task_declaration("ncbi_disease", {})["answer_kind"] is None
+    assert task_declaration("a_user_task", {"answer_kind": FREE_TEXT, "judge_rubric": None})["answer_kind"] == FREE_TEXT
+    assert task_declaration("gone_task", {})["answer_kind"] is None
