@@ -66,6 +66,14 @@ def task_sheets(run: RunDir, config: Mapping[str, Any], records: Sequence[Mappin
             replies: dict[tuple[str, str, str], dict[int, StoredJudgement]] = {}
             for row in store.judgements(task.name, judges, str(info.get("rubric_sha256"))):
                 replies.setdefault((row.judge, row.sample_id, row.answer_sha256), {})[row.attempt] = row
+            current = {(item.sample_id, item.answer_sha256) for item in task.items}
+            usage = {j: {"replies": 0, "prompt_tokens": 0, "completion_tokens": 0} for j in judges}
+            for (judge, sid, answer), rows in replies.items():
+                if (sid, answer) in current:
+                    for row in rows.values():
+                        usage[judge]["replies"] += 1
+                        usage[judge]["prompt_tokens"] += row.prompt_tokens or 0
+                        usage[judge]["completion_tokens"] += row.completion_tokens or 0
             verdicts: dict[str, dict[str, Verdict]] = {
                 item.sample_id: {j: verdict(replies.get((j, item.sample_id, item.answer_sha256), {}), criteria, scale)
                                  for j in judges}
@@ -73,7 +81,9 @@ def task_sheets(run: RunDir, config: Mapping[str, Any], records: Sequence[Mappin
             }
             notes = {"rubric": info.get("rubric"), "rubric_sha256": info.get("rubric_sha256"),
                      "credentialed": task.credentialed,
-                     "allow_external_endpoint": bool(judging.get("allow_external_endpoint"))}
+                     "allow_external_endpoint": bool(judging.get("allow_external_endpoint")),
+                     # what the judges were sent and wrote (the replies of the current answers, retries included)
+                     "usage": usage}
             sheets[task.name] = judge_sheet(task, judges, criteria, scale, verdicts, notes)
     finally:
         store.close()

@@ -242,7 +242,7 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
             section.blocks.extend(ner)
         doc.sections.append(section)
 
-    judges = judging_section(runs, boots, resamples=resamples, seed=seed, level=level)
+    judges = judging_section(runs, boots, resamples=resamples, seed=seed, level=level, top=min(ner_examples, 5))
     if judges is not None:
         doc.sections.append(judges)
 

@@ -18,6 +18,11 @@ left out). ρ > 0 means longer answers get higher ratings — a known tendency o
 not proof of bias by itself (longer answers can be more complete), so it is shown per criterion:
 a clarity rating that rises with length deserves a look.
 
+**Judges vs overlap metrics.** Spearman's ρ between the jury's mean rating and each per-sample
+reference-based score of the task (ROUGE, BERTScore, …), with the same bootstrap: how far the judges
+and the overlap metrics rank answers alike. The samples where the judges disagree most (largest
+range of ratings on a criterion) are listed with each judge's ratings and rationale, for auditing.
+
 **Self-preference.** A judge that is also an evaluated model is flagged — matched by model name
 (lower case, last path component, without ``.gguf`` or evalpipe's local fingerprint suffix), by
 served model id, or by local weights. With a second run judged by the same judge and at least one
@@ -42,7 +47,8 @@ from evalpipe.judging import aggregate as _aggregate  # noqa: F401  (registers t
 from evalpipe.judging import agreement as _agreement  # noqa: F401  (registers the krippendorff_alpha aggregation)
 from evalpipe.judging.panel import model_key
 from evalpipe.report.bootstrap import TaskBootstrap, percentile_interval, resample_indices
-from evalpipe.report.document import Cell, Paragraph, Plot, Section, Table, fmt, fmt_interval
+from evalpipe.report.compare import input_excerpt
+from evalpipe.report.document import Cell, Examples, Paragraph, Plot, Section, Table, fmt, fmt_interval
 from evalpipe.report.plots import score_vs_length
 from evalpipe.report.runs import ReportRun
 
@@ -63,6 +69,8 @@ class JudgedTask:
     notes: Mapping[str, Any]
     #: sample id → (answer length in characters, judge → criterion → rating)
     samples: dict[str, tuple[int, dict[str, dict[str, int]]]] = field(default_factory=dict)
+    #: sample id → its record in samples.jsonl (scores, inputs, answer, rationales)
+    records: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def ratings(self, rater: str, criterion: str) -> tuple[np.ndarray, np.ndarray]:
         """(answer lengths, ratings) over the samples ``rater`` (a judge, or :data:`JURY`) rated."""
@@ -93,6 +101,7 @@ def judged_tasks(runs: Sequence[ReportRun]) -> list[JudgedTask]:
                 if record.get("task") == task and isinstance(verdict, Mapping):
                     judged.samples[str(record.get("id"))] = (int(verdict.get("answer_chars") or 0),
                                                              dict(verdict.get("ratings") or {}))
+                    judged.records[str(record.get("id"))] = record
             out.append(judged)
     return out
 
@@ -140,6 +149,9 @@ def _panel_table(judged: Sequence[JudgedTask]) -> Table:
         failures = "; ".join(
             f"{j}: {c.get('unusable', 0)} unusable, {c.get('missing', 0)} no reply, {c.get('retried', 0)} retried"
             for j, c in by_judge.items())
+        usage = jt.notes.get("usage") or {}
+        tokens = "; ".join(f"{j}: {u.get('replies', 0)} replies, {u.get('prompt_tokens', 0)}/{u.get('completion_tokens', 0)}"
+                           for j, u in usage.items())
         rows.append((
             Cell(jt.run.label, numeric=False), Cell(jt.task, numeric=False), Cell(", ".join(shown), numeric=False),
             Cell(f"{jt.notes.get('rubric')} ({str(jt.notes.get('rubric_sha256') or '')[:12]})", numeric=False),
@@ -148,10 +160,12 @@ def _panel_table(judged: Sequence[JudgedTask]) -> Table:
             Cell(str(jt.notes.get("judged_samples", 0))), Cell(str(jt.notes.get("rated_samples", 0))),
             Cell(str(jt.notes.get("unanswered_samples", 0))), Cell(failures, numeric=False),
             Cell("yes" if jt.notes.get("allow_external_endpoint") else "no", numeric=False),
+            Cell(tokens, numeric=False),
         ))
     return Table(id="judge-panels", title="Judge panels", rows=tuple(rows),
                  columns=("model", "task", "judges", "rubric (sha256)", "criteria", "scale", "judged", "rated",
-                          "not answered", "judge failures", "external judges allowed"),
+                          "not answered", "judge failures", "external judges allowed",
+                          "judge replies, prompt/completion tokens"),
                  note="judged: samples with an answer; rated: with at least one usable rating; not answered: the "
                       "evaluated model's request failed (nothing to judge). A failure is never a rating.")
 
@@ -194,6 +208,65 @@ def _length_table(judged: Sequence[JudgedTask], resamples: int, seed: int, level
                  columns=("model", "task", "rater", "criterion", "n", "Spearman ρ [95 % CI]"),
                  note="Answer length in characters of the judged text. ρ > 0: longer answers rated higher. Not proof of "
                       "bias on its own (longer answers can be more complete); compare criteria and judges.")
+
+
+def _metric_table(judged: Sequence[JudgedTask], resamples: int, seed: int, level: float) -> Table | None:
+    """Spearman ρ between the jury's mean rating and each per-sample reference-based score (ROUGE, BERTScore …)."""
+    rows = []
+    for jt in judged:
+        keys: list[str] = []
+        for record in jt.records.values():
+            keys.extend(k for k, v in (record.get("scores") or {}).items()
+                        if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in keys)
+        for c in jt.criteria:
+            for key in keys:
+                pairs = [(float(np.mean([r[c] for r in ratings.values()])), float(jt.records[sid]["scores"][key]))
+                         for sid, (_, ratings) in jt.samples.items()
+                         if ratings and isinstance((jt.records[sid].get("scores") or {}).get(key), (int, float))]
+                if len(pairs) < 3:
+                    continue
+                jury, score = (np.asarray(v, dtype=float) for v in zip(*pairs))
+                rho, interval = spearman_interval(score, jury, resamples=resamples, seed=seed,
+                                                  stream=f"{jt.task}|{c}|{key}|metric", level=level)
+                rows.append((Cell(jt.run.label, numeric=False), Cell(jt.task, numeric=False), Cell(c, numeric=False),
+                             Cell(key, numeric=False), Cell(str(len(pairs))),
+                             Cell(fmt(None if math.isnan(rho) else rho), sub=fmt_interval(*interval) if interval else "")))
+    if not rows:
+        return None
+    return Table(id="judge-vs-metrics", title="Jury ratings vs reference-based scores (Spearman ρ per sample)",
+                 rows=tuple(rows), columns=("model", "task", "criterion", "per-sample score", "n", "Spearman ρ [95 % CI]"),
+                 note="How far the judges agree with the task's overlap metrics sample by sample; low ρ is expected where "
+                      "overlap metrics miss correct paraphrases — read it with the examples below.")
+
+
+def _disagreements(judged: Sequence[JudgedTask], top: int) -> list[Examples]:
+    """The samples where the judges disagree most (largest range of ratings on any criterion), with rationales."""
+    out = []
+    for i, jt in enumerate(judged):
+        if len(jt.judges) < 2:
+            continue
+        spread = []
+        for sid, (_, ratings) in jt.samples.items():
+            if len(ratings) >= 2:
+                gap = max(max(r[c] for r in ratings.values()) - min(r[c] for r in ratings.values()) for c in jt.criteria)
+                if gap > 0:
+                    spread.append((gap, sid))
+        spread.sort(key=lambda x: (-x[0], x[1]))
+        entries = []
+        for gap, sid in spread[:top]:
+            record = jt.records[sid]
+            verdict = record.get("judge") or {}
+            lines = [f"input: {input_excerpt(record.get('inputs'))}",
+                     f"answer: {str(record.get('answer') or '')[:400]}"]
+            for judge, ratings in (verdict.get("ratings") or {}).items():
+                why = (verdict.get("rationales") or {}).get(judge)
+                lines.append(f"{judge}: " + ", ".join(f"{c} {ratings[c]}" for c in jt.criteria)
+                             + (f" — {why}" if why else ""))
+            entries.append((f"{sid} (range {gap})", tuple(lines)))
+        if entries:
+            out.append(Examples(f"judge-disagreements-{i}", f"{jt.task} — {jt.run.label}: where the judges disagree most",
+                                tuple(entries)))
+    return out
 
 
 def self_preference_matches(judge: Mapping[str, Any], run: ReportRun) -> str | None:
@@ -294,7 +367,7 @@ def _length_plots(judged: Sequence[JudgedTask]) -> list[Plot]:
 
 
 def judging_section(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str, TaskBootstrap]], *,
-                    resamples: int, seed: int, level: float = 0.95) -> Section | None:
+                    resamples: int, seed: int, level: float = 0.95, top: int = 5) -> Section | None:
     """The "Judges" section, or None when no run was judged."""
     judged = judged_tasks(runs)
     if not judged:
@@ -311,5 +384,9 @@ def judging_section(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str, 
     preference = _self_preference_table(judged, runs, resamples, seed, level)
     section.blocks.append(preference if preference is not None else Paragraph(
         "Self-preference: no judge is one of the evaluated models (by model name, served model id or weights)."))
+    versus = _metric_table(judged, resamples, seed, level)
+    if versus is not None:
+        section.blocks.append(versus)
+    section.blocks.extend(_disagreements(judged, top))
     section.blocks.extend(_length_plots(judged))
     return section

@@ -82,6 +82,7 @@ def test_two_judges_rate_twenty_answers_and_every_aggregate_is_independently_rig
     assert "judge_n" in summary["no_interval"]
     assert summary["notes"]["judging"]["by_judge"]["judge-b"] == {"rated": 19, "unusable": 1, "missing": 0,
                                                                   "retried": 2}
+    assert summary["notes"]["judging"]["usage"]["judge-b"]["replies"] == scripted.N + 2
     config = json.loads((run_copy / "config.json").read_text())
     assert [j["model"] for j in config["judging"]["judges"]] == list(scripted.JUDGES)
     assert config["judging"]["tasks"]["huatuo_generation"]["rubric"] == "judge/free_text.j2"

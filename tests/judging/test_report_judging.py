@@ -131,3 +131,21 @@ def test_model_names_match_across_paths_and_suffixes():
     assert model_key("/models/Llama-3.1-8B-Instruct") == model_key("meta-llama/llama-3.1-8b-instruct")
     assert model_key("/w/SmolLM2-135M.Q4_1.gguf") == model_key("smollm2-135m.q4_1-0123456789ab")
     assert model_key("gpt-4o") != model_key("gpt-4o-mini")
+
+
+def test_jury_versus_overlap_metrics_and_the_disagreements_to_audit(run_copy, server):
+    from tests.judging.test_judge_cli import judge_cli
+
+    assert judge_cli(run_copy, server).returncode == 0
+    runs, _, doc = document([run_copy])
+    versus = table(doc, "judge-vs-metrics")
+    (jt,) = judged_tasks(runs)
+    row = [r for r in versus.rows if r[2].text == "accuracy" and r[3].text == "rouge_l"][0]
+    ids = sorted(jt.samples)
+    jury = [np.mean([r["accuracy"] for r in jt.samples[i][1].values()]) for i in ids]
+    rouge = [jt.records[i]["scores"]["rouge_l"] for i in ids]
+    assert row[5].text == f"{spearmanr(rouge, jury).statistic:.3f}"
+    (examples,) = [b for s in doc.sections for b in s.blocks if getattr(b, "id", "").startswith("judge-disagreements")]
+    assert len(examples.entries) == 3  # the report's examples per list (build_document default)
+    label, lines = examples.entries[0]
+    assert "(range" in label and any(line.startswith("judge-a: accuracy") for line in lines)
