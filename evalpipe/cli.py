@@ -331,7 +331,8 @@ def _judge_plan(judges: list[str], engine: str | None, api_key_env: str, rubrics
         key, path = (task_name, path) if sep and not Path(text).is_file() else (None, text)
         if key in by_task:
             raise typer.BadParameter(f"--judge-rubric given twice for {key or 'every task'}", param_hint="--judge-rubric")
-        by_task[key] = str(Path(path).resolve())
+        # a file is recorded by its absolute path; anything else is a rubric's name under prompts/ (judge/…)
+        by_task[key] = str(Path(path).resolve()) if Path(path).is_file() else path
     return panel, JudgeOptions(rubrics=by_task, allow_external_endpoint=allow_external_endpoint, **settings)
 
 

@@ -127,13 +127,16 @@ def test_run_with_inline_judges(server, questions, tmp_path):
     results = tmp_path / "results"
     result = evalpipe("run", "--task", "huatuo_generation", "--data", f"huatuo_generation={questions}",
                       "--base-url", server.url, "--model", scripted.EVALUATED, "--results-dir", str(results),
-                      "--limit", "6", "--judge", f"judge-a={server.url}", "--judge", f"judge-b={server.url}")
+                      "--limit", "6", "--judge", f"judge-a={server.url}", "--judge", f"judge-b={server.url}",
+                      "--judge-rubric", "huatuo_generation=judge/free_text.j2")
     assert result.returncode == 0, result.stderr
     (run,) = [p for p in results.iterdir() if p.is_dir()]
     metrics = json.loads((run / "metrics.json").read_text())["huatuo_generation"]
     assert metrics["judge_n"] == 6 and metrics["judge_failures"] == 1
     expected = statistics.mean(scripted.RATINGS["judge-a"][i]["accuracy"] for i in range(6))
     assert math.isclose(metrics["judge[judge-a]_accuracy"], expected)
+    judging = json.loads((run / "config.json").read_text())["judging"]
+    assert judging["tasks"]["huatuo_generation"]["rubric"] == "judge/free_text.j2"
 
 
 @pytest.mark.parametrize("url", ["http://93.184.216.34/v1", "https://judge.example.com/v1"])
