@@ -282,8 +282,9 @@ async def execute_judging(run_path: Path, judges: Sequence[Judge], options: Judg
                     backends.append(backend)
                     await backend.preflight()
                     workers.append(_Judging(judge, backend, store, stored, progress, outcome))
-            run.write_json(run.config_path, {**config, "judging": _judging_record(
-                judges, tasks, rubrics, options, config.get("judging"))})
+            current = run.read_config()  # as it is now, under the lock
+            run.write_json(run.config_path, {**current, "judging": _judging_record(
+                judges, tasks, rubrics, options, current.get("judging"))})
             total = len(requests) * len(judges)
             if workers:
                 progress.start(total=total, cached=outcome.from_store)
