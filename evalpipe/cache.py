@@ -12,6 +12,10 @@ command sends exactly the failed and never-sent prompts again.
 The key is a SHA-256 over everything that can change an answer — model, endpoint kind, rendered
 messages or prompt text, generation parameters — and nothing that cannot (the URL of the server:
 a restarted server on another port must not invalidate finished work).
+
+The same file keeps the replies of LLM judges (table ``judgements``, :mod:`evalpipe.judging`), one
+committed row per reply, keyed by judge model, rubric sha256, task, sample, the judged answer's
+sha256 and attempt — usable or not, so judging resumes without asking a judge twice.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import hashlib
 import json
 import sqlite3
 import time
-from dataclasses import asdict
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from evalpipe.endpoints import redact_url
@@ -44,6 +49,24 @@ CREATE TABLE IF NOT EXISTS vectors (
     model TEXT NOT NULL,
     data BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS judgements (
+    judge TEXT NOT NULL,
+    rubric_sha256 TEXT NOT NULL,
+    task TEXT NOT NULL,
+    sample_id TEXT NOT NULL,
+    answer_sha256 TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    request_key TEXT NOT NULL,
+    text TEXT NOT NULL,
+    ratings TEXT,
+    problem TEXT,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    latency_s REAL,
+    created REAL NOT NULL,
+    endpoint TEXT,
+    PRIMARY KEY (judge, rubric_sha256, task, sample_id, answer_sha256, attempt)
+);
 CREATE TABLE IF NOT EXISTS plan (
     task TEXT NOT NULL,
     sample_id TEXT NOT NULL,
@@ -54,6 +77,29 @@ CREATE TABLE IF NOT EXISTS plan (
     PRIMARY KEY (task, sample_id)
 );
 """
+
+
+@dataclass(frozen=True)
+class StoredJudgement:
+    """One judge reply as the store keeps it (see :meth:`ResponseStore.put_judgement`).
+
+    ``ratings`` is criterion → rating when the reply was usable, else None and ``problem`` says why.
+    """
+
+    judge: str
+    rubric_sha256: str
+    task: str
+    sample_id: str
+    answer_sha256: str
+    attempt: int
+    request_key: str
+    text: str
+    ratings: Mapping[str, int] | None
+    problem: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_s: float = 0.0
+    endpoint: str | None = None
 
 
 def cache_key(model: str, prompt: Prompt) -> str:
@@ -204,6 +250,46 @@ class ResponseStore:
             self._db.execute("BEGIN")
             self._db.executemany("INSERT OR REPLACE INTO vectors (key, model, data) VALUES (?, ?, ?)",
                                  [(key, model, data) for key, data in items])
+
+    # ---- judgements (evalpipe.judging): one row per judge reply, committed on arrival -----------
+
+    _JUDGEMENT_COLUMNS = ("judge, rubric_sha256, task, sample_id, answer_sha256, attempt, request_key, text, ratings,"
+                          " problem, prompt_tokens, completion_tokens, latency_s, endpoint")
+
+    def put_judgement(self, row: StoredJudgement) -> None:
+        """Store one judge reply (usable or not) in its own committed transaction.
+
+        Keyed by judge model, rubric sha256, task, sample, the judged answer's sha256 and the
+        attempt (1, or 2 for the one retry of an unusable reply): an interrupted judging resumes
+        without asking a judge twice. ``request_key`` is the hash of the request as sent; a reply
+        whose request differs from the one that would be sent now is not reused by the judge run.
+        """
+        self._db.execute(
+            f"INSERT OR REPLACE INTO judgements ({self._JUDGEMENT_COLUMNS}, created)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (row.judge, row.rubric_sha256, row.task, row.sample_id, row.answer_sha256, row.attempt,
+             row.request_key, row.text, json.dumps(dict(row.ratings)) if row.ratings is not None else None,
+             row.problem, row.prompt_tokens, row.completion_tokens, row.latency_s,
+             redact_url(row.endpoint) if row.endpoint else None, time.time()),
+        )
+
+    def judgements(self, task: str, judges: list[str] | None = None,
+                   rubric_sha256: str | None = None) -> list[StoredJudgement]:
+        """Every stored judge reply of ``task`` (optionally of some judges and one rubric)."""
+        query = f"SELECT {self._JUDGEMENT_COLUMNS} FROM judgements WHERE task = ?"
+        args: list[object] = [task]
+        if rubric_sha256 is not None:
+            query += " AND rubric_sha256 = ?"
+            args.append(rubric_sha256)
+        rows = self._db.execute(query + " ORDER BY sample_id, judge, attempt", args).fetchall()
+        wanted = set(judges) if judges is not None else None
+        return [StoredJudgement(
+            judge=judge, rubric_sha256=rubric, task=name, sample_id=sid, answer_sha256=answer, attempt=attempt,
+            request_key=request_key, text=text, ratings=json.loads(ratings) if ratings is not None else None,
+            problem=problem, prompt_tokens=p_tok, completion_tokens=c_tok, latency_s=latency or 0.0,
+            endpoint=endpoint,
+        ) for (judge, rubric, name, sid, answer, attempt, request_key, text, ratings, problem, p_tok, c_tok,
+               latency, endpoint) in rows if wanted is None or judge in wanted]
 
     def __len__(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])

@@ -1,4 +1,4 @@
-"""Command line: ``evalpipe run | score | show | tasks | report | compare | serve | demo``.
+"""Command line: ``evalpipe run | score | judge | show | tasks | report | compare | serve | demo``.
 
 Every user-facing failure (bad data, template, endpoint, options) ends as one clear line on
 stderr and a non-zero exit code — never a traceback — and never prints an API key.
@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -65,6 +65,11 @@ EngineArgOption = Annotated[list[str], typer.Option(
     "--engine-arg", help="Any other engine option, KEY=VALUE (repeatable), passed through: vLLM e.g. "
     "max-num-seqs=256, quantization=awq, enforce-eager=true; llama.cpp e.g. n_gpu_layers=20.")]
 StartupTimeoutOption = Annotated[float, typer.Option(help="Seconds to wait for an engine evalpipe starts to answer.")]
+# judging options shared by `judge` and `run` (see evalpipe.judging)
+JudgeOption = Annotated[list[str], typer.Option("--judge", help="A judge of free-text answers: MODEL=URL (an OpenAI-compatible /v1 endpoint serving MODEL); repeat for a jury.")]
+JudgeEngineOption = Annotated[Optional[str], typer.Option("--judge-engine", help="Also judge with a local engine evalpipe starts: llamacpp (the bundled SmolLM2-135M; an offline demo, not a useful judge).")]
+JudgeKeyOption = Annotated[str, typer.Option("--judge-api-key-env", help="Environment variable holding the judges' API key (never written anywhere).")]
+JudgeRubricOption = Annotated[list[str], typer.Option("--judge-rubric", help="A rubric template FILE for every judged task, or TASK=FILE for one (repeatable; default: each task's own, see prompts/judge/).")]
 
 DEFAULT_CONCURRENCY = 64
 #: the in-process engine is fed in batches of up to 2 × concurrency prompts (see
@@ -160,8 +165,12 @@ def run(
     embeddings_model: Annotated[Optional[str], typer.Option(help="Retrieval tasks: the embedding model's name at --embeddings-url.")] = None,
     embeddings_path: Annotated[Optional[str], typer.Option(help="Retrieval tasks: a local sentence-transformers model folder instead of a URL.")] = None,
     embeddings_batch_size: Annotated[Optional[int], typer.Option(help="Retrieval tasks: texts per embedding request.")] = None,
+    judge: JudgeOption = [],
+    judge_engine: JudgeEngineOption = None,
+    judge_api_key_env: JudgeKeyOption = "OPENAI_API_KEY",
+    judge_rubric: JudgeRubricOption = [],
 ) -> None:
-    """Evaluate a model on tasks; resumes if the same run was interrupted."""
+    """Evaluate a model on tasks; resumes if the same run was interrupted. With --judge, then judge its free-text answers."""
     if engine is not None and engine not in ENGINES:
         raise typer.BadParameter(f"--engine must be one of {', '.join(ENGINES)}", param_hint="--engine")
     if not base_url and os.environ.get("EVALPIPE_BASE_URL") and engine is None:
@@ -217,7 +226,21 @@ def run(
         )
     except ValueError as exc:  # a number or name the run cannot use: bad usage, nothing written yet
         raise typer.BadParameter(str(exc)) from None
-    raise typer.Exit(_execute(config, results_dir, startup_timeout))
+    if not (judge or judge_engine):
+        raise typer.Exit(_execute(config, results_dir, startup_timeout))
+    panel, options = _judge_plan(judge, judge_engine, judge_api_key_env, judge_rubric, allow_external_endpoint)
+    try:  # the patient-data guard, before the evaluation sends anything anywhere
+        from evalpipe.judging.panel import check_patient_data
+
+        check_patient_data([s.name for s in specs if s.credentialed and s.answer_kind], panel, allow_external_endpoint)
+    except USER_ERRORS as exc:
+        raise _fail(exc)
+    ran: list[Path] = []
+    code = _execute(config, results_dir, startup_timeout, ran)
+    if not ran:  # interrupted: nothing to judge yet
+        raise typer.Exit(code)
+    judged = _judge_run(ran[0], panel, judge_engine, options, startup_timeout)
+    raise typer.Exit(code or judged)
 
 
 def _metric_options(rouge_stemmer: bool, bertscore_model: str | None, bertscore_layers: int | None,
@@ -234,8 +257,10 @@ def _metric_options(rouge_stemmer: bool, bertscore_model: str | None, bertscore_
     return {k: v for k, v in given.items() if v is not None}
 
 
-def _execute(config: RunConfig, results_dir: Path, startup_timeout: float = 600.0) -> int:
-    """Run (starting and stopping a local engine if asked) and print the outcome."""
+def _execute(config: RunConfig, results_dir: Path, startup_timeout: float = 600.0,
+             ran: list[Path] | None = None) -> int:
+    """Run (starting and stopping a local engine if asked) and print the outcome; the run directory is
+    appended to ``ran`` when given."""
     from evalpipe.progress import make_progress
 
     def announce(run: RunDir, total: int, pending: int) -> None:
@@ -268,6 +293,8 @@ def _execute(config: RunConfig, results_dir: Path, startup_timeout: float = 600.
     finally:
         if server is not None:
             server.stop()
+    if ran is not None:
+        ran.append(outcome.run_dir.path)
     return _report(outcome, config.compat)
 
 
@@ -290,6 +317,100 @@ def score(
     except USER_ERRORS as exc:
         raise _fail(exc)
     _report(outcome, compat)
+
+
+def _judge_plan(judges: list[str], engine: str | None, api_key_env: str, rubrics: list[str],
+                allow_external_endpoint: bool, **settings: Any) -> tuple[list[Any], Any]:
+    """The judges given by URL and the judging options, checked (an engine judge is added once started)."""
+    from evalpipe.judging.panel import parse_judge
+    from evalpipe.judging.run import JudgeOptions
+
+    if engine is not None and engine != "llamacpp":
+        raise typer.BadParameter("--judge-engine must be llamacpp", param_hint="--judge-engine")
+    try:
+        panel = [parse_judge(text, api_key_env) for text in judges]
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--judge") from None
+    by_task: dict[str | None, str] = {}
+    for text in rubrics:
+        task_name, sep, path = text.partition("=")
+        key, path = (task_name, path) if sep and not Path(text).is_file() else (None, text)
+        if key in by_task:
+            raise typer.BadParameter(f"--judge-rubric given twice for {key or 'every task'}", param_hint="--judge-rubric")
+        # a file is recorded by its absolute path; anything else is a rubric's name under prompts/ (judge/…)
+        by_task[key] = str(Path(path).resolve()) if Path(path).is_file() else path
+    return panel, JudgeOptions(rubrics=by_task, allow_external_endpoint=allow_external_endpoint, **settings)
+
+
+def _judge_run(run_path: Path, panel: list[Any], engine: str | None, options: Any, startup_timeout: float = 600.0) -> int:
+    """Judge a run (starting and stopping a local judge engine if asked) and print what came of it."""
+    from evalpipe.judging.panel import Judge
+    from evalpipe.judging.run import execute_judging, judge_backend
+    from evalpipe.progress import make_progress
+
+    server: ManagedServer | None = None
+    started: list[ManagedServer] = []
+
+    def backends(judge: Any, judge_options: Any) -> Any:
+        # the engine starts only when its judge has something to rate (judging again asks nothing)
+        if judge.engine is not None and server is not None and not started:
+            err.print(f"starting the judge engine {judge.engine} ({judge.model}) on {judge.url} …", highlight=False)
+            server.start()
+            started.append(server)
+        return judge_backend(judge, judge_options)
+
+    try:
+        if engine is not None:
+            spec = server_spec(engine, None, None, {})
+            server = ManagedServer(spec, startup_timeout_s=startup_timeout)
+            panel = [*panel, Judge(model=spec.model, url=spec.base_url, engine=engine)]
+        outcome = asyncio.run(execute_judging(run_path, panel, options, backend_factory=backends,
+                                              progress=make_progress(err)))
+    except KeyboardInterrupt:
+        err.print("interrupted: every judgement received so far is saved; run the same command again to resume",
+                  style="yellow")
+        return EXIT_INTERRUPTED
+    except USER_ERRORS as exc:
+        raise _fail(exc)
+    finally:
+        for running in started:
+            running.stop()
+    if outcome.metrics:
+        console.print(metrics_table(outcome.metrics, title=f"{outcome.run_dir.path} · judges"))
+    console.print(f"judged: {outcome.run_dir.path}  (judge requests sent {outcome.sent}, judgements from store "
+                  f"{outcome.from_store}, newly unusable after a retry {outcome.unusable})", highlight=False)
+    for note in outcome.notes:
+        err.print(f"note: {note}", style="yellow", highlight=False)
+    if outcome.failed_requests:
+        err.print(f"{outcome.failed_requests} judge request(s) failed for good (counted in judge_failures); "
+                  "re-run the same command to retry only those", style="yellow")
+        return EXIT_FAILED_REQUESTS
+    return 0
+
+
+@app.command()
+def judge(
+    run_dir: Annotated[Path, typer.Argument(help="A finished run directory (results/<run>).")],
+    judge: JudgeOption = [],
+    judge_engine: JudgeEngineOption = None,
+    judge_api_key_env: JudgeKeyOption = "OPENAI_API_KEY",
+    judge_rubric: JudgeRubricOption = [],
+    allow_external_endpoint: Annotated[bool, typer.Option(help="Allow answers of credentialed (PhysioNet) tasks to go to a judge that is not local.")] = False,
+    concurrency: Annotated[int, typer.Option("--judge-concurrency", help="Requests in flight per judge.")] = 8,
+    timeout: Annotated[float, typer.Option("--judge-timeout", help="Seconds per judge request attempt.")] = 120.0,
+    max_retries: Annotated[int, typer.Option("--judge-max-retries", help="Retries per judge request for retryable failures.")] = 6,
+    max_tokens: Annotated[int, typer.Option("--judge-max-tokens", help="Tokens a judge may write per reply.")] = 512,
+    startup_timeout: StartupTimeoutOption = 600.0,
+) -> None:
+    """Rate a run's free-text answers with LLM judges (a jury); resumes; never asks the evaluated model."""
+    if concurrency < 1 or max_tokens < 1:
+        raise typer.BadParameter("--judge-concurrency and --judge-max-tokens must be at least 1")
+    panel, options = _judge_plan(judge, judge_engine, judge_api_key_env, judge_rubric, allow_external_endpoint,
+                                 concurrency=concurrency, timeout_s=timeout, max_retries=max_retries,
+                                 max_tokens=max_tokens)
+    if not panel and judge_engine is None:
+        raise typer.BadParameter("give at least one --judge MODEL=URL (or --judge-engine llamacpp)", param_hint="--judge")
+    raise typer.Exit(_judge_run(run_dir, panel, judge_engine, options, startup_timeout))
 
 
 @app.command()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from evalpipe.judging.attach import attach_to_outcome
 from evalpipe.results import Budget, RunDir, RunInfo, RunSummary
 from evalpipe.scoring import TaskOutcome
 from evalpipe.tasks.base import IncompleteSuite, PartialSuite
@@ -77,7 +78,12 @@ class RunOutcome:
 
 
 def write_outcome(run: RunDir, outcome: RunOutcome, compat: str | None, info: RunInfo) -> None:
-    """``samples.jsonl``, ``metrics.json`` and ``summary.json`` (or their ``.COMPAT`` forms)."""
+    """``samples.jsonl``, ``metrics.json`` and ``summary.json`` (or their ``.COMPAT`` forms).
+
+    A judged run keeps its judge metrics: they are merged in from the stored judgements first
+    (:mod:`evalpipe.judging.attach`), so re-scoring never drops them.
+    """
+    attach_to_outcome(run, outcome.tasks)
     run.write_samples((r for t in outcome.tasks for r in t.records), compat)
     run.write_json(run.metrics_path(compat), outcome.metrics)
     run.write_summary(outcome.summary(info), compat)

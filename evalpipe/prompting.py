@@ -58,6 +58,12 @@ def _environment(prompts_dir: Path) -> ImmutableSandboxedEnvironment:
     )
 
 
+def sandboxed_environment(folder: Path) -> ImmutableSandboxedEnvironment:
+    """The sandboxed, ``StrictUndefined`` environment that renders the templates of ``folder`` (one
+    per folder, cached): task templates and judge rubrics (:mod:`evalpipe.judging.rubric`) alike."""
+    return _environment(folder)
+
+
 def template_path(spec: TaskSpec, prompts_dir: Path = PROMPTS_DIR) -> Path:
     return prompts_dir / spec.template
 

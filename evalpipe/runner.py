@@ -347,6 +347,9 @@ def _task_record(p: PreparedTask, config: RunConfig) -> dict[str, Any]:
         "fewshot_seed": config.fewshot_seed,
         "max_tokens": p.max_tokens,
         "credentialed": p.spec.credentialed,
+        # what judges rate (evalpipe.judging reads it from here, so judging needs only the run directory)
+        "answer_kind": p.spec.answer_kind,
+        "judge_rubric": p.spec.judge_rubric,
         # what a report says about the task, recorded so that the report needs only the run directory
         "description": p.spec.description,
         "metrics": list(p.spec.metrics),
@@ -378,6 +381,8 @@ def write_config(run: RunDir, config: RunConfig, prepared: Sequence[PreparedTask
                         previous.get("backend")),
         "rankers": [dict(b.describe()) for b in backends if isinstance(b, RankingBackend)] or previous.get("rankers"),
         "allow_external_endpoint": config.allow_external_endpoint,
+        # the judges and rubrics of `evalpipe judge` (written by evalpipe.judging), kept across re-runs
+        **({"judging": previous["judging"]} if previous.get("judging") else {}),
         "created": previous.get("created", time.strftime("%Y-%m-%dT%H:%M:%S%z")),
         "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     })

@@ -12,6 +12,7 @@ exit — normal, exception or Ctrl-C — terminates the whole process group, esc
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import collections
 import os
 import signal
@@ -98,7 +99,15 @@ class ManagedServer:
         """Poll the health URL until it answers 2xx, the process exits, or the time is up."""
         assert self._process is not None
         url = self.spec.health_url or self.spec.base_url.rstrip("/") + "/models"
-        outcome = asyncio.run(self._poll(url, time.monotonic() + self.startup_timeout_s))
+        deadline = time.monotonic() + self.startup_timeout_s
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # called from plain code (the CLI before a run)
+            outcome = asyncio.run(self._poll(url, deadline))
+        else:  # called from inside a running loop (a judge engine started when its judge gets work):
+            # poll on a loop of its own in a worker thread; the caller waits for the server anyway
+            with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+                outcome = pool.submit(asyncio.run, self._poll(url, deadline)).result()
         if outcome == "healthy":
             return
         if outcome == "exited":

@@ -23,6 +23,7 @@ from evalpipe.report.contributions import sections as contributed_sections
 from evalpipe.report.compare import CompareResult, compare_loaded, compare_section
 from evalpipe.report.document import Cell, Document, Examples, Paragraph, Plot, Section, Table, fmt, fmt_interval
 from evalpipe.report.html import render_html
+from evalpipe.report.judging import judging_section
 from evalpipe.report.leaderboard import BOOKKEEPING, Leaderboard, build_leaderboard, shown_metrics
 from evalpipe.report.markdown import render_markdown
 from evalpipe.report.ner_errors import CATEGORIES, GOLD_CATEGORIES, PRED_CATEGORIES, analyse, is_span_task
@@ -240,6 +241,10 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
             section.blocks.append(Paragraph("NER error analysis: every gold and every predicted entity classified."))
             section.blocks.extend(ner)
         doc.sections.append(section)
+
+    judges = judging_section(runs, boots, resamples=resamples, seed=seed, level=level, top=min(ner_examples, 5))
+    if judges is not None:
+        doc.sections.append(judges)
 
     ops = [task_operations(run, task) for run in runs for task in run.tasks]
     rates = {r.label: {o.task: o.parse_failures / o.n if o.n else None for o in ops if o.run == r.label} for r in runs}

@@ -176,6 +176,14 @@ class TaskSpec:
     args: tuple[TaskArg, ...] = ()
     #: set for a retrieval task: answered by an embedding ranker, not a generating model
     ranking: RankingSpec | None = None
+    #: what kind of text an answer is, for LLM judges (``evalpipe judge``): ``"free_text"`` (a summary,
+    #: an explanation — what overlap metrics measure poorly) is rated by judges; None (labels, spans,
+    #: codes, rankings) is scored, never judged. Recorded in config.json, so judging needs only the run.
+    answer_kind: str | None = None
+    #: the judge rubric (a template under ``prompts/``) of this task's answers, when it has its own
+    #: criteria or shows its reference its own way; None = the default rubric of its ``answer_kind``
+    #: (``prompts/judge/<answer_kind>.j2``)
+    judge_rubric: str | None = None
 
     def __post_init__(self) -> None:
         if "default" not in self.scorings:

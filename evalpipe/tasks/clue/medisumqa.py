@@ -69,6 +69,7 @@ SPEC = register(
         completion_stop=("\n--------------BEGIN DISCHARGE LETTER",),
         suites=(LEVEL2, ALL),
         credentialed=True,
+        answer_kind="free_text",
         citation="Dada A, Koraş OA, Bauer M, et al. MeDiSumQA: Patient-Oriented Question-Answer Generation from "
         "Discharge Letters. arXiv:2502.03298; PhysioNet (credentialed), doi:10.13026/f566-h049. " + CITATION,
     )

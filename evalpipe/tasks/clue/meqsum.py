@@ -70,6 +70,7 @@ SPEC = register(
         completion_stop=("\n--------------PATIENT INQUIRY",),
         suites=(LEVEL1, ALL, "demo"),
         credentialed=False,
+        answer_kind="free_text",
         citation="Ben Abacha A, Demner-Fushman D. On the Summarization of Consumer Health Questions. ACL 2019. "
         "CC BY 4.0. " + CITATION,
     )

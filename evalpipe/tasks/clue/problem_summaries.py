@@ -108,6 +108,9 @@ SPEC = register(
         completion_stop=("\n--------------BEGIN DISCHARGE LETTER",),
         suites=(LEVEL1, ALL),
         credentialed=True,
+        answer_kind="free_text",
+        # the reference is a list of problems: the rubric shows it as one
+        judge_rubric="judge/problem_list.j2",
         citation="Gao Y, Dligach D, Miller T, et al. Overview of the Problem List Summarization (ProbSum) 2023 "
         "Shared Task on Summarizing Patients' Active Diagnoses and Problems from Electronic Health Record "
         "Progress Notes. BioNLP 2023. PhysioNet (credentialed). " + CITATION,

@@ -47,6 +47,7 @@ SPEC = register(
         primary_metric="rouge_l",
         default_shots=0,
         completion_stop=("\n问题：",),
+        answer_kind="free_text",
         citation=CITATION,
     )
 )
