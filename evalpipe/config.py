@@ -119,6 +119,7 @@ def load_options(config: RunConfig, task: str, split: str | None = None,
         seed=config.seed if config.seed is not None else 0,
         context_length=config.context_length,
         args=dict(args or {}),
+        shots=config.shots,
     )
 
 

@@ -1,8 +1,9 @@
 """What a task is: data, a template, generation settings, and one or more ways to score.
 
 A task is a declarative :class:`TaskSpec`; the runner knows no task by name. Adding a task means
-adding a template in ``prompts/``, a module in ``evalpipe/tasks/`` that builds a ``TaskSpec`` and
-calls :func:`evalpipe.tasks.registry.register`, and tests — never editing the runner.
+writing a task file and its template (:mod:`evalpipe.tasks.taskfile`, ``docs/tasks.md``), or, for
+what no task kind expresses, a module in ``evalpipe/tasks/`` that builds a ``TaskSpec`` and calls
+:func:`evalpipe.tasks.registry.register` — never editing the runner.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class LoadOptions:
     token_counter: Callable[[str], int] | None = None
     #: the task's own settings (``--task-arg TASK:NAME=VALUE``), validated against ``TaskSpec.args``
     args: Mapping[str, Any] = field(default_factory=dict)
+    #: shots per prompt the user asked for (``--shots``); None = the task's default. A loader needs it
+    #: only to tell whether a missing shot file is a problem
+    shots: int | None = None
 
 
 @dataclass(frozen=True)
@@ -176,6 +180,15 @@ class TaskSpec:
     args: tuple[TaskArg, ...] = ()
     #: set for a retrieval task: answered by an embedding ranker, not a generating model
     ranking: RankingSpec | None = None
+    #: the folder ``template`` is found in (a task file's own folder); None = ``prompts/``
+    template_dir: Path | None = None
+    #: the template's text when it is given inline in a task file (then ``template`` only names it)
+    template_source: str | None = None
+    #: the task file this spec was built from (recorded with its sha256 in a run's config.json, so
+    #: ``evalpipe score`` can build the task again); None for a task written in Python
+    task_file: Path | None = None
+    #: default seed for drawing shots (``--fewshot-seed`` overrides); None = the first K of the pool
+    fewshot_seed: int | None = None
 
     def __post_init__(self) -> None:
         if "default" not in self.scorings:

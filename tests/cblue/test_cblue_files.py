@@ -45,7 +45,10 @@ def test_cmeee_inclusive_end_idx_becomes_half_open_spans(cblue):
 def test_task_files_without_a_task_folder_and_explicit_eval_file(tmp_path, cblue):
     flat = tmp_path / "flat"
     syn.write_records(flat / "KUAKE-QIC_dev.json", syn.QIC["dev"], lines=False)
-    assert len(load("kuake_qic", data_dir=flat).examples) == 2
+    assert len(load("kuake_qic", data_dir=flat, shots=0).examples) == 2
+    # without a train file the default 3 shots cannot be drawn: said when loading, naming the file
+    with pytest.raises(DataError, match=r"KUAKE-QIC_train.json not found \(the file the few-shot examples come from"):
+        load("kuake_qic", data_dir=flat)
     data = load("kuake_qic", paths={"eval": cblue / "KUAKE-QIC" / "KUAKE-QIC_dev.json"})
     assert len(data.shot_pool) == 3  # the train file next to the eval file
 

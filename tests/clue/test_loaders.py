@@ -59,7 +59,7 @@ def test_mednli_validation(tmp_path):
     bad = tmp_path / "mli_test_v1.jsonl"
     bad.write_text('{"sentence1": "a", "sentence2": "b", "gold_label": "entailment"}\n'
                    '{"sentence1": "a", "sentence2": "b", "gold_label": "maybe"}\n')
-    with pytest.raises(DataError, match=r"mli_test_v1.jsonl:2: gold_label: 'maybe'"):
+    with pytest.raises(DataError, match=r"mli_test_v1.jsonl:2: gold_label: unknown label 'maybe'"):
         get_task("clue_mednli").load(LoadOptions(data_dir=tmp_path))
     bad.write_text('{"sentence1": "a", "gold_label": "neutral"}\n')
     with pytest.raises(DataError, match=r":1: sentence2: missing field"):
