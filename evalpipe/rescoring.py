@@ -24,7 +24,7 @@ from evalpipe.outcome import RunError, RunOutcome, write_outcome
 from evalpipe.results import RunDir, RunInfo
 from evalpipe.scoring import answer_prefix, score_task
 from evalpipe.tasks.base import TaskSpec
-from evalpipe.tasks.registry import get_task
+from evalpipe.tasks.registry import task_of_run
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ class StoredTask:
     prompts_json: tuple[str, ...]
     answers: tuple[Completion | None, ...]
     truncated: tuple[int, ...] = ()
+    #: what the user should know about how the task was rebuilt (e.g. its task file changed)
+    note: str | None = None
 
 
 def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
@@ -59,8 +61,8 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
     try:
         tasks = []
         for name in config.tasks:
-            spec = get_task(name)
             task_info = recorded.get("tasks", {}).get(name, {})
+            spec, note = task_of_run(name, task_info)
             options = load_options(config, name, task_info.get("split"), args=task_args_for(config, spec))
             data = spec.load(options)
             recorded_digests = set(task_info.get("data_files", {}).values())
@@ -85,6 +87,7 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
                 prompts_json=tuple(prompt for _, _, prompt, _ in plan),
                 answers=tuple(answers.get(key) for _, key, _, _ in plan),
                 truncated=tuple(int(info.get("truncated_tokens", 0)) for _, _, _, info in plan),
+                note=note,
             ))
         return config, tasks
     finally:
@@ -108,7 +111,7 @@ def _rescore_locked(run: RunDir, compat: str | None, metric_options: Mapping[str
     options = MetricOptions.from_json({**config.metric_options, **(metric_options or {})})
     for task in tasks:
         task.spec.scoring(compat)  # unknown mode → error before any work
-    outcome = RunOutcome(run_dir=run, tasks=[])
+    outcome = RunOutcome(run_dir=run, tasks=[], notes=[t.note for t in tasks if t.note])
     for task in tasks:
         outcome.cached += sum(1 for a in task.answers if a is not None)
         outcome.tasks.append(score_task(
@@ -121,5 +124,5 @@ def _rescore_locked(run: RunDir, compat: str | None, metric_options: Mapping[str
     write_outcome(run, outcome, compat, RunInfo(
         cached=outcome.cached, incomplete_suites=outcome.incomplete, skipped_tasks=kept.skipped_tasks,
         backend=kept.backend, fetch_seconds=kept.fetch_seconds, budget=kept.budget, rescored=True,
-        metric_options=options.to_json()))
+        metric_options=options.to_json(), notes=list(outcome.notes)))
     return outcome

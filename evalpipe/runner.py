@@ -134,8 +134,9 @@ def prepare_task(
     k = spec.default_shots if config.shots is None else config.shots
     # fingerprints serialise every evaluated input (LongHealth: tens of MB): only when shots are drawn
     fingerprints = {inputs_fingerprint(ex) for ex in data.examples} if k > 0 else set()
+    seed = config.fewshot_seed if config.fewshot_seed is not None else spec.fewshot_seed
     try:
-        shots = select_shots(data.shot_pool, k, config.fewshot_seed, {ex.id for ex in data.examples}, fingerprints)
+        shots = select_shots(data.shot_pool, k, seed, {ex.id for ex in data.examples}, fingerprints)
     except ValueError as exc:
         raise RunError(f"task {spec.name}: {exc}") from None
     max_tokens = config.max_tokens or spec.max_tokens
@@ -338,7 +339,10 @@ def _task_record(p: PreparedTask, config: RunConfig) -> dict[str, Any]:
         "split": p.data.split,
         "n": len(p.examples),
         "shots": [s.id for s in p.shots],
-        "fewshot_seed": config.fewshot_seed,
+        "fewshot_seed": config.fewshot_seed if config.fewshot_seed is not None else p.spec.fewshot_seed,
+        # a task defined by a task file: where, and its sha256 (`evalpipe score` builds it again from there)
+        **({"task_file": str(p.spec.task_file), "task_file_sha256": file_sha256(p.spec.task_file)}
+           if p.spec.task_file is not None else {}),
         "max_tokens": p.max_tokens,
         "credentialed": p.spec.credentialed,
         # what a report says about the task, recorded so that the report needs only the run directory

@@ -51,6 +51,39 @@ def register_task_file(path: str | Path) -> TaskSpec:
     return register(load_task_file(resolved))
 
 
+def task_of_run(name: str, recorded: dict) -> tuple[TaskSpec, str | None]:
+    """The task a run recorded as ``name`` (its ``config.json`` entry is ``recorded``), for
+    re-scoring; and a note when its task file changed since.
+
+    A registered task (shipped, from ``$EVALPIPE_TASKS_DIR``, or registered by ``--task-file`` /
+    ``--tasks-dir``) is used as it is now. A task defined by a user's task file that is not
+    registered is built from the path the run recorded; if that file is gone (moved, renamed,
+    deleted) the error says so and how to point at it.
+    """
+    from evalpipe.tasks.taskfile.build import task_file_sha256
+
+    path = recorded.get("task_file")
+    digest = recorded.get("task_file_sha256")
+    tasks = all_tasks()
+    if name in tasks:
+        spec = tasks[name]
+    elif path:
+        if not Path(path).is_file():
+            raise KeyError(f"task {name!r} was defined by the task file {path} (sha256 {str(digest)[:12]}…), which "
+                           "is not there any more (moved or deleted?); pass its new path: "
+                           "evalpipe score RUN --task-file PATH (or --tasks-dir DIR)")
+        spec = register_task_file(path)
+    else:
+        spec = get_task(name)
+    note = None
+    if digest and spec.task_file is not None and spec.task_file.is_file():
+        now = task_file_sha256(spec.task_file)
+        if now != digest:
+            note = (f"{name}: the task file {spec.task_file} changed since the run (sha256 {digest[:12]}… then, "
+                    f"{now[:12]}… now); scored with its current definition")
+    return spec, note
+
+
 def register_tasks_dir(folder: str | Path) -> list[TaskSpec]:
     """Register every task file of a user's tasks folder (``--tasks-dir``)."""
     from evalpipe.tasks.taskfile.discover import folder_task_files

@@ -2,7 +2,6 @@
 
 import json
 import shutil
-from importlib import import_module
 
 import pytest
 
@@ -41,7 +40,7 @@ def test_missing_file_names_file_source_and_access(tmp_path, task, expected, whe
     assert expected in message and where in message and "--data-dir" in message
     assert ("credentialed access" in message) == (task in CREDENTIALED)
     # the cheap check (no parsing) reports the same message
-    assert import_module(get_task(task).load.__module__).data_problem(LoadOptions(data_dir=tmp_path)) == message
+    assert get_task(task).data_problem(LoadOptions(data_dir=tmp_path)) == message
 
 
 def test_mednli_shots_from_train_and_all_test_rows_scored():

@@ -6,8 +6,8 @@
   ``FILE:LINE: FIELD: what is wrong``, before any request is sent.
 * **Inputs**: each template variable of ``fields.inputs`` is taken from its field (the first present
   of alternative names). Text must not be blank unless the input is ``optional``; numbers become
-  their text; lists and objects are kept for templates to loop over. For a table the needed columns
-  are checked against the header first (one error at line 1, not one per row).
+  their text; lists and objects are kept for templates to loop over. For a table every input's
+  column is checked against the header first (one error at line 1, not one per row).
 * **Ids**: from ``fields.id`` written by ``id_format``, else (or where a record lacks it) by
   ``row_id`` from the split and the 0-based row; ids must be unique in a file.
 * **Shots** never come from the evaluated rows: from another split's file (``shots.source``), or
@@ -63,13 +63,14 @@ def read_file(task: TaskFile, path: Path) -> list[Record]:
 
 
 def _check_header(task: TaskFile, records: Sequence[Record], path: Path) -> None:
-    """For a table: every non-optional input has a column (one error naming the header)."""
+    """For a table: every input has a column, optional or not (a table's columns are fixed, so a missing
+    one is a misconfiguration, not an empty value); one error naming the header."""
     if file_format(task, path) not in ("csv", "tsv") or not records:
         return
     header = list(records[0].fields)
     for name, fields in task.fields.inputs.items():
         names = fields if isinstance(fields, list) else [fields]
-        if name not in task.fields.optional and not any(f in header for f in names):
+        if not any(f in header for f in names):
             line = None if task.data.columns else 1
             raise DataError(path, line, names[0], f"missing column (header has: {', '.join(header)})")
 
@@ -95,8 +96,8 @@ def _value(record: Record, name: str, fields: str | list[str], optional: bool) -
 
 def _sample_id(task: TaskFile, record: Record, split: str, row: int) -> str:
     fields = task.fields
-    if fields.id is not None and fields.id in record.fields and record.fields[fields.id] not in (None, ""):
-        value = record.fields[fields.id]
+    value = record.fields.get(fields.id) if fields.id is not None else None
+    if value is not None and str(value).strip():
         return fields.id_format.format(id=str(value).strip(), split=split, row=row)
     if fields.id is not None and fields.row_id is None:
         raise record.error(fields.id, "missing (every record needs an id)")
