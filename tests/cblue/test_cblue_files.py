@@ -205,6 +205,6 @@ def test_huatuo_fields_are_validated_and_named(tmp_path):
     assert err.value.field == "questions" and "fields found: answer, question" in str(err.value)
     with pytest.raises(DataError, match="test_datasets.jsonl"):
         load("huatuo_generation", data_dir=tmp_path / "nowhere")
-    with pytest.raises(DataError, match="only its test set"):
+    with pytest.raises(DataError, match="unknown split .dev."):
         load("huatuo_generation", data_dir=tmp_path, split="dev")
     assert json.loads(path.read_text(encoding="utf-8").splitlines()[0])["questions"]

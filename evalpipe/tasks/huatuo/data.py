@@ -3,7 +3,8 @@
 The file is ``test_datasets.jsonl`` from the Hugging Face hub (``FreedomIntelligence/huatuo26M-testdatasets``;
 hub-only, not shipped), found at ``--data TASK=FILE``, or under ``--data-dir`` (or ``data/huatuo/`` in the
 checkout). A field may be a string or, as in the other Huatuo releases, a list whose first non-empty
-string is used. Shared by the generation and the retrieval task.
+string is used. The retrieval task reads it here; the generation task is a task file
+(``prompts/huatuo/generation.task.yaml``) whose hook (:func:`hook`) applies the same list rule.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.data.errors import DataError
-from evalpipe.data.records import read_values
+from evalpipe.data.records import Record, read_values
 from evalpipe.paths import REPO_ROOT
 from evalpipe.records import Example
-from evalpipe.tasks.base import LoadOptions, TaskData
+from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
 
 FILE_NAME = "test_datasets.jsonl"
 SOURCE = ("Huatuo-26M's test set is published on the Hugging Face hub as FreedomIntelligence/huatuo26M-testdatasets "
@@ -77,3 +78,21 @@ def load(options: LoadOptions) -> TaskData:
     return TaskData(examples=examples, shot_pool=pool, files=files, split=split)
 
 
+
+
+def first_texts(record: Record) -> Record:
+    """A record whose ``questions``/``answers`` lists are replaced by their first non-empty string (as
+    the other Huatuo releases store them); anything else is left for the task file's checks."""
+    fields = dict(record.fields)
+    for name in ("questions", "answers"):
+        value = fields.get(name)
+        if isinstance(value, list):
+            fields[name] = next((v for v in value if isinstance(v, str) and v.strip()), "")
+    return Record(fields, record.line, record.path)
+
+
+def hook(spec: TaskSpec, task: object) -> TaskSpec:
+    """The generation task file's hook: its fields may hold a string or a list (:func:`first_texts`)."""
+    from evalpipe.tasks.taskfile.build import with_prepared_records
+
+    return with_prepared_records(spec, task, first_texts)  # type: ignore[arg-type]

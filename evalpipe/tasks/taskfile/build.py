@@ -211,6 +211,14 @@ def schema_text() -> str:
     return json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
 
 
+def with_prepared_records(spec: TaskSpec, task: TaskFile, prepare: data.Prepare) -> TaskSpec:
+    """A hook's helper: the spec whose loader rewrites each record with ``prepare`` before the task
+    file's field mapping reads it (a data set whose fields hold a string *or* a list, say)."""
+    assert spec.task_file is not None, "only a spec built from a task file"
+    return replace(spec, load=partial(data.load_task_data, task, get_kind(task.kind), spec.task_file.parent,
+                                      prepare=prepare))
+
+
 def replace_scorings(spec: TaskSpec, **scorings: Any) -> TaskSpec:
     """A hook's helper: the spec with more scorings (e.g. a compatibility mode) beside its own."""
     return replace(spec, scorings={**spec.scorings, **scorings})

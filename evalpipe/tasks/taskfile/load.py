@@ -20,7 +20,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,10 +104,15 @@ def _sample_id(task: TaskFile, record: Record, split: str, row: int) -> str:
     return (fields.row_id or "{split}-{row}").format(split=split, row=row)
 
 
-def read_examples(task: TaskFile, kind: Kind, path: Path, split: str) -> tuple[Example, ...]:
+#: a hook's record preparation (see :func:`load_task_data`)
+Prepare = Callable[[Record], Record]
+
+
+def read_examples(task: TaskFile, kind: Kind, path: Path, split: str,
+                  prepare: Prepare | None = None) -> tuple[Example, ...]:
     """The examples of one file (ids unique), in file order; an error carries the split's note."""
     try:
-        return _read_examples(task, kind, path, split)
+        return _read_examples(task, kind, path, split, prepare)
     except DataError as exc:
         note = task.data.notes.get(split)
         if note is None or exc.line is None:
@@ -115,17 +120,19 @@ def read_examples(task: TaskFile, kind: Kind, path: Path, split: str) -> tuple[E
         raise DataError(exc.path, exc.line, exc.field, f"{exc.problem}; {note}") from None
 
 
-def _read_examples(task: TaskFile, kind: Kind, path: Path, split: str) -> tuple[Example, ...]:
+def _read_examples(task: TaskFile, kind: Kind, path: Path, split: str,
+                   prepare: Prepare | None) -> tuple[Example, ...]:
     records = read_file(task, path)
+    if prepare is not None:
+        records = [prepare(record) for record in records]
     _check_header(task, records, path)
+    inputs = [{name: _value(record, name, fields, name in task.fields.optional)
+               for name, fields in task.fields.inputs.items()} for record in records]
     drafts = kind.read(task, records)
     examples = []
-    for row, (record, draft) in enumerate(zip(records, drafts)):
-        inputs = {name: _value(record, name, fields, name in task.fields.optional)
-                  for name, fields in task.fields.inputs.items()}
-        inputs.update(draft.inputs)
-        examples.append(Example(id=_sample_id(task, record, split, row), inputs=inputs, gold=draft.gold,
-                                meta={"file": str(path), "line": record.line, "row": row}))
+    for row, (record, mapped, draft) in enumerate(zip(records, inputs, drafts)):
+        examples.append(Example(id=_sample_id(task, record, split, row), inputs={**mapped, **draft.inputs},
+                                gold=draft.gold, meta={"file": str(path), "line": record.line, "row": row}))
     check_unique_ids(records, [ex.id for ex in examples], task.fields.id or "id")
     return tuple(examples)
 
@@ -200,15 +207,19 @@ def shot_path(task: TaskFile, base: Path, options: LoadOptions, split: str, eval
     return found
 
 
-def load_task_data(task: TaskFile, kind: Kind, base: Path, options: LoadOptions) -> TaskData:
-    """Read the evaluated file and the shot pool of a task file (see the module docstring)."""
+def load_task_data(task: TaskFile, kind: Kind, base: Path, options: LoadOptions,
+                   prepare: Prepare | None = None) -> TaskData:
+    """Read the evaluated file and the shot pool of a task file (see the module docstring).
+
+    ``prepare`` (for a hook: :func:`evalpipe.tasks.taskfile.build.with_prepared_records`) rewrites
+    each record before its fields are mapped, for a data quirk no key expresses."""
     split, evaluated = eval_path(task, base, options)
-    examples = read_examples(task, kind, evaluated, split)
+    examples = read_examples(task, kind, evaluated, split, prepare)
     shots_file = shot_path(task, base, options, split, evaluated)
     files: tuple[Path, ...] = (evaluated,)
     if shots_file is not None:
         pool_split = shot_split(task, split) or "shots"
-        pool = read_examples(task, kind, shots_file, pool_split)
+        pool = read_examples(task, kind, shots_file, pool_split, prepare)
         files += (shots_file,)
     elif task.shots.held_out:
         held = hold_out(examples, task.shots.count, task.shots.seed or 0, evaluated)
