@@ -19,7 +19,7 @@ from typing import Any
 
 from evalpipe.data.records import Record
 from evalpipe.records import Example
-from evalpipe.tasks.base import Scoring
+from evalpipe.tasks.base import RankingSpec, Scoring, TaskArg
 from evalpipe.tasks.taskfile.schema import TaskFile
 
 
@@ -43,6 +43,10 @@ class KindParts:
     primary_metric: str
     #: values every render sees as ``task.*`` besides the file's own ``template_vars``
     template_vars: Mapping[str, Any] = field(default_factory=dict)
+    #: the task's own settings (``--task-arg TASK:NAME=VALUE``)
+    args: tuple[TaskArg, ...] = ()
+    #: set by a kind answered by an embedding ranker instead of a generating model
+    ranking: RankingSpec | None = None
 
 
 @dataclass(frozen=True)

@@ -108,6 +108,8 @@ def _template(task: TaskFile, source: TaskSource) -> dict[str, Any]:
     (as Python tasks record it), any other file is found in its own folder."""
     if task.template_text is not None:
         return {"template": f"{source.path.name}#template_text", "template_source": task.template_text}
+    if task.template is None:  # a kind without prompts (retrieval)
+        return {"template": ""}
     path = (source.path.parent / (task.template or "")).resolve()
     if not path.is_file():
         raise source.error(("template",), f"{path}: template not found")
@@ -172,7 +174,9 @@ def build(source: TaskSource) -> TaskSpec:
         suites=tuple(task.suites),
         credentialed=task.credentialed,
         citation=citation.strip(),
-        data_roles=(EVAL, SHOTS),
+        data_roles=(EVAL, SHOTS) if parts.ranking is None else (EVAL,),
+        args=parts.args,
+        ranking=parts.ranking,
         task_file=source.path.resolve(),
     )
     if task.hook is not None:

@@ -12,7 +12,7 @@ prints and what ``docs/tasks.md`` explains with examples.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
@@ -162,6 +162,9 @@ class GenerationSpec(Strict):
 class TaskFile(Strict):
     """Keys every task file has; each kind's model adds its own."""
 
+    #: whether the kind renders prompts from a template (a retrieval task embeds its query text instead)
+    template_needed: ClassVar[bool] = True
+
     name: Annotated[str, Field(pattern=NAME_PATTERN, description="The task's name (`--task NAME`): lower "
                                "case letters, digits, `_`, `-`, `.`.")]
     kind: str = Field(description="The task kind: how answers are parsed and scored (`evalpipe tasks --kinds`).")
@@ -194,7 +197,7 @@ class TaskFile(Strict):
     def _common_rules(self) -> TaskFile:
         if self.template is not None and self.template_text is not None:
             raise ValueError("give `template` (a file) or `template_text` (inline), not both")
-        if self.template is None and self.template_text is None:
+        if self.template is None and self.template_text is None and self.template_needed:
             raise ValueError("a task needs `template` (a file next to the task file) or `template_text`")
         if self.long_field is not None and self.long_field not in self.fields.inputs:
             raise ValueError(f"long_field {self.long_field!r} is not an input (inputs: "
