@@ -1,192 +1,207 @@
-"""Client throughput bench for OpenAICompatBackend, plus the per-sample pipeline CPU around it.
+"""HTTP stacks side by side, and whole `evalpipe run` processes, against the loopback test server.
 
-Two measurements, each against a fixed budget:
+Three measurements, each with the machine's load average beside every figure (other engineers'
+processes share the cores; a figure measured at load 2 on 2 cores is not one measured at 0.2):
 
-1. **Transport.** The fake OpenAI server runs as a *subprocess* with a fixed latency, so its CPU
-   does not compete with the client for the GIL, and the bench drives N real NCBI Disease chat
-   requests (5-shot prompts rendered from the test split, ~2,600 characters; the echo answer is
-   the sentence in ``<response>`` tags) through the backend at a fixed concurrency. With latency L
-   and concurrency C the ideal wall time is N*L/C; efficiency = ideal / measured. Below 1, some
-   request round trip took longer than L: client CPU (at most C/L requests per second, so ~0.78 ms
-   per request at C=256, L=0.2 s), server CPU, or other processes competing for the cores. The
-   report shows each: client CPU per request, server CPU per request (Linux), the mean round trip
-   minus L, and the load average before and after.
-2. **Pipeline.** CPU per sample for what the runner does around the requests: render the prompt
-   (:class:`evalpipe.prompting.PromptRenderer`), parse the answer (the task's default scoring
-   ``parse``) for perfect answers (the gold tagging) and for sloppy ones (chatter, code fences,
-   re-spaced hyphens, upper-case or misspelt tags, a truncated wrapper, a changed word), and score
-   the corpus (the scoring's ``score``). The runner renders every prompt before the first request
-   and parses and scores after the last (see :mod:`evalpipe.runner`), so this CPU does not slow
-   the requests down; it is measured on its own, N samples each.
+1. **Stacks** (default). The fake OpenAI server runs as a *subprocess* with a fixed latency L, and
+   each stack sends the same N real NCBI Disease chat requests (5-shot prompts from the test
+   split, ~2,600 characters) with C requests in flight, in rounds that interleave the stacks
+   (``--repeat``), so a change of load hits them alike. Stacks:
 
-    .venv/bin/python bench/throughput.py                 # N=10,000, L=0.2 s, C=256
-    .venv/bin/python bench/throughput.py --repeat 3      # three timed runs: min / median / max
-    .venv/bin/python bench/throughput.py --n 2000 --profile
-    .venv/bin/python bench/throughput.py --synthetic     # the older ~1,600-character prompt
+   ``evalpipe``        :class:`~evalpipe.backends.openai_compat.OpenAICompatBackend` — the whole
+                       request path: AIMD limiter, tenacity policy, aiohttp, answer extraction
+   ``aiohttp``         a bare ``aiohttp.ClientSession`` POST + ``json.loads`` (the floor)
+   ``openai-aiohttp``  the openai SDK on its aiohttp client, cheap path (``client.post`` with a
+                       plain body, ``json.loads`` of the bytes) — needs ``pip install -e '.[bench]'``
+   ``openai-httpx2``   the same on the SDK's default httpx2 client
 
-Other engineers' processes on the same machine take cores from the client and the server: a
-load average above ~0.5 before a run on a 2-core machine makes the efficiency figure pessimistic.
+   Per stack: requests/s, client CPU per request, server CPU per request, and from the server's
+   own timeline (arrival and reply time of every request): the efficiency ``⌈N/C⌉·L / span``
+   (span = first arrival to last reply) and the *slot refill delay* — for each request past the
+   first C, its arrival minus the reply that freed its slot; with a prompt client it is well under
+   a millisecond. Ratios are against ``evalpipe``.
+2. **Runs** (``--runs``). Whole ``python -m evalpipe.cli run`` processes (import, load, render,
+   requests, scoring, writing) on the 940 NCBI test sentences at C=256, L=1 s (issue 15's case):
+   whole-process wall time against the server's own ideal ``⌈N/C⌉·L`` = 4 s, and the
+   server-side efficiency and per-wave re-send spread from its timeline.
+3. **Pipeline** (``--pipeline``). CPU per sample for render, parse (perfect and sloppy answers)
+   and score, which the runner does before the first and after the last request.
+
+    .venv/bin/python bench/throughput.py                            # stacks: N=18,800, L=50 ms, C=256
+    .venv/bin/python bench/throughput.py --n 5000 --repeat 3        # medians of three interleaved rounds
+    .venv/bin/python bench/throughput.py --runs --repeat 3 --no-stacks
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import cProfile
 import gc
-import io
 import itertools
+import json
+import math
 import os
-import pstats
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
 from evalpipe.backends.openai_compat import OpenAICompatBackend, OpenAICompatConfig  # noqa: E402
-from evalpipe.metrics.options import MetricOptions  # noqa: E402
-from evalpipe.prompting import PromptRenderer, select_shots  # noqa: E402
-from evalpipe.records import Example, GenerationParams, Message, Prompt  # noqa: E402
-from evalpipe.tasks.base import LoadOptions  # noqa: E402
-from evalpipe.tasks.ncbi.disease import SPEC  # noqa: E402
+from evalpipe.records import GenerationParams, Prompt, chat_payload  # noqa: E402
 from tests.support.fake_openai import FakeOpenAIProcess  # noqa: E402
 
 MODEL = "bench-model"
-T = TypeVar("T")
+STACKS = ("evalpipe", "aiohttp", "openai-aiohttp", "openai-httpx2")
+
+
+def load() -> float:
+    return os.getloadavg()[0]
 
 
 # --------------------------------------------------------------------------------------------
 # The samples
 
 
-def ncbi_samples(n: int) -> tuple[list[Example], PromptRenderer]:
-    """N test-split examples (the 940 sentences, cycled) and a 5-shot renderer as the runner builds it."""
-    data = SPEC.load(LoadOptions(split="test"))
-    shots = select_shots(data.shot_pool, SPEC.default_shots, None, {ex.id for ex in data.examples})
-    renderer = PromptRenderer(SPEC, shots, GenerationParams(max_tokens=SPEC.max_tokens))
-    return list(itertools.islice(itertools.cycle(data.examples), n)), renderer
+def ncbi_task() -> Any:
+    from evalpipe.tasks.ncbi.disease import SPEC
+
+    return SPEC
 
 
-def sloppy_answer(example: Example, i: int) -> str:
-    """The gold tagging, damaged in one of the ways models damage it (chosen by ``i``)."""
-    perfect = SPEC.shot_target(example)
-    kind = i % 5
-    if kind == 0:  # chatter and a code fence around the answer
-        return f"Sure! Here is the tagged text:\n```xml\n{perfect}\n```\nLet me know if you need more."
-    if kind == 1:  # tokeniser spacing undone, tags in another case
-        return perfect.replace(" - ", "-").replace(" ,", ",").replace("<disease>", "<Disease>").replace(
-            "</disease>", "</Disease>"
-        )
-    if kind == 2:  # truncated: no closing wrapper, a misspelt closing tag
-        return perfect.removesuffix("</response>").replace("</disease>", "</diseases>", 1)
-    if kind == 3:  # a word changed: the texts differ, so the aligner has real work
-        words = perfect.split(" ")
-        words.insert(len(words) // 2, "the")
-        return " ".join(words)
-    return perfect.replace("<response>", "<response>\n  ").replace("</response>", "\n</response>")
+def ncbi_prompts(n: int) -> list[Prompt]:
+    """N chat prompts as the runner renders them (5-shot, test split), each made unique by a
+    sample number, so no layer can answer one from another."""
+    from evalpipe.prompting import PromptRenderer, select_shots
+    from evalpipe.tasks.base import LoadOptions
 
-
-def synthetic_prompt(i: int) -> Prompt:
-    """The bench's earlier stand-in: a ~1,600-character few-shot chat prompt, unique per ``i``."""
-    shots = "\n\n".join(
-        f"Text to process:\n{text}\n\nAnswer:\n<response>{tagged}</response>" for text, tagged in _SYNTHETIC_SHOTS
-    )
-    sentence = (
-        f"Sample {i:05d}: patients with myotonic dystrophy type 1 showed reduced expression of the "
-        "DMPK protein compared with healthy controls in this cohort."
-    )
-    instructions = (
-        "You are a biomedical annotator. Mark every disease mention in the text by wrapping it in "
-        "<disease> and </disease> tags. Copy the text exactly otherwise, and put the whole answer "
-        "between <response> and </response>. Tag specific diseases, disease classes and syndromes; "
-        "do not tag genes, proteins, symptoms on their own or anatomical terms."
-    )
-    return Prompt(
-        params=GenerationParams(max_tokens=256, seed=0),
-        messages=(Message("system", instructions), Message("user", f"{shots}\n\nText to process:\n{sentence}\n\nAnswer:")),
-    )
-
-
-_SYNTHETIC_SHOTS = (
-    ("Germline mutations in BRCA1 are responsible for a large share of hereditary breast and ovarian cancer.",
-     "Germline mutations in BRCA1 are responsible for a large share of hereditary "
-     "<disease>breast and ovarian cancer</disease>."),
-    ("Deficiency of the enzyme causes the lysosomal storage disorder known as Fabry disease in adults.",
-     "Deficiency of the enzyme causes the <disease>lysosomal storage disorder</disease> known as "
-     "<disease>Fabry disease</disease> in adults."),
-    ("The APC gene is mutated in familial adenomatous polyposis and in most sporadic colorectal tumours.",
-     "The APC gene is mutated in <disease>familial adenomatous polyposis</disease> and in most "
-     "sporadic <disease>colorectal tumours</disease>."),
-    ("Carriers of the variant had no signs of ataxia, but two of them developed early-onset dementia.",
-     "Carriers of the variant had no signs of <disease>ataxia</disease>, but two of them developed "
-     "early-onset <disease>dementia</disease>."),
-)
+    spec = ncbi_task()
+    data = spec.load(LoadOptions(split="test"))
+    shots = select_shots(data.shot_pool, spec.default_shots, None, {ex.id for ex in data.examples})
+    renderer = PromptRenderer(spec, shots, GenerationParams(max_tokens=spec.max_tokens))
+    prompts = []
+    for i, example in zip(range(n), itertools.cycle(data.examples)):
+        unique = replace(example, id=f"{example.id}#{i}",
+                         inputs={**example.inputs, "text": f"{example.inputs['text']} ({i})"})
+        prompts.append(renderer.render(unique))
+    return prompts
 
 
 # --------------------------------------------------------------------------------------------
-# Pipeline CPU
+# Stacks: one async "send this prompt" per stack
 
 
-@dataclass(frozen=True)
-class PipelineCost:
-    """CPU milliseconds per sample for each step."""
-
-    render_ms: float
-    parse_perfect_ms: float
-    parse_sloppy_ms: float
-    score_ms: float
-    sloppy_parse_failures: int
-
-    @property
-    def total_ms(self) -> float:
-        """Render + parse (the slower, sloppy kind) + score: the per-sample pipeline budget."""
-        return self.render_ms + self.parse_sloppy_ms + self.score_ms
+Send = Callable[[Prompt], Awaitable[bool]]
 
 
-def _cpu_ms_per(n: int, work: Callable[[], T]) -> tuple[float, T]:
-    """CPU milliseconds per sample that ``work`` (over ``n`` samples) took, and its result."""
-    started = time.process_time()
-    result = work()
-    return (time.process_time() - started) / n * 1e3, result
+async def open_stack(name: str, url: str, concurrency: int) -> tuple[Send, Callable[[], Awaitable[None]]]:
+    """The stack's send function (True when an answer came back) and its close."""
+    if name == "evalpipe":
+        backend = OpenAICompatBackend(OpenAICompatConfig(base_url=url, model=MODEL, concurrency=concurrency,
+                                                         timeout_s=60.0))
+
+        async def send_evalpipe(prompt: Prompt) -> bool:
+            return (await backend.complete(prompt)).ok
+
+        return send_evalpipe, backend.aclose
+    body = lambda prompt: {"model": MODEL, **prompt.params.sampling_options(),  # noqa: E731
+                           "messages": chat_payload(prompt.messages or ())}
+    if name == "aiohttp":
+        import aiohttp
+
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency),
+                                        headers={"Authorization": "Bearer EMPTY"})
+        target = url + "/chat/completions"
+
+        async def send_aiohttp(prompt: Prompt) -> bool:
+            async with session.post(target, data=json.dumps(body(prompt)).encode(),
+                                    headers={"Content-Type": "application/json"}) as response:
+                return "choices" in json.loads(await response.read())
+
+        return send_aiohttp, session.close
+    import httpx2
+    import openai
+
+    if name == "openai-aiohttp":
+        http_client = openai.DefaultAioHttpClient(timeout=60.0)
+    else:
+        limits = httpx2.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        http_client = openai.DefaultAsyncHttpxClient(timeout=60.0, limits=limits)
+    client = openai.AsyncOpenAI(base_url=url, api_key="EMPTY", max_retries=0, http_client=http_client)
+
+    async def send_sdk(prompt: Prompt) -> bool:
+        response = await client.post("/chat/completions", body=body(prompt), cast_to=httpx2.Response)
+        return "choices" in json.loads(response.content)
+
+    return send_sdk, client.close
 
 
-def measure_pipeline(examples: Sequence[Example], renderer: PromptRenderer) -> tuple[PipelineCost, list[Prompt]]:
-    """Render, parse (perfect and sloppy answers) and score ``examples``; returns the cost and the prompts."""
-    scoring = SPEC.scoring(None)
-    n = len(examples)
-    render_ms, prompts = _cpu_ms_per(n, lambda: [renderer.render(ex) for ex in examples])
-    perfect = [SPEC.shot_target(ex) for ex in examples]
-    sloppy = [sloppy_answer(ex, i) for i, ex in enumerate(examples)]
-    parse_perfect_ms, _ = _cpu_ms_per(n, lambda: [scoring.parse(a, ex) for a, ex in zip(perfect, examples)])
-    parse_sloppy_ms, predictions = _cpu_ms_per(n, lambda: [scoring.parse(a, ex) for a, ex in zip(sloppy, examples)])
-    score_ms, _ = _cpu_ms_per(n, lambda: scoring.score(examples, predictions, MetricOptions()))
-    failures = sum(1 for p in predictions if p.failed)
-    return PipelineCost(render_ms, parse_perfect_ms, parse_sloppy_ms, score_ms, failures), prompts
+def available_stacks(wanted: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The stacks that can run here, and notes on those that cannot."""
+    import importlib.util
+
+    ok, notes = [], []
+    for name in wanted:
+        if name.startswith("openai") and importlib.util.find_spec("openai") is None:
+            notes.append(f"{name}: skipped (the openai SDK is not installed: pip install -e '.[bench]')")
+        elif name == "openai-aiohttp" and importlib.util.find_spec("aiohttp") is None:
+            notes.append(f"{name}: skipped (aiohttp missing)")
+        else:
+            ok.append(name)
+    return ok, notes
 
 
 # --------------------------------------------------------------------------------------------
-# Transport
+# Measuring one pass
 
 
 @dataclass(frozen=True)
-class Result:
+class Timeline:
+    """The server's view: (arrival, reply) monotonic times of every request, in arrival order."""
+
+    pairs: tuple[tuple[float, float], ...]
+
+    def efficiency(self, concurrency: int, latency: float) -> float:
+        """``⌈N/C⌉·L / span``, span = first arrival to last reply (1.0: the server never waited)."""
+        span = max(r for _, r in self.pairs) - min(a for a, _ in self.pairs)
+        return math.ceil(len(self.pairs) / concurrency) * latency / span
+
+    def refill_ms(self, concurrency: int) -> list[float]:
+        """For each request past the first C: its arrival minus the reply that freed its slot (the
+        (i-C)-th reply), in milliseconds."""
+        arrivals = sorted(a for a, _ in self.pairs)
+        replies = sorted(r for _, r in self.pairs)
+        return [(arrivals[i] - replies[i - concurrency]) * 1e3 for i in range(concurrency, len(arrivals))]
+
+    def wave_spreads_ms(self, concurrency: int) -> list[float]:
+        """Per wave of C consecutive arrivals: the time from its first to its last arrival (ms)."""
+        arrivals = sorted(a for a, _ in self.pairs)
+        waves = [arrivals[i:i + concurrency] for i in range(0, len(arrivals), concurrency)]
+        return [(w[-1] - w[0]) * 1e3 for w in waves if len(w) == concurrency]
+
+
+@dataclass(frozen=True)
+class Pass:
+    stack: str
     n: int
     wall_s: float
     cpu_s: float
     server_cpu_s: float | None
     failures: int
-    gc_full_collections: int
-    latencies: tuple[float, ...]
+    timeline: Timeline
     load_before: float
     load_after: float
 
-    def efficiency(self, latency: float, concurrency: int) -> float:
-        return self.n * latency / concurrency / self.wall_s
+    @property
+    def rate(self) -> float:
+        return self.n / self.wall_s
 
 
 def process_cpu_s(pid: int) -> float | None:
@@ -198,144 +213,201 @@ def process_cpu_s(pid: int) -> float | None:
         return None
 
 
-async def drive(
-    backend: OpenAICompatBackend, prompts: Sequence[Prompt], workers: int, server_pid: int | None = None
-) -> Result:
-    """Feed the prompts to ``workers`` tasks (as the runner's bounded worker pool does) and time it.
-
-    Bounded on purpose: with one task per prompt, 10,000 suspended tasks make every full garbage
-    collection walk them all, which measured ~0.3 ms of extra CPU per request.
-    """
+async def drive(send: Send, prompts: Sequence[Prompt], workers: int) -> tuple[float, float, int]:
+    """``workers`` coroutines pull prompts from one iterator, as the runner's worker pool does (it
+    runs twice as many workers as requests may be in flight, so a freed slot has a prompt waiting)."""
     queue = iter(prompts)
     failures = 0
-    latencies: list[float] = []
 
     async def worker() -> None:
         nonlocal failures
         for prompt in queue:
-            completion = await backend.complete(prompt)
-            latencies.append(completion.latency_s)
-            failures += not completion.ok
+            failures += not await send(prompt)
 
-    load_before = os.getloadavg()[0]
-    server0 = process_cpu_s(server_pid) if server_pid else None
-    full0 = gc.get_stats()[2]["collections"]
     cpu0, wall0 = time.process_time(), time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(workers)))
-    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-    server1 = process_cpu_s(server_pid) if server_pid else None
-    server_cpu = server1 - server0 if server0 is not None and server1 is not None else None
-    return Result(
-        n=len(prompts),
-        wall_s=wall,
-        cpu_s=cpu,
-        server_cpu_s=server_cpu,
-        failures=failures,
-        gc_full_collections=gc.get_stats()[2]["collections"] - full0,
-        latencies=tuple(latencies),
-        load_before=load_before,
-        load_after=os.getloadavg()[0],
-    )
+    return time.perf_counter() - wall0, time.process_time() - cpu0, failures
 
 
-async def bench(
-    url: str, prompts: Sequence[Prompt], args: argparse.Namespace, server_pid: int | None, profiler: cProfile.Profile | None
-) -> tuple[list[Result], dict]:
-    config = OpenAICompatConfig(base_url=url, model=MODEL, concurrency=args.concurrency, timeout_s=30.0)
-    backend = OpenAICompatBackend(config)
-    try:
-        await backend.preflight()
-        await drive(backend, prompts[: args.warmup], args.concurrency)  # connect
-        results = []
-        for _ in range(args.repeat):
-            if profiler is not None:
-                profiler.enable()
-            results.append(await drive(backend, prompts, args.concurrency, server_pid))
-            if profiler is not None:
-                profiler.disable()
-        return results, dict(backend.stats())
-    finally:
-        await backend.aclose()
+def one_pass(stack: str, server: FakeOpenAIProcess, prompts: Sequence[Prompt], concurrency: int) -> Pass:
+    async def main() -> tuple[float, float, int]:
+        send, close = await open_stack(stack, server.url, concurrency)
+        try:
+            await drive(send, prompts[:concurrency], concurrency)  # connect: every connection opened
+            server.reset()
+            server_cpu.append(process_cpu_s(pid) if pid else None)
+            return await drive(send, prompts, 2 * concurrency)
+        finally:
+            await close()
+
+    pid = server.proc.pid if server.proc is not None else None
+    server_cpu: list[float | None] = []
+    gc.collect()
+    before = load()
+    wall, cpu, failures = asyncio.run(main())
+    after_cpu = process_cpu_s(pid) if pid else None
+    used = after_cpu - server_cpu[0] if after_cpu is not None and server_cpu[0] is not None else None
+    timeline = Timeline(tuple(server.timeline()))
+    return Pass(stack, len(prompts), wall, cpu, used, failures, timeline, before, load())
+
+
+# --------------------------------------------------------------------------------------------
+# Whole runs
+
+
+@dataclass(frozen=True)
+class RunPass:
+    wall_s: float
+    timeline: Timeline
+    load_before: float
+    load_after: float
+    returncode: int
+
+
+def one_run(server: FakeOpenAIProcess, concurrency: int, limit: int | None) -> RunPass:
+    """One ``evalpipe run`` process, from interpreter start to exit, into a fresh results folder."""
+    server.reset()
+    with tempfile.TemporaryDirectory() as results:
+        command = [sys.executable, "-m", "evalpipe.cli", "run", "--task", "ncbi_disease", "--base-url", server.url,
+                   "--model", MODEL, "--concurrency", str(concurrency), "--results-dir", results]
+        if limit is not None:
+            command += ["--limit", str(limit)]
+        env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
+        before = load()
+        started = time.perf_counter()
+        done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - started
+    if done.returncode != 0:
+        print(done.stderr[-2000:], file=sys.stderr)
+    return RunPass(wall, Timeline(tuple(server.timeline())), before, load(), done.returncode)
 
 
 # --------------------------------------------------------------------------------------------
 # Report
 
 
-def report_run(i: int, result: Result, args: argparse.Namespace) -> None:
-    lat = sorted(result.latencies)
-    overhead_ms = (statistics.fmean(lat) - args.latency) * 1e3
-    p99_ms = (lat[int(0.99 * (len(lat) - 1))] - args.latency) * 1e3
-    server = f"{result.server_cpu_s / result.n * 1e3:.3f}" if result.server_cpu_s is not None else "n/a"
-    print(
-        f"run {i}: efficiency {result.efficiency(args.latency, args.concurrency):.3f}  wall {result.wall_s:.2f} s  "
-        f"client CPU/req {result.cpu_s / result.n * 1e3:.3f} ms  server CPU/req {server} ms  "
-        f"round trip - L: mean {overhead_ms:.1f} ms, p99 {p99_ms:.1f} ms  "
-        f"failed {result.failures}  full GCs {result.gc_full_collections}  "
-        f"load {result.load_before:.2f} -> {result.load_after:.2f}"
-    )
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
 
 
-def report(results: list[Result], args: argparse.Namespace, prompts: Sequence[Prompt],
-           backend_stats: dict, server_stats: dict, pipeline: PipelineCost | None) -> None:
-    ideal = args.n * args.latency / args.concurrency
-    budget_ms = args.latency / args.concurrency * 1e3
-    sample = prompts[0]
-    prompt_chars = sum(len(m.content) for m in sample.messages or ())
-    print(f"requests          {args.n} x {len(results)} run(s), {'synthetic' if args.synthetic else 'NCBI test'} "
-          f"prompts of ~{prompt_chars} characters")
-    print(f"latency/conc.     {args.latency:.3f} s / {args.concurrency}; ideal wall {ideal:.2f} s; "
-          f"client CPU budget at the ideal rate {budget_ms:.3f} ms/request")
-    print(f"machine           {os.cpu_count()} CPUs")
-    for i, result in enumerate(results, 1):
-        report_run(i, result, args)
-    effs = sorted(r.efficiency(args.latency, args.concurrency) for r in results)
-    cpus = sorted(r.cpu_s / r.n * 1e3 for r in results)
-    print(f"efficiency        min {effs[0]:.3f}  median {statistics.median(effs):.3f}  max {effs[-1]:.3f}")
-    print(f"client CPU/req    min {cpus[0]:.3f}  median {statistics.median(cpus):.3f}  max {cpus[-1]:.3f} ms")
-    print(f"server            max in flight {server_stats['max_in_flight']}, requests {server_stats['total_requests']}, "
-          f"TCP connections {server_stats.get('connections', 'n/a')}")
-    print(f"backend           peak in flight {backend_stats['peak_in_flight']}, retries {backend_stats['retries']}, "
-          f"limit min {backend_stats['concurrency_limit_min']}")
-    if pipeline is not None:
-        print(f"pipeline CPU      render {pipeline.render_ms:.3f}  parse perfect {pipeline.parse_perfect_ms:.3f}  "
-              f"parse sloppy {pipeline.parse_sloppy_ms:.3f}  score {pipeline.score_ms:.3f} ms/sample "
-              f"({pipeline.sloppy_parse_failures} sloppy parse failures)")
-        print(f"render+parse+score {pipeline.total_ms:.3f} ms/sample (sloppy answers; target < 1 ms)")
+def pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def report_stacks(passes: list[Pass], args: argparse.Namespace) -> None:
+    by_stack: dict[str, list[Pass]] = {}
+    for p in passes:
+        by_stack.setdefault(p.stack, []).append(p)
+    print(f"\nstacks: N={args.n} NCBI chat prompts, C={args.concurrency}, L={args.latency:.3f} s, "
+          f"{args.repeat} interleaved round(s), medians; {os.cpu_count()} CPUs, server in a subprocess")
+    header = (f"{'stack':16s} {'req/s':>7s} {'client ms/req':>13s} {'server ms/req':>13s} {'efficiency':>10s} "
+              f"{'refill p50/p99 ms':>17s} {'failed':>6s}  load (before-after, per round)")
+    print(header)
+    print("-" * len(header))
+    medians: dict[str, dict[str, float]] = {}
+    for stack, runs in by_stack.items():
+        refill = [x for r in runs for x in r.timeline.refill_ms(args.concurrency)]
+        server_ms = [r.server_cpu_s / r.n * 1e3 for r in runs if r.server_cpu_s is not None]
+        m = {
+            "rate": median([r.rate for r in runs]),
+            "client_ms": median([r.cpu_s / r.n * 1e3 for r in runs]),
+            "server_ms": median(server_ms),
+            "efficiency": median([r.timeline.efficiency(args.concurrency, args.latency) for r in runs]),
+        }
+        medians[stack] = m
+        loads = ", ".join(f"{r.load_before:.2f}-{r.load_after:.2f}" for r in runs)
+        print(f"{stack:16s} {m['rate']:7.0f} {m['client_ms']:13.3f} {m['server_ms']:13.3f} {m['efficiency']:10.3f} "
+              f"{pct(refill, 0.5):8.2f}/{pct(refill, 0.99):<8.2f} {sum(r.failures for r in runs):6d}  {loads}")
+    base = medians.get("evalpipe")
+    if base:
+        print("\nratios against evalpipe (client CPU per request: >1 = that stack costs more; req/s: <1 = slower)")
+        for stack, m in medians.items():
+            if stack != "evalpipe":
+                print(f"  {stack:16s} client CPU x{m['client_ms'] / base['client_ms']:.2f}   "
+                      f"req/s x{m['rate'] / base['rate']:.2f}")
+
+
+def report_runs(runs: list[RunPass], args: argparse.Namespace) -> None:
+    n = len(runs[0].timeline.pairs) if runs else 0
+    ideal = math.ceil(n / args.run_concurrency) * args.run_latency
+    print(f"\nruns: `evalpipe run --task ncbi_disease` whole processes, N={n}, C={args.run_concurrency}, "
+          f"L={args.run_latency:.2f} s; the server's ideal ⌈N/C⌉·L = {ideal:.1f} s")
+    for i, r in enumerate(runs, 1):
+        spreads = r.timeline.wave_spreads_ms(args.run_concurrency)
+        refill = r.timeline.refill_ms(args.run_concurrency)
+        shown = " ".join(f"{s:.0f}" for s in spreads)
+        print(f"run {i}: wall {r.wall_s:.2f} s ({r.wall_s / ideal:.2f}x ideal)  server-side efficiency "
+              f"{r.timeline.efficiency(args.run_concurrency, args.run_latency):.3f}  wave spreads [{shown}] ms  "
+              f"refill p50 {pct(refill, 0.5):.2f} ms p99 {pct(refill, 0.99):.1f} ms  exit {r.returncode}  "
+              f"load {r.load_before:.2f}-{r.load_after:.2f}")
+    print(f"median: wall {median([r.wall_s for r in runs]):.2f} s, efficiency "
+          f"{median([r.timeline.efficiency(args.run_concurrency, args.run_latency) for r in runs]):.3f}")
+
+
+def report_pipeline(n: int) -> None:
+    """CPU per sample for render, parse and score (the work around the requests)."""
+    from evalpipe.metrics.options import MetricOptions
+    from evalpipe.prompting import PromptRenderer, select_shots
+    from evalpipe.tasks.base import LoadOptions
+
+    spec = ncbi_task()
+    data = spec.load(LoadOptions(split="test"))
+    examples = list(itertools.islice(itertools.cycle(data.examples), n))
+    shots = select_shots(data.shot_pool, spec.default_shots, None, {ex.id for ex in data.examples})
+    renderer = PromptRenderer(spec, shots, GenerationParams(max_tokens=spec.max_tokens))
+    scoring = spec.scoring(None)
+
+    def cpu_ms(work: Callable[[], Any]) -> tuple[float, Any]:
+        started = time.process_time()
+        result = work()
+        return (time.process_time() - started) / n * 1e3, result
+
+    render_ms, _ = cpu_ms(lambda: [renderer.render(ex) for ex in examples])
+    answers = [spec.shot_target(ex) for ex in examples]
+    parse_ms, predictions = cpu_ms(lambda: [scoring.parse(a, ex) for a, ex in zip(answers, examples)])
+    score_ms, _ = cpu_ms(lambda: scoring.score(examples, predictions, MetricOptions()))
+    print(f"\npipeline (N={n}, load {load():.2f}): render {render_ms:.3f}  parse {parse_ms:.3f}  "
+          f"score {score_ms:.3f} ms/sample")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=10_000, help="timed requests per run (default 10000)")
-    parser.add_argument("--latency", type=float, default=0.2, help="server latency in seconds (default 0.2)")
-    parser.add_argument("--concurrency", type=int, default=256, help="backend concurrency (default 256)")
-    parser.add_argument("--repeat", type=int, default=1, help="timed runs against one server (default 1)")
-    parser.add_argument("--warmup", type=int, default=None, help="untimed requests first (default: concurrency)")
-    parser.add_argument("--synthetic", action="store_true", help="send the older ~1,600-character synthetic prompt")
-    parser.add_argument("--no-pipeline", action="store_true", help="skip the render/parse/score measurement")
-    parser.add_argument("--profile", action="store_true", help="cProfile the timed part and print the top")
+    parser.add_argument("--n", type=int, default=18_800, help="requests per stack pass (default 18800)")
+    parser.add_argument("--latency", type=float, default=0.05, help="server latency for stacks (default 0.05 s)")
+    parser.add_argument("--concurrency", type=int, default=256, help="requests in flight (default 256)")
+    parser.add_argument("--repeat", type=int, default=1, help="interleaved rounds (default 1)")
+    parser.add_argument("--stacks", default=",".join(STACKS), help=f"comma-separated, from {', '.join(STACKS)}")
+    parser.add_argument("--no-stacks", action="store_true", help="skip the stack comparison")
+    parser.add_argument("--runs", action="store_true", help="also time whole `evalpipe run` processes")
+    parser.add_argument("--run-latency", type=float, default=1.0, help="server latency for --runs (default 1 s)")
+    parser.add_argument("--run-concurrency", type=int, default=256, help="--concurrency of the runs (default 256)")
+    parser.add_argument("--run-limit", type=int, default=None, help="--limit of the runs (default: all 940)")
+    parser.add_argument("--pipeline", action="store_true", help="also measure render/parse/score CPU")
     args = parser.parse_args(argv)
-    if args.warmup is None:
-        args.warmup = args.concurrency
-    examples, renderer = ncbi_samples(args.n)
-    if args.no_pipeline:
-        pipeline, prompts = None, [renderer.render(ex) for ex in examples]
-    else:
-        pipeline, prompts = measure_pipeline(examples, renderer)
-    if args.synthetic:
-        prompts = [synthetic_prompt(i) for i in range(args.n)]
-    gc.collect()
-    profiler = cProfile.Profile() if args.profile else None
-    with FakeOpenAIProcess(latency=args.latency, models=(MODEL,)) as server:
-        pid = server.proc.pid if server.proc is not None else None
-        results, backend_stats = asyncio.run(bench(server.url, prompts, args, pid, profiler))
-        server_stats = server.stats()
-    report(results, args, prompts, backend_stats, server_stats, pipeline)
-    if profiler is not None:
-        out = io.StringIO()
-        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(30)
-        print(out.getvalue())
-    return 0 if all(r.failures == 0 for r in results) else 1
+    print(f"load average at start {load():.2f} ({os.cpu_count()} CPUs)")
+    status = 0
+    if not args.no_stacks:
+        stacks, notes = available_stacks([s.strip() for s in args.stacks.split(",") if s.strip()])
+        for note in notes:
+            print(note)
+        prompts = ncbi_prompts(args.n)
+        passes: list[Pass] = []
+        with FakeOpenAIProcess(latency=args.latency, models=(MODEL,)) as server:
+            for _ in range(args.repeat):
+                for stack in stacks:
+                    passes.append(one_pass(stack, server, prompts, args.concurrency))
+                    print(f"  {stack}: {passes[-1].rate:.0f} req/s, load {passes[-1].load_after:.2f}", flush=True)
+        report_stacks(passes, args)
+        status |= any(p.failures for p in passes)
+    if args.runs:
+        with FakeOpenAIProcess(latency=args.run_latency, models=(MODEL,)) as server:
+            runs = [one_run(server, args.run_concurrency, args.run_limit) for _ in range(args.repeat)]
+        report_runs(runs, args)
+        status |= any(r.returncode for r in runs)
+    if args.pipeline:
+        report_pipeline(min(args.n, 10_000))
+    return int(status)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ fits. How many tokens were cut is recorded per sample, and the share of truncate
 reported, because a model that never saw the answer cannot be blamed for missing it.
 
 Tokens are counted with the model's own tokenizer where the server exposes one (vLLM's
-``POST /tokenize``, llama.cpp's ``POST /extras/tokenize/count``). Without one, a documented
+``POST /tokenize``, llama.cpp's ``POST /extras/tokenize/count``), through the run's backend
+(:meth:`~evalpipe.backends.base.Backend.count_tokens`: its keep-alive connections, many counts at
+once, each distinct text once); the context comes from the same backend's model list. Without one, a documented
 estimate is used — ``ceil(characters / 3.5)``, conservative for English clinical text with
 subword tokenizers — and the results say so.
 
@@ -22,99 +24,89 @@ A safety margin of :data:`SAFETY_TOKENS` is kept either way.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evalpipe.records import Example, Message, Prompt, chat_payload
+
+if TYPE_CHECKING:
+    from evalpipe.backends.base import Backend
 
 CHAT_OVERHEAD_TOKENS = 8
 SAFETY_TOKENS = 16
 CHARS_PER_TOKEN_ESTIMATE = 3.5
 
 
-class TokenCounter(Protocol):
-    """Counts text in the model's tokens.
+def estimate_tokens(text: str) -> int:
+    """The documented estimate: ``ceil(characters / 3.5)``."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN_ESTIMATE)
 
-    A counter that can also apply the model's chat template has ``count_chat(messages) -> int |
-    None`` (the templated conversation plus the generation prompt; None when it cannot) and a
-    ``chat_template`` flag; :func:`prompt_tokens` uses it where present.
+
+class TokenCounter(Protocol):
+    """Counts text in the model's tokens (async: a server counts it, many texts at once).
+
+    A counter that can also apply the model's chat template has ``async count_chat(messages) ->
+    int | None`` (the templated conversation plus the generation prompt; None when it cannot) and a
+    ``chat_template`` flag (True once a template was applied, False when there is none, None while
+    unknown); :func:`prompt_tokens` uses it where present.
     """
 
     #: "server" (the model's tokenizer) or "estimate" (characters / 3.5)
     kind: str
 
-    def count(self, text: str) -> int: ...
+    async def count(self, text: str) -> int: ...
 
 
 @dataclass(frozen=True)
 class EstimateCounter:
     kind: str = "estimate"
 
-    def count(self, text: str) -> int:
-        return math.ceil(len(text) / CHARS_PER_TOKEN_ESTIMATE)
+    async def count(self, text: str) -> int:
+        return estimate_tokens(text)
 
 
-class ServerCounter:
-    """Counts with an inference server's tokenizer endpoint (vLLM or llama.cpp flavour).
+class BackendCounter:
+    """Counts with the backend's :meth:`~evalpipe.backends.base.Backend.count_tokens` (the server's
+    tokenizer, on the run's own keep-alive connections; each distinct text asked once).
 
-    A text the endpoint refuses to count (some servers reject texts longer than the context) is
-    counted with the estimate instead; ``fallbacks`` says how often, and the run summary reports
-    it. The API key, if any, is sent as a bearer token and never stored.
+    A text the server refuses to count (some reject texts longer than the context) is counted
+    with the estimate instead; ``fallbacks`` says how often, and the run summary reports it.
     """
 
     kind = "server"
 
-    def __init__(self, base_url: str, model: str, flavour: str, timeout_s: float = 30.0,
-                 api_key: str | None = None) -> None:
-        self.model = model
-        self.flavour = flavour
-        self.timeout_s = timeout_s
-        self._headers = {"content-type": "application/json"}
-        if api_key:
-            self._headers["authorization"] = f"Bearer {api_key}"
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
         self.fallbacks = 0
-        #: whether chat prompts are counted with the served model's template (vLLM only; turned
-        #: off by the first refusal)
-        self.chat_template = flavour == "vllm"
-        parts = urlsplit(base_url)
-        root = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
-        self.url = root + ("/tokenize" if flavour == "vllm" else "/extras/tokenize/count")
+        #: whether chat prompts are counted with the served model's template: None until the first
+        #: chat prompt is asked (alone, so a model without a template is asked once), then known
+        self.chat_template: bool | None = None
+        self._first_chat: Any = None
 
-    def _post(self, payload: dict) -> dict:
-        request = urllib.request.Request(self.url, data=json.dumps(payload).encode(), headers=self._headers)
-        with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-            return json.loads(response.read())
-
-    def _count(self, text: str) -> int:
-        if self.flavour == "vllm":
-            return int(self._post({"model": self.model, "prompt": text, "add_special_tokens": False})["count"])
-        return int(self._post({"input": text})["count"])
-
-    def count(self, text: str) -> int:
-        try:
-            return self._count(text)
-        except (urllib.error.URLError, OSError, KeyError, ValueError, TypeError, TimeoutError):
+    async def count(self, text: str) -> int:
+        counted = await self._backend.count_tokens(text)
+        if counted is None:
             self.fallbacks += 1
-            return EstimateCounter().count(text)
+            return estimate_tokens(text)
+        return counted
 
-    def count_chat(self, messages: Sequence[Message]) -> int | None:
-        """vLLM applies the served model's chat template (``add_generation_prompt`` as a chat
-        request does); llama.cpp's endpoint has no chat form, so None (the caller approximates)."""
-        if self.flavour != "vllm" or not self.chat_template:
+    async def count_chat(self, messages: Sequence[Message]) -> int | None:
+        """The conversation through the served model's chat template (vLLM's ``/tokenize`` takes
+        messages); None where the server has no chat form (llama.cpp) or no template."""
+        if self.chat_template is None:
+            if self._first_chat is None:
+                self._first_chat = asyncio.ensure_future(self._backend.count_tokens(messages))
+                counted = await self._first_chat
+                self.chat_template = counted is not None
+                return counted
+            await asyncio.shield(self._first_chat)
+        if not self.chat_template:
             return None
-        payload = {"model": self.model, "messages": chat_payload(messages), "add_generation_prompt": True}
-        try:
-            return int(self._post(payload)["count"])
-        except (urllib.error.URLError, OSError, KeyError, ValueError, TypeError, TimeoutError):
-            # typically a model without a chat template: stop asking, approximate from now on
-            self.chat_template = False
-            return None
+        return await self._backend.count_tokens(messages)
 
 
 class HFTokenizerCounter:
@@ -130,10 +122,10 @@ class HFTokenizerCounter:
         #: approximated, as for a plain-text counter)
         self.chat_template = bool(getattr(self._tokenizer, "chat_template", None))
 
-    def count(self, text: str) -> int:
+    async def count(self, text: str) -> int:
         return len(self._tokenizer.encode(text, add_special_tokens=False))
 
-    def count_chat(self, messages: Sequence[Message]) -> int | None:
+    async def count_chat(self, messages: Sequence[Message]) -> int | None:
         """The template vLLM's ``LLM.chat`` applies: the tokenizer's own, with the generation prompt."""
         if not self.chat_template:
             return None
@@ -156,30 +148,23 @@ def model_context_length(model: str) -> int | None:
     return int(value) if isinstance(value, int) and value > 0 else None
 
 
-def detect_counter(base_url: str, model: str, api_key: str | None = None) -> TokenCounter:
-    """The server's tokenizer if it has a known tokenize endpoint, else the estimate."""
-    for flavour in ("vllm", "llamacpp"):
-        counter = ServerCounter(base_url, model, flavour, timeout_s=5.0, api_key=api_key)
-        try:
-            counter._count("hello")
-            counter.timeout_s = 30.0
-            return counter
-        except (urllib.error.URLError, OSError, KeyError, ValueError, TimeoutError):
-            continue
-    return EstimateCounter()
+async def detect_counter(backend: Backend) -> TokenCounter:
+    """The server's tokenizer if the backend can count (it finds vLLM's or llama.cpp's tokenize
+    endpoint itself), else the estimate."""
+    return BackendCounter(backend) if await backend.count_tokens("hello") is not None else EstimateCounter()
 
 
-def prompt_tokens(prompt: Prompt, counter: TokenCounter) -> int:
+async def prompt_tokens(prompt: Prompt, counter: TokenCounter) -> int:
     """Tokens of a prompt: exact for chat where the counter applies the chat template, else the
     message texts plus :data:`CHAT_OVERHEAD_TOKENS` per message."""
     if prompt.messages is not None:
         count_chat = getattr(counter, "count_chat", None)
-        exact = count_chat(prompt.messages) if count_chat is not None else None
+        exact = await count_chat(prompt.messages) if count_chat is not None else None
         if exact is not None:
             return exact
         text = "\n".join(m.content for m in prompt.messages)
-        return counter.count(text) + CHAT_OVERHEAD_TOKENS * len(prompt.messages)
-    return counter.count(prompt.text or "")
+        return await counter.count(text) + CHAT_OVERHEAD_TOKENS * len(prompt.messages)
+    return await counter.count(prompt.text or "")
 
 
 @dataclass(frozen=True)
@@ -190,7 +175,7 @@ class Fitted:
     truncated_tokens: int
 
 
-def fit_prompt(
+async def fit_prompt(
     example: Example,
     render: Callable[[Example], Prompt],
     long_field: str,
@@ -210,11 +195,11 @@ def fit_prompt(
     prompt = prompt if prompt is not None else render(example)
     max_tokens = prompt.params.max_tokens
     limit = context_length - max_tokens - SAFETY_TOKENS
-    used = prompt_tokens(prompt, counter)
+    used = await prompt_tokens(prompt, counter)
     if used <= limit:
         return Fitted(example, prompt, 0)
     original = str(example.inputs[long_field])
-    original_tokens = counter.count(original)
+    original_tokens = await counter.count(original)
     text, field_tokens = original, original_tokens
     current = example
     for _ in range(max_rounds):
@@ -224,24 +209,8 @@ def fit_prompt(
         text = text[: max(len(text) - cut, 0)]
         current = replace(example, inputs={**example.inputs, long_field: text})
         prompt = render(current)
-        used = prompt_tokens(prompt, counter)
-        field_tokens = counter.count(text)
+        used = await prompt_tokens(prompt, counter)
+        field_tokens = await counter.count(text)
         if used <= limit or not text:
             break
     return Fitted(current, prompt, max(original_tokens - field_tokens, 0))
-
-
-def server_context_length(base_url: str, timeout_s: float = 5.0, api_key: str | None = None) -> int | None:
-    """The context length a server reports in ``GET /models`` (vLLM: ``max_model_len``), if any."""
-    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
-    request = urllib.request.Request(base_url.rstrip("/") + "/models", headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            data = json.loads(response.read())
-    except (urllib.error.URLError, OSError, ValueError, TimeoutError):
-        return None
-    for entry in data.get("data", []) if isinstance(data, dict) else []:
-        value = entry.get("max_model_len") if isinstance(entry, dict) else None
-        if isinstance(value, int) and value > 0:
-            return value
-    return None

@@ -68,12 +68,23 @@ def cache_key(model: str, prompt: Prompt) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+class StoreError(RuntimeError):
+    """The response store cannot be opened (a damaged file, another program's file)."""
+
+
 class ResponseStore:
     """A SQLite file of answers keyed by :func:`cache_key`."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: not a readable SQLite database ({exc}); it may be damaged — move it "
+                             "away to start the run afresh (its answers would be asked again)") from None
+
+    def _open(self) -> None:
         self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")

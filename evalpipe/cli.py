@@ -31,7 +31,8 @@ from evalpipe.engines.launch import ENGINES, VLLM_NAMED, engine_options, server_
 from evalpipe.engines.llamacpp import EngineUnavailable
 from evalpipe.engines.server import ManagedServer, ServerStartError
 from evalpipe.prompting import TemplateError
-from evalpipe.results import DEFAULT_ROOT, RunDir, RunDirBusy
+from evalpipe.cache import StoreError
+from evalpipe.results import DEFAULT_ROOT, RunDir, RunDirBusy, RunDirError, os_problem
 from evalpipe.rescoring import rescore
 from evalpipe.outcome import RunError, RunOutcome
 from evalpipe.runner import execute
@@ -46,7 +47,7 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() else 160, markup=Fa
 EXIT_FAILED_REQUESTS = 3
 EXIT_INTERRUPTED = 130
 USER_ERRORS = (RunError, BackendError, DataError, TemplateError, FileNotFoundError, KeyError, ValueError,
-               EngineUnavailable, ServerStartError, RunDirBusy)
+               EngineUnavailable, ServerStartError, RunDirBusy, RunDirError, StoreError)
 
 
 def _fail(exc: BaseException) -> typer.Exit:
@@ -214,23 +215,26 @@ def run(
                                                                revision))), engine_arg)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--engine") from None
-    config = RunConfig(
-        tasks=tuple(s.name for s in specs), suites=tuple(suite), model=model,
-        base_url=base_url[0] if base_url else None, replicas=tuple(base_url[1:]), endpoint=endpoint,
-        engine=engine, engine_options=options,
-        api_key_env=api_key_env, shots=shots, fewshot_seed=fewshot_seed, fewshot_as_turns=fewshot_as_turns,
-        system_role=system_role, temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_tokens,
-        split=split, limit=limit, ids=tuple(i.strip() for i in ids.split(",") if i.strip()) if ids else None,
-        data=_parse_data(data), data_dir=str(Path(data_dir).resolve()) if data_dir else None,
-        context_length=context_length, concurrency=concurrency, timeout_s=timeout,
-        max_retries=max_retries, compat=compat, allow_external_endpoint=allow_external_endpoint,
-        run_name=run_name,
-        metric_options=_metric_options(rouge_stemmer, bertscore_model, bertscore_layers, bertscore_idf,
-                                       bertscore_baseline, umls_extractor),
-        task_args=_parse_task_args(task_arg), embeddings_url=embeddings_url, embeddings_model=embeddings_model,
-        embeddings_path=str(Path(embeddings_path).resolve()) if embeddings_path else None,
-        embeddings_batch_size=embeddings_batch_size,
-    )
+    try:
+        config = RunConfig(
+            tasks=tuple(s.name for s in specs), suites=tuple(suite), model=model,
+            base_url=base_url[0] if base_url else None, replicas=tuple(base_url[1:]), endpoint=endpoint,
+            engine=engine, engine_options=options,
+            api_key_env=api_key_env, shots=shots, fewshot_seed=fewshot_seed, fewshot_as_turns=fewshot_as_turns,
+            system_role=system_role, temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_tokens,
+            split=split, limit=limit, ids=tuple(i.strip() for i in ids.split(",") if i.strip()) if ids else None,
+            data=_parse_data(data), data_dir=str(Path(data_dir).resolve()) if data_dir else None,
+            context_length=context_length, concurrency=concurrency, timeout_s=timeout,
+            max_retries=max_retries, compat=compat, allow_external_endpoint=allow_external_endpoint,
+            run_name=run_name,
+            metric_options=_metric_options(rouge_stemmer, bertscore_model, bertscore_layers, bertscore_idf,
+                                           bertscore_baseline, umls_extractor),
+            task_args=_parse_task_args(task_arg), embeddings_url=embeddings_url, embeddings_model=embeddings_model,
+            embeddings_path=str(Path(embeddings_path).resolve()) if embeddings_path else None,
+            embeddings_batch_size=embeddings_batch_size,
+        )
+    except ValueError as exc:  # a number or name the run cannot use: bad usage, nothing written yet
+        raise typer.BadParameter(str(exc)) from None
     raise typer.Exit(_execute(config, results_dir, startup_timeout))
 
 
@@ -277,6 +281,8 @@ def _execute(config: RunConfig, results_dir: Path, startup_timeout: float = 600.
         return EXIT_INTERRUPTED
     except USER_ERRORS as exc:
         raise _fail(exc)
+    except OSError as exc:  # writing results: no permission, disk full … (network errors are the backend's)
+        raise _fail(RunDirError(os_problem(exc)))
     finally:
         if server is not None:
             server.stop()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -70,6 +71,10 @@ class RunConfig:
     embeddings_path: str | None = None
     embeddings_batch_size: int | None = None
 
+    def __post_init__(self) -> None:
+        for problem in option_problems(self):
+            raise ValueError(problem)
+
     #: options that change which answers a model gives; they name the run directory
     ANSWER_FIELDS = (
         "tasks", "model", "endpoint", "shots", "fewshot_seed", "fewshot_as_turns", "system_role",
@@ -106,6 +111,48 @@ class RunConfig:
         if kwargs.get("ids") is not None:
             kwargs["ids"] = tuple(kwargs["ids"])
         return cls(**kwargs)
+
+
+#: a run name is one folder name inside --results-dir: no path separators, no "." or "..", printable
+_RUN_NAME = re.compile(r"[\w.+=@,-]{1,120}")
+
+
+def run_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a run directory's name (None when it can): a run name must never lead
+    outside ``--results-dir`` (``../x``, an absolute path) or into its root (``.``)."""
+    if not _RUN_NAME.fullmatch(name) or name in (".", "..") or name.startswith("."):
+        return (f"--run-name {name[:60]!r}: must be a folder name of 1 to 120 letters, digits and ._-+=@, "
+                "not starting with a dot (it is created inside --results-dir)")
+    return None
+
+
+def option_problems(config: RunConfig) -> list[str]:
+    """What is wrong with the numbers and names of a run's options, each as one line naming the option.
+
+    Checked when the config is made — before a run directory exists or a request is sent — because an
+    endpoint may accept ``temperature=-1`` or ``max_tokens=0`` and answer nonsense, and NaN cannot even
+    be written to ``config.json`` as JSON."""
+    def finite(value: float) -> bool:
+        return not (math.isnan(value) or math.isinf(value))
+
+    problems = []
+    if not finite(config.temperature) or config.temperature < 0:
+        problems.append(f"--temperature must be a finite number >= 0, got {config.temperature}")
+    if config.top_p is not None and (not finite(config.top_p) or not 0 < config.top_p <= 1):
+        problems.append(f"--top-p must be in (0, 1], got {config.top_p}")
+    for option, value in (("--max-tokens", config.max_tokens), ("--context-length", config.context_length),
+                          ("--limit", config.limit), ("--concurrency", config.concurrency)):
+        if value is not None and value < 1:
+            problems.append(f"{option} must be at least 1, got {value}")
+    if not finite(config.timeout_s) or config.timeout_s <= 0:
+        problems.append(f"--timeout must be a finite number of seconds > 0, got {config.timeout_s}")
+    if config.max_retries < 0:
+        problems.append(f"--max-retries must be >= 0, got {config.max_retries}")
+    if config.shots is not None and config.shots < 0:
+        problems.append(f"--shots must be >= 0, got {config.shots}")
+    if config.run_name is not None and (problem := run_name_problem(config.run_name)):
+        problems.append(problem)
+    return problems
 
 
 def load_options(config: RunConfig, task: str, split: str | None = None,

@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import random
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache
@@ -127,6 +128,7 @@ class PromptRenderer:
         except jinja2.TemplateError as exc:
             raise TemplateError(f"{path}: {_describe(exc)}") from exc
         self._path = path
+        self._template = template
         needed = "completion" if options.endpoint == "completions" else "prompt"
         if not hasattr(self._module, needed):
             raise TemplateError(f"{path}: the template has no `{needed}` macro, needed for the {options.endpoint} form")
@@ -148,7 +150,23 @@ class PromptRenderer:
         try:
             return str(getattr(self._module, macro)(*args))
         except jinja2.TemplateError as exc:
-            raise TemplateError(f"{self._path}: macro {macro}: {_describe(exc)}") from exc
+            raise TemplateError(f"{self._path}: macro {macro}: {_describe(exc)}") from None
+        except RecursionError as exc:
+            line = self._template_line(exc)
+            raise TemplateError(f"{self._path}: macro {macro}: {f'line {line}: ' if line else ''}infinite recursion "
+                                "(a macro calls itself without end)") from None
+        except Exception as exc:  # {{ 1/0 }}, 'a' + 1, the sandbox's range limit: the template's own fault
+            line = self._template_line(exc)
+            where = f"line {line}: " if line else ""
+            message = " ".join(str(exc).split()) or type(exc).__name__
+            raise TemplateError(f"{self._path}: macro {macro}: {where}{type(exc).__name__}: {message}") from None
+
+    def _template_line(self, exc: BaseException) -> int | None:
+        """The template line where ``exc`` happened (Jinja compiles templates to Python; map back)."""
+        for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+            if frame.filename == self._template.filename and frame.lineno is not None:
+                return self._template.get_corresponding_lineno(frame.lineno)
+        return None
 
     def _user_turn(self, inputs: dict[str, Any]) -> str:
         """One example as a user turn: the ``turn`` macro, else ``prompt`` without shots."""

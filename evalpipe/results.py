@@ -156,6 +156,19 @@ class RunDirBusy(RuntimeError):
     """Another process holds the run directory."""
 
 
+class RunDirError(RuntimeError):
+    """The run directory cannot be created or written (a file in the way, no permission, disk full)."""
+
+
+def os_problem(exc: OSError) -> str:
+    """An OSError as one line: the path and what is wrong with it (no traceback, no errno soup)."""
+    where = exc.filename or ""
+    what = exc.strerror or str(exc)
+    if isinstance(exc, (FileExistsError, NotADirectoryError)):
+        what += " (a file is in the way: the results directory must be a folder)"
+    return f"{where}: {what}" if where else what
+
+
 class RunDir:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -191,8 +204,11 @@ class RunDir:
         twice), then overwrite each other's results; the second one is refused instead.
         The lock is an advisory ``flock`` that the OS releases if the process dies.
         """
-        self.path.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path / ".lock", "w")  # noqa: SIM115 - held for the whole block
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            handle = open(self.path / ".lock", "w")  # noqa: SIM115 - held for the whole block
+        except OSError as exc:
+            raise RunDirError(f"cannot create the run directory {self.path}: {os_problem(exc).split(': ', 1)[-1]}") from None
         try:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -218,25 +234,24 @@ class RunDir:
     def read_config(self) -> dict[str, Any]:
         if not self.config_path.is_file():
             raise FileNotFoundError(f"{self.path}: not a run directory (no config.json)")
+        return self._read_object(self.config_path)
+
+    def _read_object(self, path: Path, what: str = "a JSON object", fix: str = "") -> dict[str, Any]:
+        """A JSON object file; broken JSON or another shape is one ValueError naming the file."""
         try:
-            data = self.read_json(self.config_path)
+            data = self.read_json(path)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{self.config_path}: not valid JSON ({exc})") from None
+            raise ValueError(f"{path}: not valid JSON ({exc}){fix}") from None
         if not isinstance(data, dict):
-            raise ValueError(f"{self.config_path}: expected a JSON object")
+            raise ValueError(f"{path}: expected {what}")
         return data
 
     def read_metrics(self, compat: str | None = None) -> dict[str, dict[str, float]]:
         path = self.metrics_path(compat)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no metrics yet (run `evalpipe score {self.path}`)")
-        try:
-            data = self.read_json(path)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc}); `evalpipe score {self.path}` writes it again") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: expected a JSON object of task → metric → value")
-        return data
+        return self._read_object(path, "a JSON object of task → metric → value",
+                                 f"; `evalpipe score {self.path}` writes it again")
 
     def write_summary(self, summary: RunSummary, compat: str | None = None) -> None:
         self.write_json(self.summary_path(compat), summary.to_json())
@@ -246,13 +261,7 @@ class RunDir:
         path = self.summary_path(compat)
         if not path.is_file():
             return None
-        try:
-            data = self.read_json(path)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc})") from None
-        if not isinstance(data, Mapping):
-            raise ValueError(f"{path}: expected a JSON object")
-        return RunSummary.from_json(data)
+        return RunSummary.from_json(self._read_object(path))
 
     def read_samples(self, compat: str | None = None) -> list[dict[str, Any]]:
         path = self.samples_path(compat)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -28,6 +27,7 @@ from typing import Any, Protocol
 
 from evalpipe import __version__
 from evalpipe.backends.base import Backend
+from evalpipe.backends.factory import OnceFactory
 from evalpipe.budget import (
     EstimateCounter,
     HFTokenizerCounter,
@@ -35,7 +35,6 @@ from evalpipe.budget import (
     detect_counter,
     fit_prompt,
     model_context_length,
-    server_context_length,
 )
 from evalpipe.cache import ResponseStore, cache_key
 from evalpipe.config import RunConfig, load_options, local_model_fingerprint, task_args_for
@@ -179,12 +178,12 @@ def _prepare_ranking(spec: TaskSpec, config: RunConfig, data: TaskData, examples
                         pool=planned.pool)
 
 
-def apply_budget(p: PreparedTask, context_length: int, counter: TokenCounter) -> PreparedTask:
+async def apply_budget(p: PreparedTask, context_length: int, counter: TokenCounter) -> PreparedTask:
     """Shorten the task's long field where a prompt would not fit the context (see evalpipe.budget)."""
     if p.spec.long_field is None:
         return p
-    fitted = [fit_prompt(ex, p.renderer.render, p.spec.long_field, context_length, counter, prompt=prompt)
-              for ex, prompt in zip(p.examples, p.prompts)]
+    fitted = await asyncio.gather(*(fit_prompt(ex, p.renderer.render, p.spec.long_field, context_length, counter,
+                                               prompt=prompt) for ex, prompt in zip(p.examples, p.prompts)))
     prompts = tuple(f.prompt for f in fitted)
     return replace(
         p,
@@ -197,8 +196,9 @@ def apply_budget(p: PreparedTask, context_length: int, counter: TokenCounter) ->
     )
 
 
-def budget_all(
-    prepared: list[PreparedTask], config: RunConfig, previous: Mapping[str, Any] | None = None
+async def budget_all(
+    prepared: list[PreparedTask], config: RunConfig, previous: Mapping[str, Any] | None = None,
+    backend_factory: Callable[[RunConfig], Backend] | None = None,
 ) -> tuple[list[PreparedTask], dict[str, Any]]:
     """Apply context budgeting to every task with a long field or sized by context; say how.
 
@@ -217,10 +217,10 @@ def budget_all(
         return prepared, {}
     previous = previous if isinstance(previous, Mapping) else {}
     in_process = config.engine == "vllm-inprocess"
-    api_key = os.environ.get(config.api_key_env) or None
+    backend = backend_factory(config) if backend_factory is not None and config.base_url and not in_process else None
     context_length = config.context_length or previous.get("context_length") or (
         model_context_length(config.model) if in_process
-        else server_context_length(config.base_url, api_key=api_key) if config.base_url else None
+        else await backend.context_length() if backend is not None else None
     )
     if context_length is None:
         return prepared, {"budget": "not applied: the context length is unknown (pass --context-length); "
@@ -232,7 +232,7 @@ def budget_all(
         except Exception:  # no local tokenizer files: fall back to the documented estimate
             counter = EstimateCounter()
     else:
-        counter = detect_counter(config.base_url, config.model, api_key) if config.base_url else EstimateCounter()
+        counter = await detect_counter(backend) if backend is not None else EstimateCounter()
     if previous.get("token_counter") == "server" and counter.kind != "server":
         raise RunError(
             "this run's long inputs were fitted with the server's tokenizer, which does not answer now; "
@@ -240,17 +240,20 @@ def budget_all(
             "would not match)"
         )
     measured = counter.kind == "server"
+    loop = asyncio.get_running_loop()
+    # the loader counts synchronously, in a worker thread; the counts run on this loop's client.
     # LongHealth measures the same letters again and again (three tasks, many questions each)
-    count = functools.lru_cache(maxsize=None)(counter.count) if measured else None
+    count = functools.lru_cache(maxsize=None)(
+        lambda text: asyncio.run_coroutine_threadsafe(counter.count(text), loop).result()) if measured else None
 
-    def sized(p: PreparedTask) -> PreparedTask:
+    async def sized(p: PreparedTask) -> PreparedTask:
         if not p.spec.sized_by_context or (not measured and context_length == config.context_length):
             return p
-        return prepare_task(p.spec, config, context_length, count)
+        return await asyncio.to_thread(prepare_task, p.spec, config, context_length, count)
 
-    budgeted = [apply_budget(sized(p), context_length, counter) for p in prepared]
+    budgeted = [await apply_budget(await sized(p), context_length, counter) for p in prepared]
     info: dict[str, Any] = {"context_length": context_length, "token_counter": counter.kind}
-    if getattr(counter, "chat_template", False):
+    if getattr(counter, "chat_template", False) is True:
         info["chat_counting"] = "template"
     if getattr(counter, "fallbacks", 0):
         info["estimated_counts"] = counter.fallbacks
@@ -265,8 +268,11 @@ def _missing_data(spec: TaskSpec, config: RunConfig) -> str | None:
 
 
 def check_data_options(config: RunConfig) -> None:
-    """``--data`` keys must name a task of this run and a data role that task declares: a typo must
-    not silently evaluate the shipped data instead of the user's file."""
+    """``--data`` keys must name a task of this run and a data role that task declares, and
+    ``--data-dir`` must exist: a typo must not silently evaluate the shipped data instead of the
+    user's file, nor make a suite run skip every task whose data is not shipped."""
+    if config.data_dir and not Path(config.data_dir).is_dir():
+        raise RunError(f"--data-dir {config.data_dir}: does not exist (or is not a folder)")
     for key, path in config.data.items():
         task, _, role = key.partition(":")
         if task not in config.tasks:
@@ -449,12 +455,16 @@ async def execute(
     check_endpoint_policy(prepared, config)
     run = run_dir_for(config, results_root)
     previous_budget = run.read_config().get("budget") if run.exists() else None
-    prepared, budget_info = budget_all(prepared, config, previous_budget)
-    for p in prepared:
-        p.spec.scoring(config.compat)  # an unknown --compat fails before any request
-    with run.lock():
-        return await _execute_locked(config, run, prepared, skipped, budget_info, backend_factory, progress,
-                                     on_prepared, embedder_factory or embedder_for)
+    shared = OnceFactory(backend_factory)  # budgeting and fetching share one backend
+    try:
+        prepared, budget_info = await budget_all(prepared, config, previous_budget, shared)
+        for p in prepared:
+            p.spec.scoring(config.compat)  # an unknown --compat fails before any request
+        with run.lock():
+            return await _execute_locked(config, run, prepared, skipped, budget_info, shared, progress, on_prepared,
+                                         embedder_factory or embedder_for)
+    finally:
+        await shared.aclose()
 
 
 async def _execute_locked(

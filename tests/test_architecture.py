@@ -98,3 +98,15 @@ def test_no_import_cycles():
         if module not in state:
             visit(module)
     assert not cycles, "import cycles:\n" + "\n".join(" → ".join(c) for c in cycles)
+
+
+def test_listing_tasks_imports_no_heavy_library():
+    """`evalpipe tasks` (the CLI plus every task family) must start fast: numpy, pandas, torch and
+    matplotlib are imported where vectors, frames, models and plots are made, never at registry import."""
+    import subprocess
+    import sys
+
+    code = ("import sys, evalpipe.cli; from evalpipe.tasks.registry import all_tasks; all_tasks(); "
+            "print(sorted(m for m in ('numpy', 'pandas', 'torch', 'matplotlib', 'aiohttp') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -7,10 +7,12 @@ import json
 import shutil
 from pathlib import Path
 
+from evalpipe.backends.openai_compat import OpenAICompatBackend, OpenAICompatConfig
 from evalpipe.budget import (
     CHAT_OVERHEAD_TOKENS,
+    BackendCounter,
+    EstimateCounter,
     HFTokenizerCounter,
-    ServerCounter,
     detect_counter,
     prompt_tokens,
 )
@@ -22,31 +24,52 @@ CHAT = Prompt(params=GenerationParams(max_tokens=5),
               messages=(Message("system", "be brief"), Message("user", "hello there doctor")))
 
 
+def counted(server, *prompts):
+    """Detect the counter through a backend on ``server`` and count ``prompts`` in order."""
+
+    async def main():
+        backend = OpenAICompatBackend(OpenAICompatConfig(base_url=server.url, model="m", max_retries=0))
+        try:
+            counter = await detect_counter(backend)
+            return counter, [await prompt_tokens(p, counter) for p in prompts]
+        finally:
+            await backend.aclose()
+
+    return asyncio.run(main())
+
+
 def test_vllm_counts_a_chat_prompt_with_the_served_template():
     with FakeOpenAIServer(models=("m",), tokenize=True) as server:
-        counter = detect_counter(server.url, "m")
-        assert isinstance(counter, ServerCounter) and counter.flavour == "vllm"
+        counter, [tokens] = counted(server, CHAT)
+        assert isinstance(counter, BackendCounter)
         # fake template: (1 + 2 words) + (1 + 3 words) + 1 for the generation prompt
-        assert prompt_tokens(CHAT, counter) == 3 + 4 + 1
-        assert counter.chat_template and counter.fallbacks == 0
-        assert server.stats()["tokenize_requests"] >= 2
+        assert tokens == 3 + 4 + 1
+        assert counter.chat_template is True and counter.fallbacks == 0
+        assert server.stats()["tokenize_requests"] == 2  # the probe and the conversation
 
 
 def test_a_model_without_chat_template_is_asked_once_then_approximated():
+    other = Prompt(params=CHAT.params, messages=(Message("user", "another question here"),))
     with FakeOpenAIServer(models=("m",), tokenize=True, chat_template=False) as server:
-        counter = detect_counter(server.url, "m")
+        counter, tokens = counted(server, CHAT, other)
         approximate = len("be brief\nhello there doctor".split()) + 2 * CHAT_OVERHEAD_TOKENS
-        assert prompt_tokens(CHAT, counter) == approximate
+        assert tokens == [approximate, 3 + CHAT_OVERHEAD_TOKENS]
         assert counter.chat_template is False
-        asked = server.stats()["tokenize_requests"]
-        assert prompt_tokens(CHAT, counter) == approximate
-        # the second prompt sent one plain-text count, not another doomed chat request
-        assert server.stats()["tokenize_requests"] == asked + 1
+        # probe, one doomed chat request, then plain-text counts only: never a second chat request
+        assert server.stats()["tokenize_requests"] == 1 + 1 + 2
 
 
-def test_llamacpp_endpoint_has_no_chat_form():
-    counter = ServerCounter("http://127.0.0.1:9/v1", "m", "llamacpp")
-    assert counter.count_chat(CHAT.messages) is None and counter.chat_template is False
+def test_llamacpp_counts_plain_text_and_has_no_chat_form():
+    with FakeOpenAIServer(models=("m",), tokenize="llamacpp") as server:
+        counter, [tokens] = counted(server, CHAT)
+        assert isinstance(counter, BackendCounter) and counter.chat_template is False
+        assert tokens == len("be brief\nhello there doctor".split()) + 2 * CHAT_OVERHEAD_TOKENS
+
+
+def test_a_server_without_a_tokenizer_gives_the_estimate():
+    with FakeOpenAIServer(models=("m",)) as server:
+        counter, _ = counted(server)
+    assert isinstance(counter, EstimateCounter)
 
 
 def _tokenizer_copy(tmp_path: Path, template: str | None) -> Path:
@@ -69,13 +92,13 @@ def test_local_tokenizer_applies_its_chat_template(tmp_path):
     assert counter.chat_template
     # "[system] be brief [user] hello there doctor [assistant]": each bracketed role is three
     # word pieces ("[", role, "]"), each lower-case word one; no [CLS]/[SEP] in a chat template
-    assert prompt_tokens(CHAT, counter) == 3 + 2 + 3 + 3 + 3
+    assert asyncio.run(prompt_tokens(CHAT, counter)) == 3 + 2 + 3 + 3 + 3
 
 
 def test_local_tokenizer_without_template_is_approximated(tmp_path):
     counter = HFTokenizerCounter(str(_tokenizer_copy(tmp_path, None)))
     assert not counter.chat_template
-    assert prompt_tokens(CHAT, counter) == 5 + 2 * CHAT_OVERHEAD_TOKENS
+    assert asyncio.run(prompt_tokens(CHAT, counter)) == 5 + 2 * CHAT_OVERHEAD_TOKENS
 
 
 def _longhealth_run(tmp_path, server, context_length=None):
@@ -96,6 +119,8 @@ def test_longhealth_documents_are_sized_in_tokens_by_the_servers_context(tmp_pat
     with FakeOpenAIServer(models=("m",), tokenize=True, max_model_len=PROMPT_RESERVE_TOKENS + budget,
                           responder=lambda body: answer) as server:
         outcome = _longhealth_run(tmp_path, server)
+        # budgeting (the context) and the preflight (the model) share one answer of GET /models
+        assert server.stats()["models_requests"] == 1
     summary = json.loads((outcome.run_dir.path / "summary.json").read_text())
     assert summary["run"]["budget"]["context_length"] == PROMPT_RESERVE_TOKENS + budget
     assert summary["run"]["budget"]["token_counter"] == "server"

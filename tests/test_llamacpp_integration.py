@@ -55,12 +55,24 @@ def test_ncbi_through_the_embedded_server(smollm2, tmp_path):
 
 
 def test_server_tokenizer_is_used_for_budgeting(smollm2):
+    """llama.cpp's /extras/tokenize/count is found and used through the backend; it has no chat form."""
+    from evalpipe.backends.openai_compat import OpenAICompatBackend, OpenAICompatConfig
     from evalpipe.budget import detect_counter
+    from evalpipe.records import Message
 
     spec, _ = smollm2
-    counter = detect_counter(spec.base_url, spec.model)
-    assert counter.kind == "server"
-    assert 1 <= counter.count("hello world") <= 4
+
+    async def main():
+        backend = OpenAICompatBackend(OpenAICompatConfig(base_url=spec.base_url, model=spec.model, max_retries=0))
+        try:
+            counter = await detect_counter(backend)
+            return (counter.kind, await counter.count("hello world"),
+                    await backend.count_tokens((Message("user", "hello"),)))
+        finally:
+            await backend.aclose()
+
+    kind, tokens, chat = asyncio.run(main())
+    assert kind == "server" and 1 <= tokens <= 4 and chat is None
 
 
 def test_a_server_that_cannot_start_reports_its_log(tmp_path):

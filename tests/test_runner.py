@@ -168,6 +168,7 @@ def test_credentialed_tasks_stay_on_local_endpoints():
 
 
 def test_suite_run_skips_tasks_without_data_and_says_why(tmp_path):
+    (tmp_path / "nothing-here").mkdir()  # a data folder without this suite's files
     cfg = RunConfig(tasks=("ncbi_disease", "clue_mednli"), suites=("demo-test",), model="m",
                     base_url="http://127.0.0.1:1/v1", limit=3, data_dir=str(tmp_path / "nothing-here"))
     outcome = run(cfg, ScriptedBackend(perfect), tmp_path)
@@ -179,6 +180,7 @@ def test_suite_run_skips_tasks_without_data_and_says_why(tmp_path):
 
 
 def test_task_asked_for_alone_without_data_is_an_error(tmp_path):
+    (tmp_path / "nothing-here").mkdir()
     cfg = RunConfig(tasks=("clue_mednli",), model="m", base_url="http://127.0.0.1:1/v1",
                     data_dir=str(tmp_path / "nothing-here"))
     with pytest.raises(DataError, match="mli_test_v1.jsonl"):

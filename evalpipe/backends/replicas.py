@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalpipe.backends.base import Backend, BackendError
-from evalpipe.records import Completion, Prompt
+from evalpipe.records import Completion, Message, Prompt
 
 
 @dataclass
@@ -54,6 +54,20 @@ class ReplicaBackend:
                 await replica.backend.preflight()
             except BackendError as exc:
                 raise BackendError(f"replica {replica.name}: {exc}") from None
+
+    async def models(self) -> Sequence[Mapping[str, Any]]:
+        """The first replica's list (replicas serve the same model; each is checked by preflight)."""
+        return await self._replicas[0].backend.models()
+
+    async def context_length(self) -> int | None:
+        """The smallest context any replica reports: a prompt fitted to it fits every replica."""
+        lengths = [await r.backend.context_length() for r in self._replicas]
+        known = [n for n in lengths if n is not None]
+        return min(known) if known else None
+
+    async def count_tokens(self, content: str | Sequence[Message]) -> int | None:
+        """Counted by the first replica's tokenizer (the same model everywhere)."""
+        return await self._replicas[0].backend.count_tokens(content)
 
     async def complete(self, prompt: Prompt) -> Completion:
         tried: set[int] = set()

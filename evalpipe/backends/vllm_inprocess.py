@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from evalpipe.backends.base import BackendError
-from evalpipe.records import Completion, Prompt, Usage, chat_payload
+from evalpipe.records import Completion, Message, Prompt, Usage, chat_payload
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,29 @@ class VLLMBackend:
 
     async def preflight(self) -> None:
         return None
+
+    async def models(self) -> list[dict[str, Any]]:
+        """The one model this engine holds, with its context length (as vLLM's server lists it)."""
+        return [{"id": self.model, "max_model_len": await self.context_length()}]
+
+    async def context_length(self) -> int | None:
+        """The engine's ``max_model_len`` (what it was started with, or the model's own)."""
+        engine = getattr(self._llm, "llm_engine", None)
+        value = getattr(getattr(engine, "model_config", None), "max_model_len", None)
+        return value if isinstance(value, int) and value > 0 else self.config.max_model_len
+
+    async def count_tokens(self, content: str | Sequence[Message]) -> int | None:
+        """Tokens by the engine's own tokenizer (a conversation through its chat template, with the
+        generation prompt, as ``LLM.chat`` applies it); None when it cannot count that form."""
+        try:
+            tokenizer = self._llm.get_tokenizer()
+            if isinstance(content, str):
+                return len(tokenizer.encode(content, add_special_tokens=False))
+            encoded = tokenizer.apply_chat_template(chat_payload(content), add_generation_prompt=True, tokenize=True)
+        except Exception:  # no tokenizer, no chat template: the caller approximates
+            return None
+        ids = encoded["input_ids"] if isinstance(encoded, Mapping) else encoded
+        return len(ids)
 
     async def complete(self, prompt: Prompt) -> Completion:
         future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()

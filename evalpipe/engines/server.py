@@ -11,6 +11,7 @@ exit — normal, exception or Ctrl-C — terminates the whole process group, esc
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import os
 import signal
@@ -19,8 +20,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -96,29 +95,46 @@ class ManagedServer:
         return "\n".join(self._tail)
 
     def _wait_healthy(self) -> None:
+        """Poll the health URL until it answers 2xx, the process exits, or the time is up."""
         assert self._process is not None
         url = self.spec.health_url or self.spec.base_url.rstrip("/") + "/models"
-        deadline = time.monotonic() + self.startup_timeout_s
-        while time.monotonic() < deadline:
-            code = self._process.poll()
-            if code is not None:
-                time.sleep(0.2)  # let the reader collect the last lines
-                raise ServerStartError(
-                    f"{self.spec.name} server exited with code {code} before becoming healthy; "
-                    f"last log lines:\n{self.last_lines()}"
-                )
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except (urllib.error.URLError, OSError, TimeoutError):
-                pass
-            time.sleep(0.3)
+        outcome = asyncio.run(self._poll(url, time.monotonic() + self.startup_timeout_s))
+        if outcome == "healthy":
+            return
+        if outcome == "exited":
+            time.sleep(0.2)  # let the reader collect the last lines
+            raise ServerStartError(
+                f"{self.spec.name} server exited with code {self._process.poll()} before becoming healthy; "
+                f"last log lines:\n{self.last_lines()}"
+            )
         self.stop()
         raise ServerStartError(
             f"{self.spec.name} server did not answer {url} within {self.startup_timeout_s:.0f}s; "
             f"last log lines:\n{self.last_lines()}"
         )
+
+    async def _poll(self, url: str, deadline: float) -> str:
+        """``"healthy"``, ``"exited"`` or ``"timeout"``: one keep-alive client (evalpipe's HTTP path,
+        :class:`~evalpipe.backends.client.EndpointClient`) asks every 0.3 s, each try within 2 s."""
+        from evalpipe.backends.base import Credentials  # noqa: PLC0415 - aiohttp only when a server starts
+        from evalpipe.backends.client import EndpointClient  # noqa: PLC0415
+        from evalpipe.backends.retry import RequestFailed  # noqa: PLC0415
+
+        assert self._process is not None
+        client = EndpointClient(url, Credentials(None), connections=1, timeout_s=2.0, connect_timeout_s=2.0)
+        try:
+            while time.monotonic() < deadline:
+                if self._process.poll() is not None:
+                    return "exited"
+                try:
+                    await client.request("GET", url, decode=False)
+                    return "healthy"
+                except RequestFailed:
+                    pass
+                await asyncio.sleep(0.3)
+            return "timeout"
+        finally:
+            await client.aclose()
 
     def stop(self, grace_s: float = 10.0) -> None:
         process = self._process

@@ -46,9 +46,10 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "Aggregation",
@@ -66,12 +67,14 @@ __all__ = [
     "sum_parts",
 ]
 
-Sums = Mapping[str, np.ndarray]
+Sums = Mapping[str, "np.ndarray"]
 
 _KINDS: dict[str, type[Aggregation]] = {}
 
 
 def _array(value: Any) -> np.ndarray:
+    import numpy as np
+
     return np.atleast_1d(np.asarray(value, dtype=float))
 
 
@@ -137,6 +140,8 @@ def aggregation_from_json(data: Mapping[str, Any]) -> Aggregation:
 
 
 def _divide(num: np.ndarray, den: np.ndarray, empty: float) -> np.ndarray:
+    import numpy as np
+
     num, den = np.broadcast_arrays(_array(num), _array(den))
     out = np.full(num.shape, float(empty))
     np.divide(num, den, out=out, where=den != 0)
@@ -275,6 +280,8 @@ class MacroF1(Aggregation):
         return tuple(f"{self.prefix}{c}:{label}" for label in self.labels for c in ("tp", "fp", "fn"))
 
     def compute(self, sums: Sums, n: np.ndarray) -> np.ndarray:
+        import numpy as np
+
         if not self.labels:
             return _array(math.nan) * np.ones_like(_array(n))
         values, weights = [], []
@@ -323,6 +330,8 @@ class CorpusBleu(Aggregation):
         return (f"{self.prefix}sys_len", f"{self.prefix}ref_len", *grams)
 
     def compute(self, sums: Sums, n: np.ndarray) -> np.ndarray:
+        import numpy as np
+
         from sacrebleu.metrics.bleu import BLEU
 
         sys_len, ref_len = _array(sums[f"{self.prefix}sys_len"]), _array(sums[f"{self.prefix}ref_len"])
@@ -364,6 +373,8 @@ class MeanOf(Aggregation):
         return tuple(dict.fromkeys([*self.counts, *(k for item in self.items for k in item.keys())]))
 
     def compute(self, sums: Sums, n: np.ndarray) -> np.ndarray:
+        import numpy as np
+
         if not self.items:
             return _array(math.nan) * np.ones_like(_array(n))
         values = np.vstack([_array(item.compute(sums, n)) for item in self.items])
@@ -389,6 +400,8 @@ class CountPresent(Aggregation):
         return tuple(self.counts)
 
     def compute(self, sums: Sums, n: np.ndarray) -> np.ndarray:
+        import numpy as np
+
         if not self.counts:
             return np.zeros_like(_array(n))
         return np.vstack([(_array(sums[c]) > 0).astype(float) for c in self.counts]).sum(axis=0)
@@ -402,6 +415,8 @@ class CountPresent(Aggregation):
 
 def sum_parts(parts: Iterable[Mapping[str, float]], keys: Sequence[str]) -> dict[str, np.ndarray]:
     """Each key summed over all samples (absent = 0), as one-element arrays."""
+    import numpy as np
+
     totals = dict.fromkeys(keys, 0.0)
     for sample in parts:
         for key in keys:
@@ -413,6 +428,8 @@ def sum_parts(parts: Iterable[Mapping[str, float]], keys: Sequence[str]) -> dict
 
 def evaluate(aggregation: Aggregation, parts: Sequence[Mapping[str, float]]) -> float:
     """The metric on all samples (what the scorer's corpus value must equal)."""
+    import numpy as np
+
     sums = sum_parts(parts, aggregation.keys())
     return float(_array(aggregation.compute(sums, np.array([float(len(parts))])))[0])
 

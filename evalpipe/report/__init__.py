@@ -8,9 +8,26 @@ Entry points (wired into the CLI as ``evalpipe report`` and ``evalpipe compare``
 (sections a task family registers, e.g. the CBLUE paper's rows), ``operations`` (failures, tokens,
 latency), ``ner_errors``, ``compare``, ``plots`` (inline SVG), ``document`` (format-neutral
 blocks), ``markdown`` and ``html`` (renderers), ``build``.
+
+The entry points are imported on first use: importing a light module of this package (a task
+family registering its report section imports ``contributions``) must not load pandas and
+matplotlib — ``evalpipe tasks`` would pay for them.
 """
 
-from evalpipe.report.build import BuildResult, build_report, compare_runs
-from evalpipe.report.compare import CompareResult, render_compare_terminal
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["BuildResult", "CompareResult", "build_report", "compare_runs", "render_compare_terminal"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("BuildResult", "build_report", "compare_runs"):
+        from evalpipe.report import build
+
+        return getattr(build, name)
+    if name in ("CompareResult", "render_compare_terminal"):
+        from evalpipe.report import compare
+
+        return getattr(compare, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

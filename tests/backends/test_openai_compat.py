@@ -597,3 +597,146 @@ def test_urls_with_credentials_are_shown_redacted_everywhere_the_backend_shows_t
     assert "s3cret" not in shown and "127.0.0.1:9/v1" in shown
     asyncio.run(backend.aclose())
     asyncio.run(embedder.aclose())
+
+
+# ---------------------------------------------------------------------------------------------
+# The HTTP path: keep-alive, framing, hostile answers
+
+
+def test_connections_are_kept_alive_and_reused(server: FakeOpenAIServer) -> None:
+    """60 requests at concurrency 8 travel on at most 8 connections (plus none for retries)."""
+
+    async def body(backend: OpenAICompatBackend) -> list[Completion]:
+        return await asyncio.gather(*(backend.complete(chat_prompt(f"s{i}")) for i in range(60)))
+
+    completions = with_backend(make_config(server.url, concurrency=8), body)
+    assert all(c.ok for c in completions)
+    assert 1 <= server.connections <= 8
+
+
+def test_chunked_answer_is_read_whole(server: FakeOpenAIServer) -> None:
+    server.plan_faults(["chunked"])
+    completion, _, _ = complete_one(make_config(server.url), chat_prompt())
+    assert completion.ok and completion.attempts == 1 and completion.text == f"<response>{SENTENCE}</response>"
+
+
+def test_a_200_that_is_no_completion_is_retried(server: FakeOpenAIServer) -> None:
+    server.plan_faults(["wrong_shape"])
+    completion, backend, _ = complete_one(make_config(server.url), chat_prompt())
+    assert completion.ok and completion.attempts == 2
+    assert backend.stats()["errors"] == {"unexpected response shape": 1}
+
+
+def test_a_lone_surrogate_in_an_answer_becomes_a_replacement_character(server: FakeOpenAIServer) -> None:
+    """Valid JSON ("\\udcff") that no UTF-8 file can hold: the answer is kept, storable, and counted."""
+    server.plan_faults(["lone_surrogate"])
+    completion, backend, _ = complete_one(make_config(server.url), chat_prompt())
+    assert completion.ok and completion.text == "<response>broken \ufffd answer</response>"
+    completion.text.encode("utf-8")  # would raise UnicodeEncodeError with the surrogate
+    assert backend.stats()["invalid_unicode_answers"] == 1
+
+
+def test_retry_after_as_an_http_date_is_honoured(server: FakeOpenAIServer) -> None:
+    server.plan_faults(["429:retry_after_date=2"])
+    completion, _, elapsed = complete_one(make_config(server.url), chat_prompt())
+    # an HTTP-date has whole seconds: 2 s from now is between 1 and 2 s away
+    assert completion.ok and completion.attempts == 2 and elapsed >= 0.9
+
+
+def test_first_attempt_is_inside_the_policy_with_no_retries(server: FakeOpenAIServer) -> None:
+    server.plan_faults(["503"], count=3)
+    completion, backend, _ = complete_one(make_config(server.url, max_retries=0), chat_prompt())
+    assert completion.error is not None and completion.error.startswith("HTTP 503 after 1 attempt")
+    assert server.total_requests == 1 and backend.stats()["retries"] == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# What the server knows: models, context length, token counts
+
+
+def test_models_are_asked_once_for_preflight_and_context_length() -> None:
+    with FakeOpenAIServer(models=(MODEL, "other-model"), max_model_len=4096) as srv:
+
+        async def body(backend: OpenAICompatBackend) -> tuple[int | None, list[Any]]:
+            lengths = await asyncio.gather(*(backend.context_length() for _ in range(5)))
+            await backend.preflight()
+            assert set(lengths) == {4096}
+            return lengths[0], await backend.models()
+
+        context, models = with_backend(make_config(srv.url), body)
+        assert context == 4096 and [m["id"] for m in models] == [MODEL, "other-model"]
+        assert srv.stats()["models_requests"] == 1
+
+
+def test_context_length_is_none_without_max_model_len_or_server(server: FakeOpenAIServer) -> None:
+    assert with_backend(make_config(server.url), lambda b: b.context_length()) is None
+    assert with_backend(make_config(f"http://127.0.0.1:{free_port()}/v1"), lambda b: b.context_length()) is None
+
+
+def test_count_tokens_concurrently_each_text_once() -> None:
+    texts = [f"word {'x ' * i}" for i in range(10)]
+    with FakeOpenAIServer(models=(MODEL,), tokenize=True) as srv:
+
+        async def body(backend: OpenAICompatBackend) -> list[int | None]:
+            return await asyncio.gather(*(backend.count_tokens(t) for t in texts * 5))
+
+        counts = with_backend(make_config(srv.url), body)
+        assert counts == [len(t.split()) for t in texts] * 5
+        assert srv.stats()["tokenize_requests"] == 1 + 10  # the tokenizer probe, then each text once
+        assert srv.max_in_flight == 0  # counts are no generation requests
+
+
+def test_count_tokens_of_messages_and_without_a_tokenizer(server: FakeOpenAIServer) -> None:
+    messages = (Message("system", "be brief"), Message("user", "hello there doctor"))
+    with FakeOpenAIServer(models=(MODEL,), tokenize=True) as srv:
+        assert with_backend(make_config(srv.url), lambda b: b.count_tokens(messages)) == 3 + 4 + 1
+    assert with_backend(make_config(server.url), lambda b: b.count_tokens("no tokenizer here")) is None
+    with FakeOpenAIServer(models=(MODEL,), tokenize="llamacpp") as srv:
+        assert with_backend(make_config(srv.url), lambda b: b.count_tokens("three words here")) == 3
+        assert with_backend(make_config(srv.url), lambda b: b.count_tokens(messages)) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Embeddings: the same HTTP path and retry policy
+
+
+def test_embeddings_are_retried_by_the_same_policy(server: FakeOpenAIServer) -> None:
+    from evalpipe.backends.embeddings import HTTPEmbeddingsConfig, OpenAIEmbeddings
+    from tests.support.fake_openai import fake_vector
+
+    server.plan_faults(["429:retry_after=0.3", "500", "drop"])
+
+    async def main() -> tuple[Any, int]:
+        embedder = OpenAIEmbeddings(HTTPEmbeddingsConfig(base_url=server.url, model=MODEL, api_key_env=KEY_ENV,
+                                                         batch_size=2, max_retries=3, backoff_base_s=0.005,
+                                                         backoff_max_s=0.02))
+        try:
+            return await embedder.embed(["a", "bb", "ccc"]), embedder.requests
+        finally:
+            await embedder.aclose()
+
+    started = time.perf_counter()
+    vectors, requests = run(main())
+    assert vectors.tolist() == [fake_vector(t) for t in ["a", "bb", "ccc"]]
+    assert requests == 2 + 3 and server.total_requests == 5
+    assert time.perf_counter() - started >= 0.3  # the Retry-After was waited out
+
+
+def test_embeddings_failure_is_one_scrubbed_line(monkeypatch: pytest.MonkeyPatch, server: FakeOpenAIServer) -> None:
+    from evalpipe.backends.embeddings import HTTPEmbeddingsConfig, OpenAIEmbeddings
+
+    monkeypatch.setenv(KEY_ENV, "sk-embed-secret-77")
+    server.plan_faults(["echo_auth"])
+    embedder = OpenAIEmbeddings(HTTPEmbeddingsConfig(base_url=server.url, model=MODEL, api_key_env=KEY_ENV))
+
+    async def main() -> Any:
+        try:
+            return await embedder.embed(["x"])
+        finally:
+            await embedder.aclose()
+
+    with pytest.raises(BackendError) as info:
+        run(main())
+    message = str(info.value)
+    assert "HTTP 401 after 1 attempt" in message and "\n" not in message
+    assert "sk-embed-secret-77" not in message and "***" in message

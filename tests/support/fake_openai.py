@@ -1,11 +1,9 @@
-"""A real, loopback-only, OpenAI-compatible HTTP server for tests and benches.
+"""A real, loopback-only, OpenAI-compatible HTTP server for tests and benches, on ``aiohttp.web``.
 
-Why a real server rather than mocking the SDK: the behaviours worth testing in a backend (retries,
-timeouts, dropped connections, connection-pool limits, Retry-After handling) live in the HTTP and
-socket layers, which a mock skips. This server speaks just enough HTTP/1.1 (keep-alive,
-Content-Length bodies; chunked replies with the ``chunked`` fault) on
-:func:`asyncio.start_server`, so it needs no dependency beyond the standard library, and it
-never blocks a thread: latency is an ``asyncio.sleep``, so any number of requests can be in
+Why a real server rather than mocking a client: the behaviours worth testing in a backend (retries,
+timeouts, dropped connections, connection reuse, Retry-After handling, what an error body carries)
+live in the HTTP and socket layers, which a mock skips. The HTTP protocol is aiohttp's; this module
+only decides *what* to answer. Latency is an ``asyncio.sleep``, so any number of requests can be in
 flight at once.
 
 Three ways to run it:
@@ -25,9 +23,14 @@ Three ways to run it:
 
   The first line on stdout is the base URL (``http://127.0.0.1:PORT/v1``). From Python use
   :class:`FakeOpenAIProcess`, which starts it, reads the URL and talks to the ``/_admin``
-  endpoints (``stats``, ``faults``, ``reset``) so counters and fault plans work across processes.
+  endpoints (``stats``, ``faults``, ``reset``, ``timeline``) so counters, fault plans and the
+  request timeline work across processes.
 
 * **in the caller's event loop**: ``await server.serve_async()`` / ``await server.close_async()``.
+
+Routes: ``GET /v1/models`` (with ``max_model_len`` per model when given, as vLLM does),
+``POST /v1/chat/completions``, ``POST /v1/completions``, ``POST /v1/embeddings``, ``GET /health``,
+and with ``tokenize=`` vLLM's ``POST /tokenize`` or llama.cpp's ``POST /extras/tokenize/count``.
 
 Answers come from a *responder*, ``responder(request_json) -> str | None``. The default,
 :func:`echo_responder`, is deterministic in the prompt: for a prompt containing
@@ -35,9 +38,10 @@ Answers come from a *responder*, ``responder(request_json) -> str | None``. The 
 the text with no entities tagged). :class:`ScriptedResponder` maps substrings of the last user
 message (or the completions prompt) to fixed answers.
 
-Faults are planned per request, see :class:`Fault` for the spec syntax
-(``"429:retry_after=1"``, ``"500"``, ``"slow:5"``, ``"malformed_json"``, ``"empty_content"``,
-``"null_content"``, ``"drop"``, ``"drop_mid"``, ``"chunked"``, ``"400"``, ``"ok"``).
+Faults are planned per request (generation and embeddings requests), see :class:`Fault` for the
+spec syntax (``"429:retry_after=1"``, ``"500"``, ``"slow:5"``, ``"malformed_json"``,
+``"empty_content"``, ``"null_content"``, ``"drop"``, ``"drop_mid"``, ``"chunked"``, ``"400"``,
+``"ok"``, and the hostile ones ``"lone_surrogate"``, ``"echo_auth"``, ``"wrong_shape"``).
 """
 
 from __future__ import annotations
@@ -59,15 +63,18 @@ import threading
 import time
 import traceback
 import urllib.request
+import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from http import HTTPStatus
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
+
 __all__ = [
     "DEFAULT_MODELS",
+    "LONE_SURROGATE",
     "TEXT_MARKER",
     "FakeOpenAIProcess",
     "FakeOpenAIServer",
@@ -75,6 +82,8 @@ __all__ = [
     "Fault",
     "ScriptedResponder",
     "echo_responder",
+    "fake_token_count",
+    "fake_vector",
     "prompt_key",
     "request_text",
 ]
@@ -83,12 +92,18 @@ DEFAULT_MODELS: tuple[str, ...] = ("fake-model",)
 #: the line that introduces the input text in evalpipe's extraction templates
 TEXT_MARKER = "Text to process:\n"
 LOOPBACK = "127.0.0.1"
+#: what the ``lone_surrogate`` fault answers: valid JSON (``"\\udcff"``), but no valid UTF-8 text
+LONE_SURROGATE = "<response>broken \udcff answer</response>"
 
 Responder = Callable[[Mapping[str, Any]], "str | None"]
 JSONDict = dict[str, Any]
 
-_GENERATION_PATHS = {"/v1/chat/completions": "chat", "/v1/completions": "completions"}
-_MAX_HEADER_BYTES = 64 * 1024
+_ENDPOINTS = {"/v1/chat/completions": "chat", "/v1/completions": "completions", "/v1/embeddings": "embeddings"}
+#: request bodies up to this size (LongHealth prompts run to hundreds of kB)
+_MAX_BODY_BYTES = 64 * 1024 * 1024
+#: bytes per chunk of a ``chunked`` fault's body (small, so a reply spans several chunks)
+_CHUNK_BYTES = 64
+_EMBEDDING_DIMS = 8
 
 
 # --------------------------------------------------------------------------------------------
@@ -158,24 +173,64 @@ class ScriptedResponder:
 
 
 def prompt_key(body: Mapping[str, Any]) -> str:
-    """A short stable hash of what was asked (messages or prompt), for per-prompt request counts."""
-    payload = body.get("messages") if "messages" in body else body.get("prompt")
+    """A short stable hash of what was asked (messages, prompt or input), for per-prompt counts."""
+    for field in ("messages", "prompt", "input"):
+        if field in body:
+            payload = body[field]
+            break
+    else:
+        payload = None
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def fake_vector(text: str) -> list[float]:
+    """The fake embedding: character counts in 8 buckets (``ord(ch) % 8``), so tests can compute it."""
+    vector = [0.0] * _EMBEDDING_DIMS
+    for ch in text:
+        vector[ord(ch) % _EMBEDDING_DIMS] += 1.0
+    return vector
+
+
+def fake_token_count(body: Mapping[str, Any]) -> int:
+    """The fake tokenizer: one token per whitespace-separated word, so tests can count by hand.
+
+    A chat request is counted through a fake template, ``<|role|> content`` per message plus
+    ``<|assistant|>`` for the generation prompt: each message costs its words plus one, and the
+    generation prompt one more. llama.cpp's form sends ``{"input": text}``.
+    """
+    if "messages" in body:
+        messages = body["messages"]
+        total = sum(1 + len(_content_text(m.get("content")).split()) for m in messages)
+        return total + (1 if body.get("add_generation_prompt", True) else 0)
+    return len(str(body["prompt"] if "prompt" in body else body["input"]).split())
+
+
+def _estimate_tokens(text: str) -> int:
+    """Rough token count (4 characters a token) so usage fields look like a real server's."""
+    return max(1, math.ceil(len(text) / 4)) if text else 0
+
+
+def _apply_stop(text: str, stop: Any) -> str:
+    """Cut the answer at the earliest stop sequence, as real servers do."""
+    stops = [stop] if isinstance(stop, str) else [s for s in (stop or []) if isinstance(s, str) and s]
+    cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
+    return text[:cut] if cut >= 0 else text
 
 
 # --------------------------------------------------------------------------------------------
 # Faults
 
 
-_NO_ARG_KINDS = {"ok", "malformed_json", "empty_content", "null_content", "drop", "drop_mid", "chunked"}
-#: bytes per chunk of a ``chunked`` fault's body (small, so a reply spans several chunks)
-_CHUNK_BYTES = 64
+_NO_ARG_KINDS = {
+    "ok", "malformed_json", "empty_content", "null_content", "drop", "drop_mid", "chunked",
+    "lone_surrogate", "echo_auth", "wrong_shape",
+}
 
 
 @dataclass(frozen=True)
 class Fault:
-    """What to do wrong with one generation request.
+    """What to do wrong with one generation (or embeddings) request.
 
     Spec syntax (``Fault.parse``), ``KIND[:ARG]`` where ARG is a number or ``key=value`` pairs
     joined by ``,``:
@@ -190,8 +245,13 @@ class Fault:
     ``"empty_content"``                 200 with ``content: ""``
     ``"null_content"``                  200 with ``content: null``
     ``"drop"``                          close the connection without sending anything
-    ``"drop_mid"``                      send the headers and half the body, then close
+    ``"drop_mid"``                      send the headers and part of the body, then close
     ``"chunked"``                       a normal answer, sent with ``Transfer-Encoding: chunked``
+    ``"lone_surrogate"``                200 whose content is :data:`LONE_SURROGATE` (valid JSON
+                                        ``"\\udcff"``, not encodable as UTF-8)
+    ``"echo_auth"``                     401 whose error message quotes the request's
+                                        ``Authorization`` header (a careless server)
+    ``"wrong_shape"``                   200 with valid JSON that is no completion (``choices: []``)
     ==================================  ==========================================================
     """
 
@@ -218,7 +278,7 @@ class Fault:
             except ValueError:
                 raise ValueError(f"fault {spec!r}: slow needs seconds, e.g. 'slow:5'") from None
         if kind in _NO_ARG_KINDS and not arg:
-            return cls(kind=kind)
+            return cls(kind=kind, status=401 if kind == "echo_auth" else None)
         raise ValueError(f"unknown fault spec {spec!r}; see tests.support.fake_openai.Fault")
 
     @classmethod
@@ -248,57 +308,24 @@ class FakeRequest:
     path: str
     headers: Mapping[str, str]
     body: Any
-    endpoint: str | None  # "chat", "completions", or None for other paths
+    endpoint: str | None  # "chat", "completions", "embeddings", or None for other paths
 
 
 FaultPolicy = Callable[[FakeRequest], "Fault | str | None"]
 
 
-@dataclass
-class _Reply:
-    """What the connection handler should send back."""
-
-    status: int = 200
-    payload: bytes = b""
-    headers: list[tuple[str, str]] = field(default_factory=list)
-    drop: str | None = None  # None, "before" (nothing sent) or "mid" (half a response)
-    chunked: bool = False  # send the payload with Transfer-Encoding: chunked
+def _json_response(status: int, obj: Any, headers: Mapping[str, str] | None = None, *,
+                   ascii_only: bool = False) -> web.Response:
+    text = json.dumps(obj, ensure_ascii=ascii_only, separators=(",", ":"))
+    return web.Response(status=status, body=text.encode("utf-8"), content_type="application/json",
+                        headers=headers)
 
 
-def _json_reply(status: int, obj: Any, headers: list[tuple[str, str]] | None = None) -> _Reply:
-    payload = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return _Reply(status, payload, [("Content-Type", "application/json"), *(headers or [])])
-
-
-def _error_reply(status: int, message: str, type_: str, code: str | None = None, **extra: Any) -> _Reply:
-    body = {"error": {"message": message, "type": type_, "param": extra.pop("param", None), "code": code}}
-    return _json_reply(status, body, extra.pop("headers", None))
-
-
-def _estimate_tokens(text: str) -> int:
-    """Rough token count (4 characters a token) so usage fields look like a real server's."""
-    return max(1, math.ceil(len(text) / 4)) if text else 0
-
-
-def fake_token_count(body: Mapping[str, Any]) -> int:
-    """The fake ``/tokenize``: one token per whitespace-separated word, so tests can count by hand.
-
-    A chat request is counted through a fake template, ``<|role|> content`` per message plus
-    ``<|assistant|>`` for the generation prompt: each message costs its words plus one, and the
-    generation prompt one more.
-    """
-    if "messages" in body:
-        messages = body["messages"]
-        total = sum(1 + len(_content_text(m.get("content")).split()) for m in messages)
-        return total + (1 if body.get("add_generation_prompt", True) else 0)
-    return len(str(body["prompt"]).split())
-
-
-def _apply_stop(text: str, stop: Any) -> str:
-    """Cut the answer at the earliest stop sequence, as real servers do."""
-    stops = [stop] if isinstance(stop, str) else [s for s in (stop or []) if isinstance(s, str) and s]
-    cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
-    return text[:cut] if cut >= 0 else text
+def _error_response(status: int, message: str, type_: str, code: str | None = None, *,
+                    param: str | None = None, headers: Mapping[str, str] | None = None) -> web.Response:
+    body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
+    # ASCII escapes: an echoed header or message may carry anything
+    return _json_response(status, body, headers, ascii_only=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -314,8 +341,14 @@ class FakeOpenAIServer:
     ``api_key``: when set, ``/v1/*`` requires ``Authorization: Bearer <api_key>`` (401 otherwise).
     ``record``: keep every generation request (:attr:`requests`); benches turn it off.
     ``max_model_len``: reported per model by ``GET /v1/models``, as vLLM does.
-    ``tokenize``: answer vLLM's ``POST /tokenize`` (see :func:`fake_token_count`); with
-    ``chat_template=False`` a chat-form request is refused (400), as for a model without a template.
+    ``tokenize``: answer a tokenizer endpoint (see :func:`fake_token_count`): ``True`` or
+    ``"vllm"`` for vLLM's ``POST /tokenize`` (with ``chat_template=False`` a chat-form request is
+    refused, 400, as for a model without a template), ``"llamacpp"`` for llama.cpp's
+    ``POST /extras/tokenize/count``.
+
+    Every generation request's arrival and reply times (``time.monotonic``, which is the same
+    clock in every process on Linux) are kept in :meth:`timeline`, so a bench can see how quickly
+    a client refills a finished request's slot.
 
     All public methods are safe to call from any thread while the server runs in its own.
     """
@@ -330,12 +363,14 @@ class FakeOpenAIServer:
         record: bool = True,
         port: int = 0,
         max_model_len: int | None = None,
-        tokenize: bool = False,
+        tokenize: bool | str = False,
         chat_template: bool = True,
     ) -> None:
+        if tokenize not in (False, True, "vllm", "llamacpp"):
+            raise ValueError(f"tokenize must be False, True, 'vllm' or 'llamacpp' (got {tokenize!r})")
         self.models = tuple(models)
         self.max_model_len = max_model_len
-        self.tokenize = tokenize
+        self.tokenize: str | None = "vllm" if tokenize is True else (tokenize or None)
         self.chat_template = chat_template
         self.responder: Responder = responder or echo_responder
         self.latency = latency
@@ -347,10 +382,10 @@ class FakeOpenAIServer:
         self._policy: FaultPolicy | None = None
         self._ids = itertools.count(1)
         self._in_flight = 0
+        self._peers: weakref.WeakSet[Any] = weakref.WeakSet()
         self._reset_counters_locked()
-        self._server: asyncio.Server | None = None
+        self._runner: web.AppRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._handlers: set[asyncio.Task[None]] = set()
         self._thread: threading.Thread | None = None
         self.port: int | None = None
 
@@ -381,8 +416,8 @@ class FakeOpenAIServer:
             self._policy = None
 
     def reset_counters(self) -> None:
-        """Zero the counters and forget recorded requests (faults stay planned; requests still in
-        flight stay counted in ``in_flight``)."""
+        """Zero the counters and forget recorded requests and the timeline (faults stay planned;
+        requests still in flight stay counted in ``in_flight``)."""
         with self._lock:
             self._reset_counters_locked()
 
@@ -395,6 +430,7 @@ class FakeOpenAIServer:
         self._max_in_flight = self._in_flight
         self._requests: list[FakeRequest] = []
         self._connections = 0
+        self._timeline: list[tuple[float, float]] = []
 
     # -- counters -----------------------------------------------------------------------------
 
@@ -407,7 +443,7 @@ class FakeOpenAIServer:
 
     @property
     def total_requests(self) -> int:
-        """Generation requests received (chat + completions), faulted ones included."""
+        """Generation (and embeddings) requests received, faulted ones included."""
         return self._total
 
     @property
@@ -416,7 +452,8 @@ class FakeOpenAIServer:
 
     @property
     def connections(self) -> int:
-        """TCP connections accepted (a client that reuses keep-alive connections opens few)."""
+        """TCP connections that carried a request (a client that reuses keep-alive connections
+        opens few)."""
         return self._connections
 
     @property
@@ -447,6 +484,11 @@ class FakeOpenAIServer:
             return self.per_prompt().get(prompt_key(body_or_text), 0)
         return sum(body_or_text in request_text(r.body) for r in self.requests if isinstance(r.body, Mapping))
 
+    def timeline(self) -> list[tuple[float, float]]:
+        """``(arrival, reply)`` monotonic times of every generation request, in arrival order."""
+        with self._lock:
+            return list(self._timeline)
+
     def stats(self) -> JSONDict:
         """All counters as plain JSON (what ``GET /_admin/stats`` returns)."""
         with self._lock:
@@ -467,25 +509,33 @@ class FakeOpenAIServer:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
+    def _app(self) -> web.Application:
+        app = web.Application(client_max_size=_MAX_BODY_BYTES, middlewares=[self._middleware])
+        app.router.add_route("*", "/_admin/{name}", self._admin)
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/tokenize", self._tokenize)
+        app.router.add_post("/extras/tokenize/count", self._tokenize)
+        for path in _ENDPOINTS:
+            app.router.add_post(path, self._generate)
+        return app
+
     async def serve_async(self) -> None:
         """Start listening in the running event loop (returns once the port is bound)."""
         self._loop = asyncio.get_running_loop()
-        self._server = await asyncio.start_server(
-            self._on_connection, LOOPBACK, self._requested_port, limit=_MAX_HEADER_BYTES, backlog=4096
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
+        self._runner = web.AppRunner(self._app(), access_log=None, handle_signals=False, shutdown_timeout=0.1)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, LOOPBACK, self._requested_port, backlog=4096)
+        await site.start()
+        server = site._server  # noqa: SLF001 - aiohttp exposes the bound port nowhere else
+        assert isinstance(server, asyncio.base_events.Server)
+        self.port = server.sockets[0].getsockname()[1]
 
     async def close_async(self) -> None:
         """Stop listening and cut every open connection (slow replies included)."""
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._handlers):
-            task.cancel()
-        if self._handlers:
-            await asyncio.gather(*self._handlers, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
 
     def start(self, timeout: float = 10.0) -> FakeOpenAIServer:
         """Run the server on its own event loop in a daemon thread; returns once it listens."""
@@ -536,126 +586,94 @@ class FakeOpenAIServer:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    # -- HTTP ---------------------------------------------------------------------------------
+    # -- handlers -----------------------------------------------------------------------------
 
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Serve one keep-alive connection: read a request, reply, repeat until the peer closes."""
-        task = asyncio.current_task()
-        assert task is not None
-        self._handlers.add(task)
-        with self._lock:
-            self._connections += 1
-        try:
-            while await self._serve_one(reader, writer):
-                pass
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
-            pass  # the client went away or sent garbage: nothing useful to answer
-        except asyncio.CancelledError:
-            pass  # shutdown; ending normally keeps 3.11's stream callback from logging it
-        finally:
-            self._handlers.discard(task)
-            writer.transport.abort()
-
-    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-        """Handle one request; False when the connection should close."""
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError:
-            return False  # clean close between requests
-        request_line, *header_lines = head[:-4].decode("latin-1").split("\r\n")
-        method, target, version = request_line.split(" ", 2)
-        headers = {}
-        for line in header_lines:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            await self._write(writer, _error_reply(411, "chunked bodies are not supported", "invalid_request_error"))
-            return False
-        length = int(headers.get("content-length", "0") or 0)
-        raw = await reader.readexactly(length) if length else b""
-        keep_alive = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
-        reply = await self._dispatch(method, target.split("?", 1)[0], headers, raw)
-        if reply.drop == "before":
-            return False
-        if reply.drop == "mid":
-            await self._write(writer, reply, truncate=True)
-            return False
-        await self._write(writer, reply, keep_alive=keep_alive)
-        return keep_alive
-
-    @staticmethod
-    async def _write(
-        writer: asyncio.StreamWriter, reply: _Reply, *, keep_alive: bool = True, truncate: bool = False
-    ) -> None:
-        phrase = HTTPStatus(reply.status).phrase if reply.status in HTTPStatus._value2member_map_ else "Unknown"
-        framing = "Transfer-Encoding: chunked" if reply.chunked else f"Content-Length: {len(reply.payload)}"
-        lines = [f"HTTP/1.1 {reply.status} {phrase}", framing]
-        lines += [f"{k}: {v}" for k, v in reply.headers]
-        lines.append("Connection: keep-alive" if keep_alive else "Connection: close")
-        payload = reply.payload[: len(reply.payload) // 2] if truncate else reply.payload
-        if reply.chunked:
-            pieces = [payload[i : i + _CHUNK_BYTES] for i in range(0, len(payload), _CHUNK_BYTES)]
-            payload = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
-        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload)
-        await writer.drain()
-
-    async def _dispatch(self, method: str, path: str, headers: Mapping[str, str], raw: bytes) -> _Reply:
-        if path.startswith("/_admin/"):
-            return self._admin(method, path, raw)
-        if path == "/health" and method == "GET":  # vLLM's liveness route (no key needed)
-            return _Reply(200, b"")
-        if self._api_key is not None and headers.get("authorization") != f"Bearer {self._api_key}":
-            return _error_reply(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
-        if path == "/v1/models" and method == "GET":
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Count connections; unknown routes get an OpenAI-style error body, as real servers send."""
+        transport = request.transport
+        if transport is not None and transport not in self._peers:
+            self._peers.add(transport)
             with self._lock:
-                self._models_requests += 1
-            data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake-openai"} for m in self.models]
-            if self.max_model_len is not None:
-                data = [{**entry, "max_model_len": self.max_model_len} for entry in data]
-            return _json_reply(200, {"object": "list", "data": data})
-        if path == "/tokenize" and method == "POST" and self.tokenize:
-            return self._tokenize(raw)
-        endpoint = _GENERATION_PATHS.get(path)
-        if endpoint is None or method != "POST":
-            return _error_reply(404, f"no route for {method} {path}", "invalid_request_error", "not_found")
-        return await self._generate(endpoint, path, headers, raw)
+                self._connections += 1
+        try:
+            return await handler(request)
+        except (web.HTTPNotFound, web.HTTPMethodNotAllowed):
+            return _error_response(404, f"no route for {request.method} {request.path}", "invalid_request_error",
+                                   "not_found")
 
-    def _tokenize(self, raw: bytes) -> _Reply:
+    def _authorised(self, request: web.Request) -> web.Response | None:
+        """None if the request may proceed, else the 401 to send."""
+        if self._api_key is None or request.headers.get("Authorization") == f"Bearer {self._api_key}":
+            return None
+        return _error_response(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200)  # vLLM's liveness route (no key needed)
+
+    async def _models(self, request: web.Request) -> web.Response:
+        refused = self._authorised(request)
+        if refused is not None:
+            return refused
+        with self._lock:
+            self._models_requests += 1
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake-openai"} for m in self.models]
+        if self.max_model_len is not None:
+            data = [{**entry, "max_model_len": self.max_model_len} for entry in data]
+        return _json_response(200, {"object": "list", "data": data})
+
+    async def _tokenize(self, request: web.Request) -> web.Response:
+        flavour = "vllm" if request.path == "/tokenize" else "llamacpp"
+        if self.tokenize != flavour:
+            return _error_response(404, f"no route for POST {request.path}", "invalid_request_error", "not_found")
+        refused = self._authorised(request)
+        if refused is not None:
+            return refused
         with self._lock:
             self._tokenize_requests += 1
         try:
-            body = json.loads(raw)
+            body = json.loads(await request.read())
         except ValueError:
-            return _error_reply(400, "invalid JSON", "invalid_request_error")
-        if not isinstance(body, dict) or not ("prompt" in body or "messages" in body):
-            return _error_reply(400, "prompt or messages required", "invalid_request_error")
+            return _error_response(400, "invalid JSON", "invalid_request_error")
+        wanted = ("input",) if flavour == "llamacpp" else ("prompt", "messages")
+        if not isinstance(body, dict) or not any(k in body for k in wanted):
+            return _error_response(400, f"{' or '.join(wanted)} required", "invalid_request_error")
         if "messages" in body and not self.chat_template:
-            return _error_reply(400, "this model has no chat template", "invalid_request_error")
+            return _error_response(400, "this model has no chat template", "invalid_request_error")
         count = fake_token_count(body)
-        return _json_reply(200, {"count": count, "max_model_len": self.max_model_len or 0,
-                                 "tokens": list(range(count))})
+        if flavour == "llamacpp":
+            return _json_response(200, {"count": count})
+        return _json_response(200, {"count": count, "max_model_len": self.max_model_len or 0,
+                                    "tokens": list(range(count))})
 
-    async def _generate(self, endpoint: str, path: str, headers: Mapping[str, str], raw: bytes) -> _Reply:
+    async def _generate(self, request: web.Request) -> web.StreamResponse:
+        arrived = time.monotonic()
+        endpoint = _ENDPOINTS[request.path]
+        raw = await request.read()
         try:
             body = json.loads(raw)
         except ValueError:
-            return _error_reply(400, "request body is not valid JSON", "invalid_request_error")
+            return _error_response(400, "request body is not valid JSON", "invalid_request_error")
         if not isinstance(body, dict):
-            return _error_reply(400, "request body must be a JSON object", "invalid_request_error")
-        request = FakeRequest("POST", path, dict(headers), body, endpoint)
-        fault = self._admit(request)
+            return _error_response(400, "request body must be a JSON object", "invalid_request_error")
+        refused = self._authorised(request)
+        if refused is not None:
+            return refused
+        fake = FakeRequest("POST", request.path, {k.lower(): v for k, v in request.headers.items()}, body, endpoint)
+        fault = self._admit(fake)
         try:
             delay = self.latency + (fault.delay_s if fault else 0.0)
             if delay > 0:
                 await asyncio.sleep(delay)
             try:
-                return self._answer(endpoint, body, fault)
+                return await self._answer(request, fake, fault)
             except Exception as exc:  # a broken test responder: say so instead of dropping
                 traceback.print_exc(file=sys.stderr)
-                return _error_reply(500, f"fake server error: {exc!r}", "server_error")
+                return _error_response(500, f"fake server error: {exc!r}", "server_error")
         finally:
             with self._lock:
                 self._in_flight -= 1
+                self._timeline.append((arrived, time.monotonic()))
 
     def _admit(self, request: FakeRequest) -> Fault | None:
         """Count the request and pick its fault (planned queue first, then the policy)."""
@@ -678,35 +696,64 @@ class FakeOpenAIServer:
                 self._faults_injected[fault.label] += 1
         return fault
 
-    def _answer(self, endpoint: str, body: JSONDict, fault: Fault | None) -> _Reply:
-        if fault is not None and fault.kind == "status":
+    async def _answer(self, request: web.Request, fake: FakeRequest, fault: Fault | None) -> web.StreamResponse:
+        kind = fault.kind if fault is not None else None
+        if fault is not None and kind == "status":
             return self._status_fault(fault)
-        if fault is not None and fault.kind == "drop":
-            return _Reply(drop="before")
+        if kind == "echo_auth":
+            shown = request.headers.get("Authorization", "(none)")
+            return _error_response(401, f"invalid credentials: {shown}", "invalid_request_error", "invalid_api_key")
+        if kind == "drop":
+            request.transport.abort()  # type: ignore[union-attr]
+            return web.Response()  # never sent: the connection is gone
+        body, endpoint = fake.body, fake.endpoint
         model = body.get("model")
         if model not in self.models:
-            return _error_reply(
-                404, f"The model `{model}` does not exist.", "invalid_request_error", "model_not_found", param="model"
-            )
-        if endpoint == "chat" and not (isinstance(body.get("messages"), list) and body["messages"]):
-            return _error_reply(400, "'messages' must be a non-empty list", "invalid_request_error", param="messages")
-        if endpoint == "completions" and not isinstance(body.get("prompt"), (str, list)):
-            return _error_reply(400, "'prompt' is required", "invalid_request_error", param="prompt")
-        if fault is not None and fault.kind in ("empty_content", "null_content"):
-            text: str | None = "" if fault.kind == "empty_content" else None
+            return _error_response(404, f"The model `{model}` does not exist.", "invalid_request_error",
+                                   "model_not_found", param="model")
+        invalid = _invalid_request(endpoint, body)
+        if invalid is not None:
+            return invalid
+        if kind == "wrong_shape":
+            return _json_response(200, {"object": "chat.completion", "choices": []})
+        if endpoint == "embeddings":
+            payload = self._embeddings_json(body)
         else:
-            text = self.responder(body)
-            text = _apply_stop(text, body.get("stop")) if text is not None else None
-        reply = _json_reply(200, self._completion_json(endpoint, body, text))
-        if fault is not None and fault.kind == "malformed_json":
-            reply.payload = reply.payload[: max(1, len(reply.payload) // 2)]
-        if fault is not None and fault.kind == "drop_mid":
-            reply.drop = "mid"
-        if fault is not None and fault.kind == "chunked":
-            reply.chunked = True
-        return reply
+            if kind in ("empty_content", "null_content"):
+                text: str | None = "" if kind == "empty_content" else None
+            elif kind == "lone_surrogate":
+                text = LONE_SURROGATE
+            else:
+                text = self.responder(body)
+                text = _apply_stop(text, body.get("stop")) if text is not None else None
+            payload = self._completion_json(endpoint, body, text)
+        encoded = json.dumps(payload, ensure_ascii=kind == "lone_surrogate", separators=(",", ":")).encode("utf-8")
+        if kind == "malformed_json":
+            encoded = encoded[: max(1, len(encoded) // 2)]
+        if kind in ("drop_mid", "chunked"):
+            return await self._stream(request, encoded, cut=kind == "drop_mid")
+        return web.Response(status=200, body=encoded, content_type="application/json")
 
-    def _completion_json(self, endpoint: str, body: JSONDict, text: str | None) -> JSONDict:
+    @staticmethod
+    async def _stream(request: web.Request, payload: bytes, *, cut: bool) -> web.StreamResponse:
+        """``chunked``: the payload in small chunks; ``drop_mid``: half of it under a Content-Length
+        for all of it, then the connection is cut."""
+        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        if cut:
+            response.content_length = len(payload)
+        else:
+            response.enable_chunked_encoding()
+        await response.prepare(request)
+        if cut:
+            await response.write(payload[: len(payload) // 2])
+            request.transport.abort()  # type: ignore[union-attr]
+            return response
+        for i in range(0, len(payload), _CHUNK_BYTES):
+            await response.write(payload[i : i + _CHUNK_BYTES])
+        await response.write_eof()
+        return response
+
+    def _completion_json(self, endpoint: str | None, body: JSONDict, text: str | None) -> JSONDict:
         n = next(self._ids)
         prompt_tokens = _estimate_tokens(json.dumps(body.get("messages") or body.get("prompt") or ""))
         completion_tokens = _estimate_tokens(text or "")
@@ -730,39 +777,60 @@ class FakeOpenAIServer:
         }
 
     @staticmethod
-    def _status_fault(fault: Fault) -> _Reply:
+    def _embeddings_json(body: JSONDict) -> JSONDict:
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        data = [{"object": "embedding", "index": i, "embedding": fake_vector(str(t))} for i, t in enumerate(texts)]
+        # reversed, as servers may reorder: clients must put rows back by index
+        return {"object": "list", "data": data[::-1], "model": body["model"],
+                "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}}
+
+    @staticmethod
+    def _status_fault(fault: Fault) -> web.Response:
         assert fault.status is not None
-        headers: list[tuple[str, str]] = []
+        headers: dict[str, str] = {}
         if fault.retry_after_s is not None:
             if fault.retry_after_as_date:
-                value = email.utils.formatdate(time.time() + fault.retry_after_s, usegmt=True)
+                headers["Retry-After"] = email.utils.formatdate(time.time() + fault.retry_after_s, usegmt=True)
             else:
-                value = f"{fault.retry_after_s:g}"
-            headers.append(("Retry-After", value))
+                headers["Retry-After"] = f"{fault.retry_after_s:g}"
         type_ = "rate_limit_error" if fault.status == 429 else (
             "server_error" if fault.status >= 500 else "invalid_request_error"
         )
         message = fault.message or f"injected fault: HTTP {fault.status}"
-        return _error_reply(fault.status, message, type_, str(fault.status), headers=headers)
+        return _error_response(fault.status, message, type_, str(fault.status), headers=headers)
 
-    def _admin(self, method: str, path: str, raw: bytes) -> _Reply:
+    async def _admin(self, request: web.Request) -> web.Response:
         """Control endpoints for a server in another process (see :class:`FakeOpenAIProcess`)."""
-        if path == "/_admin/stats" and method == "GET":
-            return _json_reply(200, self.stats())
-        if path == "/_admin/requests" and method == "GET":
-            return _json_reply(200, [r.body for r in self.requests])
-        if path == "/_admin/faults" and method == "POST":
+        name, method = request.match_info["name"], request.method
+        if name == "stats" and method == "GET":
+            return _json_response(200, self.stats())
+        if name == "requests" and method == "GET":
+            return _json_response(200, [r.body for r in self.requests], ascii_only=True)
+        if name == "timeline" and method == "GET":
+            return _json_response(200, self.timeline())
+        if name == "faults" and method == "POST":
             try:
-                spec = json.loads(raw or b"{}")
+                spec = json.loads(await request.read() or b"{}")
                 self.plan_faults(spec.get("faults", []), int(spec.get("count", 1)))
             except (ValueError, TypeError, AttributeError) as exc:
-                return _error_reply(400, str(exc), "invalid_request_error")
-            return _json_reply(200, {"faults_pending": len(self._faults)})
-        if path == "/_admin/reset" and method == "POST":
+                return _error_response(400, str(exc), "invalid_request_error")
+            return _json_response(200, {"faults_pending": len(self._faults)})
+        if name == "reset" and method == "POST":
             self.clear_faults()
             self.reset_counters()
-            return _json_reply(200, {"reset": True})
-        return _error_reply(404, f"no admin route {method} {path}", "invalid_request_error")
+            return _json_response(200, {"reset": True})
+        return _error_response(404, f"no admin route {method} {request.path}", "invalid_request_error")
+
+
+def _invalid_request(endpoint: str | None, body: JSONDict) -> web.Response | None:
+    """The 400 a real server sends for a body without its endpoint's required field, else None."""
+    if endpoint == "chat" and not (isinstance(body.get("messages"), list) and body["messages"]):
+        return _error_response(400, "'messages' must be a non-empty list", "invalid_request_error", param="messages")
+    if endpoint == "completions" and not isinstance(body.get("prompt"), (str, list)):
+        return _error_response(400, "'prompt' is required", "invalid_request_error", param="prompt")
+    if endpoint == "embeddings" and not isinstance(body.get("input"), (str, list)):
+        return _error_response(400, "'input' is required", "invalid_request_error", param="input")
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -776,8 +844,8 @@ class FakeOpenAIProcess:
     """The fake server in a child process (``python -m tests.support.fake_openai``).
 
     Use it where the server must not share the client's process: throughput benches (the
-    server's CPU would steal the client's GIL) and tests that kill the client mid-run. Counters
-    and fault plans go through the ``/_admin`` endpoints.
+    server's CPU would steal the client's GIL) and tests that kill the client mid-run. Counters,
+    fault plans and the timeline go through the ``/_admin`` endpoints.
     """
 
     def __init__(
@@ -838,6 +906,8 @@ class FakeOpenAIProcess:
         self.proc = None
 
     def _admin(self, path: str, payload: Any = None) -> Any:
+        """One control request (blocking; the standard library's client works inside or outside an
+        event loop, and this is test support, not evalpipe)."""
         root = self.url.removesuffix("/v1")
         data = None if payload is None else json.dumps(payload).encode("utf-8")
         request = urllib.request.Request(root + path, data=data, method="GET" if data is None else "POST")
@@ -846,6 +916,10 @@ class FakeOpenAIProcess:
 
     def stats(self) -> JSONDict:
         return self._admin("/_admin/stats")
+
+    def timeline(self) -> list[tuple[float, float]]:
+        """``(arrival, reply)`` monotonic times of every generation request since the last reset."""
+        return [tuple(pair) for pair in self._admin("/_admin/timeline")]  # type: ignore[misc]
 
     def recorded_bodies(self) -> list[Any]:
         """Bodies of recorded generation requests (start with ``record=True``)."""
@@ -891,6 +965,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--fault", action="append", default=[], help="fault spec to plan, in order (repeatable)")
     parser.add_argument("--record", action="store_true", help="keep request bodies (GET /_admin/requests)")
     parser.add_argument("--api-key-env", help="require Bearer <value of this env var> on /v1/*")
+    parser.add_argument("--max-model-len", type=int, help="report this context length in /v1/models")
+    parser.add_argument("--tokenize", choices=("vllm", "llamacpp"), help="serve that tokenizer endpoint")
     return parser.parse_args(argv)
 
 
@@ -937,6 +1013,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         api_key=api_key,
         record=args.record,
         port=args.port,
+        max_model_len=args.max_model_len,
+        tokenize=args.tokenize or False,
     )
     server.plan_faults([*faults, *args.fault])
     with contextlib.suppress(KeyboardInterrupt):

@@ -37,6 +37,15 @@ class ScriptedBackend:
     async def preflight(self) -> None:
         self.preflights += 1
 
+    async def models(self) -> list[dict[str, Any]]:
+        return [{"id": self.model}]
+
+    async def context_length(self) -> int | None:
+        return None  # a scripted backend knows no context: budgeting needs --context-length
+
+    async def count_tokens(self, content: Any) -> int | None:
+        return None  # no tokenizer: budgeting uses the documented estimate
+
     async def complete(self, prompt: Prompt) -> Completion:
         self.calls.append(prompt)
         answer = self.responder(prompt)

@@ -16,11 +16,13 @@ from typing import Any
 import pytest
 
 from tests.support.fake_openai import (
+    LONE_SURROGATE,
     FakeOpenAIProcess,
     FakeOpenAIServer,
     Fault,
     ScriptedResponder,
     echo_responder,
+    fake_vector,
     load_script,
     prompt_key,
 )
@@ -59,8 +61,10 @@ def test_fault_spec_syntax() -> None:
     assert Fault.parse("429:retry_after=1.5") == Fault("status", 429, 1.5)
     assert Fault.parse("429:retry_after_date=2") == Fault("status", 429, 2.0, retry_after_as_date=True)
     assert Fault.parse("slow:5") == Fault("slow", delay_s=5.0)
-    for kind in ("ok", "malformed_json", "empty_content", "null_content", "drop", "drop_mid"):
+    for kind in ("ok", "malformed_json", "empty_content", "null_content", "drop", "drop_mid", "chunked",
+                 "lone_surrogate", "wrong_shape"):
         assert Fault.parse(kind).kind == kind
+    assert Fault.parse("echo_auth") == Fault("echo_auth", 401)
     for bad in ("teapot", "200", "slow", "slow:x", "429:wait=1", "drop:3"):
         with pytest.raises(ValueError):
             Fault.parse(bad)
@@ -106,9 +110,9 @@ def test_keep_alive_serves_several_requests_on_one_connection(server: FakeOpenAI
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
     for i in range(3):
         status, headers, _ = call(0, "POST", "/v1/chat/completions", chat_body(f"q{i}"), conn=conn)
-        assert status == 200 and headers["connection"] == "keep-alive"
+        assert status == 200 and headers.get("connection", "keep-alive").lower() == "keep-alive"
     conn.close()
-    assert server.total_requests == 3
+    assert server.total_requests == 3 and server.connections == 1
 
 
 def test_planned_faults_are_used_in_order(server: FakeOpenAIServer) -> None:
@@ -184,3 +188,73 @@ def test_subprocess_mode_prints_its_url_and_answers_from_the_script(tmp_path: Pa
         proc.reset()
         assert proc.stats()["total_requests"] == 0
     assert proc.proc is None
+
+
+def test_hostile_answers(server: FakeOpenAIServer) -> None:
+    """Fault plans for issue 14: a lone surrogate in valid JSON, a 401 quoting the Authorization
+    header, a 200 that is no completion."""
+    server.plan_faults(["lone_surrogate", "echo_auth", "wrong_shape"])
+    port = server.port or 0
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    conn.request("POST", "/v1/chat/completions", body=json.dumps(chat_body("a")),
+                  headers={"Content-Type": "application/json"})
+    raw = conn.getresponse().read()
+    assert b"\\udcff" in raw  # the JSON escape, as a server would send it
+    assert json.loads(raw)["choices"][0]["message"]["content"] == LONE_SURROGATE
+    conn.request("POST", "/v1/chat/completions", body=json.dumps(chat_body("a")),
+                 headers={"Content-Type": "application/json", "Authorization": "Basic YWxpY2U6c2VjcmV0"})
+    response = conn.getresponse()
+    assert response.status == 401 and "Basic YWxpY2U6c2VjcmV0" in json.loads(response.read())["error"]["message"]
+    conn.close()
+    status, _, body = call(port, "POST", "/v1/chat/completions", chat_body("a"))
+    assert status == 200 and body["choices"] == []
+
+
+def test_chunked_and_drop_mid_framing(server: FakeOpenAIServer) -> None:
+    server.plan_faults(["chunked", "drop_mid"])
+    status, headers, body = call(server.port or 0, "POST", "/v1/chat/completions", chat_body("Text to process:\nHi."))
+    assert status == 200 and headers["transfer-encoding"] == "chunked"
+    assert body["choices"][0]["message"]["content"] == "<response>Hi.</response>"
+    with pytest.raises(http.client.IncompleteRead):
+        call(server.port or 0, "POST", "/v1/chat/completions", chat_body("a"))
+
+
+def test_vllm_routes_max_model_len_and_tokenize() -> None:
+    with FakeOpenAIServer(models=("m",), max_model_len=2048, tokenize=True) as srv:
+        port = srv.port or 0
+        assert call(port, "GET", "/v1/models")[2]["data"][0]["max_model_len"] == 2048
+        assert call(port, "POST", "/tokenize", {"model": "m", "prompt": "one two three"})[2]["count"] == 3
+        chat = {"model": "m", "messages": [{"role": "user", "content": "a b"}]}
+        assert call(port, "POST", "/tokenize", chat)[2]["count"] == 1 + 2 + 1
+        assert call(port, "POST", "/extras/tokenize/count", {"input": "a b"})[0] == 404
+        assert call(port, "GET", "/health")[0] == 200
+        assert srv.stats()["tokenize_requests"] == 2
+    with FakeOpenAIServer(models=("m",), tokenize="llamacpp") as srv:
+        assert call(srv.port or 0, "POST", "/extras/tokenize/count", {"input": "a b c d"})[2] == {"count": 4}
+        assert call(srv.port or 0, "POST", "/tokenize", {"model": "m", "prompt": "x"})[0] == 404
+
+
+def test_embeddings_route_and_large_bodies(server: FakeOpenAIServer) -> None:
+    status, _, body = call(server.port or 0, "POST", "/v1/embeddings", {"model": "m1", "input": ["ab", "c"]})
+    assert status == 200 and [row["index"] for row in body["data"]] == [1, 0]  # reordered on purpose
+    assert {row["index"]: row["embedding"] for row in body["data"]} == {0: fake_vector("ab"), 1: fake_vector("c")}
+    big = "Text to process:\n" + "word " * 400_000  # 2 MB, more than aiohttp's default body limit
+    assert call(server.port or 0, "POST", "/v1/chat/completions", chat_body(big))[0] == 200
+
+
+def test_timeline_records_arrival_and_reply() -> None:
+    with FakeOpenAIServer(models=("m1",), latency=0.05) as srv:
+        before = time.monotonic()
+        call(srv.port or 0, "POST", "/v1/chat/completions", chat_body("a"))
+        [(arrived, replied)] = srv.timeline()
+    assert before <= arrived and replied - arrived >= 0.05
+
+
+def test_subprocess_mode_serves_vllm_routes_and_the_timeline() -> None:
+    with FakeOpenAIProcess(models=("m1",), extra_args=["--max-model-len", "1234", "--tokenize", "vllm"]) as proc:
+        port = int(proc.url.rsplit(":", 1)[1].split("/")[0])
+        assert call(port, "GET", "/v1/models")[2]["data"][0]["max_model_len"] == 1234
+        assert call(port, "POST", "/tokenize", {"model": "m1", "prompt": "a b"})[2]["count"] == 2
+        call(port, "POST", "/v1/chat/completions", chat_body("x"))
+        [(arrived, replied)] = proc.timeline()
+        assert replied >= arrived

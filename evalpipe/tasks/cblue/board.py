@@ -21,13 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
-
-from evalpipe.report.bootstrap import TaskBootstrap, percentile_interval
 from evalpipe.report.document import Cell, Paragraph, Section, Table
-from evalpipe.report.runs import ReportRun
 from evalpipe.tasks.cblue.reference import (
     BEST_BASELINE,
     BEST_BASELINE_AVERAGE,
@@ -38,6 +34,13 @@ from evalpipe.tasks.cblue.reference import (
 )
 from evalpipe.report.contributions import SuiteSection, register_section
 from evalpipe.tasks.cblue.suite import HEADLINE, SUITE
+
+if TYPE_CHECKING:  # the registry imports this module for every command: numpy/pandas only when a report is made
+    import numpy as np
+    import pandas as pd
+
+    from evalpipe.report.bootstrap import TaskBootstrap
+    from evalpipe.report.runs import ReportRun
 
 __all__ = ["AVERAGE", "REFERENCE_SOURCE", "BoardRow", "cblue_rows", "cblue_section", "has_cblue", "reference_frame",
            "split_label"]
@@ -90,6 +93,10 @@ def _reference_rows() -> list[BoardRow]:
 def _run_row(run: ReportRun, boots: Mapping[str, TaskBootstrap], level: float) -> BoardRow:
     values: dict[str, float | None] = {}
     intervals: dict[str, tuple[float, float]] = {}
+    import numpy as np
+
+    from evalpipe.report.bootstrap import percentile_interval
+
     replicates: list[np.ndarray] = []
     for task in TASK_ORDER:
         metric = HEADLINE[task]
@@ -168,6 +175,8 @@ def reference_frame(rows: Sequence[BoardRow]) -> pd.DataFrame:
     Task values go to ``<task>:<CBLUE metric>``, the average to ``cblue:average`` — the columns
     our runs' values have there.
     """
+    import pandas as pd
+
     records = []
     for row in rows:
         if row.source != "reference":

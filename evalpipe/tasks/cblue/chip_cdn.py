@@ -28,7 +28,6 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
-import numpy as np
 
 from evalpipe.tasks.cblue.files import TEST_HINT, CDNDoc, read_cdn, read_term_table, split_files
 from evalpipe.metrics.aggregation import Ratio
@@ -54,6 +53,8 @@ class TermIndex:
     """TF-IDF (binary tf, smoothed idf) cosine over character 1-2-grams of term match keys."""
 
     def __init__(self, terms: Sequence[str]) -> None:
+        import numpy as np  # here, not at import: the registry imports this module for every command
+
         self.terms = tuple(terms)
         vocab: dict[str, int] = {}
         rows: list[list[int]] = []
@@ -73,6 +74,8 @@ class TermIndex:
 
     def search(self, text: str, k: int) -> list[int]:
         """Indices of the ``k`` best terms with a positive score, best first (ties: table order)."""
+        import numpy as np
+
         ids = [self.vocab[g] for g in _grams(match_key(text)) if g in self.vocab]
         if not ids or k <= 0:
             return []
