@@ -177,6 +177,7 @@ def run(
     embeddings_model: Annotated[Optional[str], typer.Option(help="Retrieval tasks: the embedding model's name at --embeddings-url.")] = None,
     embeddings_path: Annotated[Optional[str], typer.Option(help="Retrieval tasks: a local sentence-transformers model folder instead of a URL.")] = None,
     embeddings_batch_size: Annotated[Optional[int], typer.Option(help="Retrieval tasks: texts per embedding request.")] = None,
+    mcqa_scoring: Annotated[str, typer.Option("--mcqa-scoring", help="Multiple-choice tasks: generate (parse the letter of a generated answer) or loglikelihood (score each option's letter by its log-probability after the prompt; needs /v1/completions with echo and logprobs, as vLLM serves).")] = "generate",
 ) -> None:
     """Evaluate a model on tasks; resumes if the same run was interrupted."""
     if engine is not None and engine not in ENGINES:
@@ -231,7 +232,7 @@ def run(
                                            bertscore_baseline, umls_extractor),
             task_args=_parse_task_args(task_arg), embeddings_url=embeddings_url, embeddings_model=embeddings_model,
             embeddings_path=str(Path(embeddings_path).resolve()) if embeddings_path else None,
-            embeddings_batch_size=embeddings_batch_size,
+            embeddings_batch_size=embeddings_batch_size, choice_scoring=mcqa_scoring,
         )
     except ValueError as exc:  # a number or name the run cannot use: bad usage, nothing written yet
         raise typer.BadParameter(str(exc)) from None

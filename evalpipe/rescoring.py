@@ -63,6 +63,7 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
         for name in config.tasks:
             task_info = recorded.get("tasks", {}).get(name, {})
             spec, note = task_of_run(name, task_info)
+            spec = spec.scored_by(config.choice_scoring)
             options = load_options(config, name, task_info.get("split"), args=task_args_for(config, spec))
             data = spec.load(options)
             recorded_digests = set(task_info.get("data_files", {}).values())

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +136,24 @@ class RankingSpec:
 
 
 @dataclass(frozen=True)
+class ChoiceScoring:
+    """What lets a task be scored by the log-likelihood of its options instead of a generated answer
+    (``--mcqa-scoring loglikelihood``, as lm-evaluation-harness scores multiple choice).
+
+    The prompt is the task's completion form; ``continuations(example)`` are the texts whose
+    log-probability after it is asked for (a question's option letters, `` A``, `` B`` …), in option
+    order; the endpoint's answer is stored as ``{"logprobs": {continuation: log-probability}}`` and
+    ``scoring`` parses and scores it (the highest log-probability is the choice).
+    """
+
+    continuations: Callable[[Example], tuple[str, ...]]
+    scoring: Scoring
+
+
+LOGLIKELIHOOD = "loglikelihood"
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     name: str
     description: str
@@ -189,6 +207,17 @@ class TaskSpec:
     task_file: Path | None = None
     #: default seed for drawing shots (``--fewshot-seed`` overrides); None = the first K of the pool
     fewshot_seed: int | None = None
+    #: set for a task whose options can be scored by log-likelihood (``--mcqa-scoring loglikelihood``)
+    choice_scoring: ChoiceScoring | None = None
+
+    def scored_by(self, choice_scoring: str) -> TaskSpec:
+        """The spec as a run with ``--mcqa-scoring CHOICE_SCORING`` uses it: with ``loglikelihood``, a
+        task that has a :class:`ChoiceScoring` is scored by it (its only scoring: compatibility modes
+        read generated answers); any other task, and ``generate``, unchanged."""
+        if choice_scoring != LOGLIKELIHOOD or self.choice_scoring is None:
+            return self
+        scoring = self.choice_scoring.scoring
+        return replace(self, scorings={"default": scoring})
 
     def __post_init__(self) -> None:
         if "default" not in self.scorings:

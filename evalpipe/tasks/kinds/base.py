@@ -19,7 +19,7 @@ from typing import Any
 
 from evalpipe.data.records import Record
 from evalpipe.records import Example
-from evalpipe.tasks.base import RankingSpec, Scoring, TaskArg
+from evalpipe.tasks.base import ChoiceScoring, RankingSpec, Scoring, TaskArg
 from evalpipe.tasks.taskfile.schema import TaskFile
 
 
@@ -47,6 +47,8 @@ class KindParts:
     args: tuple[TaskArg, ...] = ()
     #: set by a kind answered by an embedding ranker instead of a generating model
     ranking: RankingSpec | None = None
+    #: set by a kind whose options can be scored by log-likelihood (``--mcqa-scoring loglikelihood``)
+    choice_scoring: ChoiceScoring | None = None
 
 
 @dataclass(frozen=True)

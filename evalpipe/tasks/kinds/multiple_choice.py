@@ -20,12 +20,21 @@ order (``letters`` overrides). Templates see ``example.options``: a list of ``{l
 is a counted parse failure). **Metric**: ``accuracy``, the mean of per-sample 0/1 (a failure is
 wrong), declared as a mean so it gets a bootstrap interval. Shots demonstrate the gold letter.
 
-The ``loglikelihood`` scoring (``--mcqa-scoring loglikelihood``) asks instead for the log-probability
-of each option after the prompt; see :mod:`evalpipe.tasks.kinds.loglikelihood` when present.
+**Log-likelihood scoring** (``--mcqa-scoring loglikelihood``, as lm-evaluation-harness scores
+multiple choice): no answer is generated. The prompt is the template's ``completion`` form (ending in
+``Answer:``) and the endpoint is asked for the log-probability of each option's letter as its
+continuation (`` A``, `` B`` …; :class:`~evalpipe.tasks.base.ChoiceScoring`, sent by the
+OpenAI-compatible backend as one ``/v1/completions`` request with ``echo`` and ``logprobs``). The
+chosen option is the one with the highest log-probability (the first of equal ones, flagged ``tie``);
+accuracy as above. The log-probabilities are stored as the answer, so ``score`` re-scores them
+without the model. Letters are single tokens, so no length normalisation is needed (lm-evaluation-
+harness's ``acc_norm`` equals ``acc`` here).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
 import string
 from collections.abc import Sequence
@@ -39,7 +48,7 @@ from evalpipe.metrics.classification import accuracy
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.letter import parse_letter
 from evalpipe.records import Example, Prediction, ScoreSheet
-from evalpipe.tasks.base import Scoring
+from evalpipe.tasks.base import ChoiceScoring, Scoring
 from evalpipe.tasks.kinds.base import Drafted, Kind, KindParts, register_kind
 from evalpipe.tasks.taskfile.schema import Strict, TaskFile, Text
 
@@ -197,9 +206,38 @@ GENERATIVE = Scoring(parse=parse, score=score, empty=lambda ex: Prediction(None,
                      description="the letter the answer commits to (hedges, refusals, empty fail); accuracy")
 
 
+def continuations(example: Example) -> tuple[str, ...]:
+    """What a log-likelihood request scores after ``Answer:``: each option's letter, a space before it."""
+    return tuple(f" {o['letter']}" for o in example.inputs["options"])
+
+
+def parse_logprobs(answer: str, example: Example) -> Prediction:
+    """``{"logprobs": {" A": -0.4, " B": -2.1, …}}`` → the letter of the most likely option.
+
+    Not such JSON, or a log-probability missing or not a finite number for an option: a parse failure
+    (``not_logprobs``). Equal maxima: the first option in order, flagged ``tie``."""
+    wanted = continuations(example)
+    try:
+        scores = json.loads(answer)["logprobs"]
+        values = [float(scores[c]) for c in wanted]
+    except (ValueError, TypeError, KeyError):
+        return Prediction(None, True, {"not_logprobs": True, "tie": False})
+    if not all(math.isfinite(v) for v in values):
+        return Prediction(None, True, {"not_logprobs": True, "tie": False})
+    best = max(values)
+    index = values.index(best)
+    return Prediction(wanted[index].strip(), False, {"not_logprobs": False, "tie": values.count(best) > 1})
+
+
+LOGLIKELIHOOD_SCORING = Scoring(
+    parse=parse_logprobs, score=score, empty=lambda ex: Prediction(None, True, {"no_answer": True}),
+    description="the option whose letter has the highest log-probability after the prompt; accuracy")
+
+
 def parts(task: MultipleChoiceTask) -> KindParts:
     return KindParts(scorings={"default": GENERATIVE}, shot_target=lambda ex: str(ex.gold),
-                     metrics=("accuracy",), primary_metric="accuracy")
+                     metrics=("accuracy",), primary_metric="accuracy",
+                     choice_scoring=ChoiceScoring(continuations=continuations, scoring=LOGLIKELIHOOD_SCORING))
 
 
 KIND = register_kind(Kind(

@@ -177,6 +177,7 @@ def build(source: TaskSource) -> TaskSpec:
         data_roles=(EVAL, SHOTS) if parts.ranking is None else (EVAL,),
         args=parts.args,
         ranking=parts.ranking,
+        choice_scoring=parts.choice_scoring,
         task_file=source.path.resolve(),
     )
     if task.hook is not None:
