@@ -292,3 +292,20 @@ def test_inline_template(folder, tmp_path):
     assert outcome.metrics["smoking"]["accuracy"] == pytest.approx(5 / 6)
     recorded = json.loads((outcome.run_dir.path / "config.json").read_text())["tasks"]["smoking"]
     assert recorded["template"].endswith("smoking.yaml") and len(recorded["template_sha256"]) == 64
+
+
+def test_docs_explain_every_key():
+    """docs/tasks.md names every key of the schema (common, nested and each kind's own)."""
+    import re
+
+    from evalpipe.tasks.kinds.base import all_kinds
+    from evalpipe.tasks.kinds.multiple_choice import OptionsSpec
+    from evalpipe.tasks.taskfile.schema import DataSpec, FieldsSpec, GenerationSpec, ShotsSpec, TaskFile
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "tasks.md").read_text(encoding="utf-8")
+    models = [TaskFile, DataSpec, FieldsSpec, ShotsSpec, GenerationSpec, OptionsSpec,
+              *(kind.model for kind in all_kinds().values())]
+    keys = {key for model in models for key in model.model_fields}
+    missing = sorted(k for k in keys if not re.search(rf"(?<![\w-]){re.escape(k)}(?![\w-])", text))
+    assert not missing, f"docs/tasks.md does not mention: {missing}"
+    assert set(all_kinds()) <= {m.group(1) for m in re.finditer(r"^### (\w+)$", text, re.M)}
