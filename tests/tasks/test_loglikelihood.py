@@ -17,7 +17,6 @@ from evalpipe.backends.retry import RequestFailed
 from evalpipe.config import RunConfig
 from evalpipe.outcome import RunError
 from evalpipe.records import Example, GenerationParams, Prompt
-from evalpipe.rescoring import rescore
 from evalpipe.runner import execute
 from evalpipe.tasks.kinds.multiple_choice import parse_logprobs
 from evalpipe.tasks.registry import get_task
