@@ -10,7 +10,7 @@ are not checked).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +64,9 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
             task_info = recorded.get("tasks", {}).get(name, {})
             spec, note = task_of_run(name, task_info)
             spec = spec.scored_by(config.choice_scoring)
-            options = load_options(config, name, task_info.get("split"), args=task_args_for(config, spec))
+            # shots are in the stored prompts: a shot file that is gone now is no reason not to re-score
+            options = replace(load_options(config, name, task_info.get("split"), args=task_args_for(config, spec)),
+                              shots=0)
             data = spec.load(options)
             recorded_digests = set(task_info.get("data_files", {}).values())
             for path in data.files if recorded_digests else ():

@@ -309,3 +309,15 @@ def test_docs_explain_every_key():
     missing = sorted(k for k in keys if not re.search(rf"(?<![\w-]){re.escape(k)}(?![\w-])", text))
     assert not missing, f"docs/tasks.md does not mention: {missing}"
     assert set(all_kinds()) <= {m.group(1) for m in re.finditer(r"^### (\w+)$", text, re.M)}
+
+
+def test_score_needs_no_shot_file(folder, tmp_path):
+    """Shots are in the stored prompts: re-scoring works after the train file is gone."""
+    shutil.copy(folder / "notes.jsonl", folder / "train.jsonl")
+    (folder / "smoking.yaml").write_text(task_text(**{
+        "    test: notes.jsonl": "    test: notes.jsonl\n    train: train.jsonl",
+        "template:": "shots: {count: 2, source: train}\ntemplate:"}), encoding="utf-8")
+    registry.register_task_file(folder / "smoking.yaml")
+    outcome, _ = run(RunConfig(tasks=("smoking",), model="m", base_url="http://127.0.0.1:1/v1"), tmp_path / "r")
+    (folder / "train.jsonl").unlink()
+    assert rescore(outcome.run_dir.path).metrics["smoking"] == outcome.metrics["smoking"]
