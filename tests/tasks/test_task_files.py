@@ -313,7 +313,8 @@ def test_docs_explain_every_key():
 
 def test_score_needs_no_shot_file(folder, tmp_path):
     """Shots are in the stored prompts: re-scoring works after the train file is gone."""
-    shutil.copy(folder / "notes.jsonl", folder / "train.jsonl")
+    (folder / "train.jsonl").write_text('{"note_id": "t1", "text": "Smokes.", "status": "yes"}\n'
+                                        '{"note_id": "t2", "text": "Never.", "status": "no"}\n', encoding="utf-8")
     (folder / "smoking.yaml").write_text(task_text(**{
         "    test: notes.jsonl": "    test: notes.jsonl\n    train: train.jsonl",
         "template:": "shots: {count: 2, source: train}\ntemplate:"}), encoding="utf-8")
