@@ -103,7 +103,7 @@ class FieldsSpec(Strict):
     optional: list[Text] = Field(default_factory=list, description="Inputs that may be missing or empty (they "
                                  "are then the empty text); any other missing or empty input is an error.")
     answer: FileNames | None = Field(
-        None, validation_alias="answer",
+        None,
         description="The gold field: the label (classification), the correct option (multiple_choice), the "
         "reference text (generation), the codes (code_list), the BIO tags (span_ner; CoNLL files: implied), "
         "the relevant answer (retrieval). `label` is accepted as another name for this key.")
