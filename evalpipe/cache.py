@@ -110,6 +110,8 @@ def cache_key(model: str, prompt: Prompt) -> str:
         "text": prompt.text,
         "params": to_jsonable(asdict(prompt.params)),
     }
+    if prompt.choices is not None:  # only then: keys of prompts without choices stay as they were
+        payload["choices"] = list(prompt.choices)
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

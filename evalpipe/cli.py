@@ -36,7 +36,7 @@ from evalpipe.results import DEFAULT_ROOT, RunDir, RunDirBusy, RunDirError, os_p
 from evalpipe.rescoring import rescore
 from evalpipe.outcome import RunError, RunOutcome
 from evalpipe.runner import execute
-from evalpipe.tasks.registry import all_tasks, resolve, suites
+from evalpipe.tasks.registry import all_tasks, register_task_file, register_tasks_dir, resolve, suites
 from evalpipe.terminal import metrics_table, summary_lines
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
@@ -70,6 +70,21 @@ JudgeOption = Annotated[list[str], typer.Option("--judge", help="A judge of free
 JudgeEngineOption = Annotated[Optional[str], typer.Option("--judge-engine", help="Also judge with a local engine evalpipe starts: llamacpp (the bundled SmolLM2-135M; an offline demo, not a useful judge).")]
 JudgeKeyOption = Annotated[str, typer.Option("--judge-api-key-env", help="Environment variable holding the judges' API key (never written anywhere).")]
 JudgeRubricOption = Annotated[list[str], typer.Option("--judge-rubric", help="A rubric template FILE for every judged task, or TASK=FILE for one (repeatable; default: each task's own, see prompts/judge/).")]
+
+# ---- user task files (run, score, tasks) ----------------------------------------------------
+TaskFileOption = Annotated[list[Path], typer.Option(
+    "--task-file", help="A task file (YAML) to run (repeatable); see docs/tasks.md and `evalpipe new-task`.")]
+TasksDirOption = Annotated[list[Path], typer.Option(
+    "--tasks-dir", help="A folder of task files (*.yaml) to make available as --task NAME (repeatable; "
+    "$EVALPIPE_TASKS_DIR is always loaded).")]
+
+
+def _user_tasks(task_files: list[Path], tasks_dirs: list[Path]) -> list[str]:
+    """Register the user's task folders and files; the names of the files' tasks (they are run)."""
+    for folder in tasks_dirs:
+        register_tasks_dir(folder)
+    return [register_task_file(path).name for path in task_files]
+
 
 DEFAULT_CONCURRENCY = 64
 #: the in-process engine is fed in batches of up to 2 × concurrency prompts (see
@@ -122,6 +137,8 @@ def _report(outcome: RunOutcome, compat: str | None) -> int:
 def run(
     task: Annotated[list[str], typer.Option("--task", "-t", help="Task name (repeatable); see `evalpipe tasks`.")] = [],
     suite: Annotated[list[str], typer.Option("--suite", help="Suite name (repeatable).")] = [],
+    task_file: TaskFileOption = [],
+    tasks_dir: TasksDirOption = [],
     model: Annotated[Optional[str], typer.Option(envvar="EVALPIPE_MODEL", help="Model name as the endpoint serves it.")] = None,
     base_url: Annotated[list[str], typer.Option(help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1; repeat for replicas of the same model (default: $EVALPIPE_BASE_URL).")] = [],
     engine: Annotated[Optional[str], typer.Option(help="Start a local engine: llamacpp (default model: the bundled SmolLM2-135M), vllm (server), vllm-inprocess.")] = None,
@@ -169,6 +186,7 @@ def run(
     judge_engine: JudgeEngineOption = None,
     judge_api_key_env: JudgeKeyOption = "OPENAI_API_KEY",
     judge_rubric: JudgeRubricOption = [],
+    mcqa_scoring: Annotated[str, typer.Option("--mcqa-scoring", help="Multiple-choice tasks: generate (parse the letter of a generated answer) or loglikelihood (score each option's letter by its log-probability after the prompt; needs /v1/completions with echo and logprobs, as vLLM serves).")] = "generate",
 ) -> None:
     """Evaluate a model on tasks; resumes if the same run was interrupted. With --judge, then judge its free-text answers."""
     if engine is not None and engine not in ENGINES:
@@ -178,8 +196,9 @@ def run(
     if engine == "llamacpp" and not model:
         model = "default"
     try:
+        task = [*task, *_user_tasks(task_file, tasks_dir)]
         specs = resolve(task, suite)
-    except KeyError as exc:
+    except (KeyError, DataError, ValueError) as exc:
         raise _fail(exc)
     if (embeddings_url is None) == (embeddings_path is None) and any(s.ranking for s in specs):
         raise typer.BadParameter("retrieval tasks need --embeddings-url URL --embeddings-model NAME, or "
@@ -222,7 +241,7 @@ def run(
                                            bertscore_baseline, umls_extractor),
             task_args=_parse_task_args(task_arg), embeddings_url=embeddings_url, embeddings_model=embeddings_model,
             embeddings_path=str(Path(embeddings_path).resolve()) if embeddings_path else None,
-            embeddings_batch_size=embeddings_batch_size,
+            embeddings_batch_size=embeddings_batch_size, choice_scoring=mcqa_scoring,
         )
     except ValueError as exc:  # a number or name the run cannot use: bad usage, nothing written yet
         raise typer.BadParameter(str(exc)) from None
@@ -308,11 +327,15 @@ def score(
     bertscore_idf: Annotated[bool, typer.Option(help="BERTScore with idf weighting.")] = False,
     bertscore_baseline: Annotated[Optional[str], typer.Option(help="BERTScore baseline file for rescaling.")] = None,
     umls_extractor: Annotated[Optional[str], typer.Option(help="UMLS concept extractor: scispacy, or none.")] = None,
+    task_file: Annotated[list[Path], typer.Option("--task-file", help="Where a user task's file is now, if it "
+                                                  "moved since the run (repeatable).")] = [],
+    tasks_dir: TasksDirOption = [],
 ) -> None:
     """Re-parse and re-score a run's stored answers (no model needed)."""
     options = _metric_options(rouge_stemmer, bertscore_model, bertscore_layers, bertscore_idf,
                               bertscore_baseline, umls_extractor)
     try:
+        _user_tasks(task_file, tasks_dir)
         outcome = rescore(run_dir, compat, options)
     except USER_ERRORS as exc:
         raise _fail(exc)
@@ -473,19 +496,43 @@ def compare(
 
 
 @app.command()
-def tasks() -> None:
+def tasks(
+    schema: Annotated[bool, typer.Option("--schema", help="Print the JSON schema of task files and exit.")] = False,
+    kinds: Annotated[bool, typer.Option("--kinds", help="List the task kinds a task file can use and exit.")] = False,
+    tasks_dir: TasksDirOption = [],
+) -> None:
     """List tasks and suites: what each reads (data roles), its settings, metrics and scorings."""
+    from evalpipe.tasks.kinds.base import all_kinds
+    from evalpipe.tasks.taskfile.build import schema_text
+
+    if schema:
+        sys.stdout.write(schema_text())
+        return
+    if kinds:
+        kind_table = Table(title="task kinds (the `kind` of a task file; docs/tasks.md)")
+        kind_table.add_column("kind")
+        kind_table.add_column("what it scores")
+        for name, kind in all_kinds().items():
+            kind_table.add_row(name, kind.description)
+        console.print(kind_table)
+        return
+    try:
+        _user_tasks([], tasks_dir)
+        registered = all_tasks()
+    except (DataError, ValueError, KeyError) as exc:
+        raise _fail(exc)
     table = Table(title="tasks")
     for column in ("task", "answered by", "shots", "max tokens", "metrics", "compat modes", "data roles (--data)",
-                   "settings (--task-arg)", "suites", "description"):
+                   "settings (--task-arg)", "suites", "defined by", "description"):
         table.add_column(column)
-    for spec in all_tasks().values():
+    for spec in registered.values():
         table.add_row(
             spec.name, "embedding ranker" if spec.ranking else "model", str(spec.default_shots),
             str(spec.max_tokens), ", ".join(spec.metrics),
             ", ".join(k for k in spec.scorings if k != "default") or "–",
             ", ".join(r.name for r in spec.data_roles), ", ".join(a.name for a in spec.args) or "–",
-            ", ".join(spec.suites), spec.description + (" [credentialed data]" if spec.credentialed else ""),
+            ", ".join(spec.suites), _defined_by(spec.task_file),
+            spec.description + (" [credentialed data]" if spec.credentialed else ""),
         )
     console.print(table)
     suite_table = Table(title="suites")
@@ -494,6 +541,43 @@ def tasks() -> None:
     for name, suite in suites().items():
         suite_table.add_row(name, ", ".join(suite.tasks))
     console.print(suite_table)
+
+
+def _defined_by(task_file: Path | None) -> str:
+    if task_file is None:
+        return "Python"
+    try:
+        return str(task_file.relative_to(Path.cwd()))
+    except ValueError:
+        return str(task_file)
+
+
+@app.command("new-task")
+def new_task(
+    name: Annotated[str, typer.Argument(help="The task's name (lower case, digits, _ - .).")],
+    kind: Annotated[str, typer.Option(help="classification, multiple_choice or generation.")] = "classification",
+    data: Annotated[Path, typer.Option(help="Your data file: JSON lines, a JSON array, CSV/TSV with a header, parquet.")] = Path(),
+    input_field: Annotated[list[str], typer.Option("--input-field", help="A field the model reads (repeatable).")] = [],
+    label_field: Annotated[Optional[str], typer.Option(help="The field holding the gold answer (label, option, reference text).")] = None,
+    id_field: Annotated[Optional[str], typer.Option(help="A field holding unique sample ids (default: the row).")] = None,
+    option_field: Annotated[list[str], typer.Option("--option-field", help="multiple_choice: one field with the options, or one per option column (repeatable).")] = [],
+    out: Annotated[Optional[Path], typer.Option(help="Folder for NAME.yaml and NAME.j2 (default: $EVALPIPE_TASKS_DIR, else ./tasks).")] = None,
+    description: Annotated[Optional[str], typer.Option(help="One line describing the task.")] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite an existing task file and template.")] = False,
+) -> None:
+    """Write a task file and template from your own data file, and print the command that runs it."""
+    from evalpipe.tasks.taskfile.discover import user_tasks_dir
+    from evalpipe.tasks.taskfile.scaffold import ScaffoldError, new_task as scaffold
+
+    if data == Path():
+        raise typer.BadParameter("--data FILE is required (your data file)", param_hint="--data")
+    try:
+        made = scaffold(name, kind, data, input_field, label_field, out or user_tasks_dir(), id_field=id_field,
+                        option_fields=option_field, force=force, description=description)
+    except (ScaffoldError, *USER_ERRORS) as exc:
+        raise _fail(exc)
+    console.print(f"wrote {made.task_file} and {made.template} ({made.summary})", highlight=False, soft_wrap=True)
+    console.print(f"run it:  {made.command}", highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -70,6 +70,9 @@ class RunConfig:
     embeddings_model: str | None = None
     embeddings_path: str | None = None
     embeddings_batch_size: int | None = None
+    #: how multiple-choice tasks are answered: "generate" (a generated answer, parsed for its letter)
+    #: or "loglikelihood" (the log-probability of each option's continuation; completions endpoints)
+    choice_scoring: str = "generate"
 
     def __post_init__(self) -> None:
         for problem in option_problems(self):
@@ -84,6 +87,8 @@ class RunConfig:
 
     def answer_hash(self) -> str:
         payload = {name: getattr(self, name) for name in self.ANSWER_FIELDS}
+        if self.choice_scoring != "generate":  # only then, so runs made before the option keep their names
+            payload["choice_scoring"] = self.choice_scoring
         blob = json.dumps(payload, sort_keys=True, default=list)
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
@@ -136,6 +141,8 @@ def option_problems(config: RunConfig) -> list[str]:
         return not (math.isnan(value) or math.isinf(value))
 
     problems = []
+    if config.choice_scoring not in ("generate", "loglikelihood"):
+        problems.append(f"--mcqa-scoring must be generate or loglikelihood, got {config.choice_scoring!r}")
     if not finite(config.temperature) or config.temperature < 0:
         problems.append(f"--temperature must be a finite number >= 0, got {config.temperature}")
     if config.top_p is not None and (not finite(config.top_p) or not 0 < config.top_p <= 1):
@@ -166,6 +173,7 @@ def load_options(config: RunConfig, task: str, split: str | None = None,
         seed=config.seed if config.seed is not None else 0,
         context_length=config.context_length,
         args=dict(args or {}),
+        shots=config.shots,
     )
 
 

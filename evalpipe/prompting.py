@@ -65,10 +65,16 @@ def sandboxed_environment(folder: Path) -> ImmutableSandboxedEnvironment:
 
 
 def template_path(spec: TaskSpec, prompts_dir: Path = PROMPTS_DIR) -> Path:
-    return prompts_dir / spec.template
+    """The template file (a task file's own folder, else ``prompts/``); for an inline template, the
+    task file it is written in."""
+    if spec.template_source is not None and spec.task_file is not None:
+        return spec.task_file
+    return (spec.template_dir or prompts_dir) / spec.template
 
 
 def template_sha256(spec: TaskSpec, prompts_dir: Path = PROMPTS_DIR) -> str:
+    if spec.template_source is not None:
+        return hashlib.sha256(spec.template_source.encode("utf-8")).hexdigest()
     return hashlib.sha256(template_path(spec, prompts_dir).read_bytes()).hexdigest()
 
 
@@ -118,10 +124,12 @@ class PromptRenderer:
         self.params = params
         self.options = options
         path = template_path(spec, prompts_dir)
-        if not path.is_file():
+        if spec.template_source is None and not path.is_file():
             raise TemplateError(f"{path}: template for task {spec.name!r} not found")
         try:
-            template = _environment(prompts_dir).get_template(spec.template)
+            environment = _environment(spec.template_dir or prompts_dir)
+            template = (environment.from_string(spec.template_source) if spec.template_source is not None
+                        else environment.get_template(spec.template))
             self._module = template.make_module({"task": dict(spec.template_vars)})
         except jinja2.TemplateError as exc:
             raise TemplateError(f"{path}: {_describe(exc)}") from exc

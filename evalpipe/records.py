@@ -79,15 +79,24 @@ def chat_payload(messages: Sequence[Message]) -> list[dict[str, str]]:
 
 @dataclass(frozen=True)
 class Prompt:
-    """A rendered request: chat ``messages`` *or* completion ``text``, never both."""
+    """A rendered request: chat ``messages`` *or* completion ``text``, never both.
+
+    With ``choices`` (completion text only) the request is not "generate an answer" but "how likely
+    is each of these continuations of ``text``": log-likelihood scoring of a multiple-choice question's
+    options, as lm-evaluation-harness does. Absent (None) it is left out of the prompt's JSON, so
+    prompts without choices — every prompt before the field existed — keep their form and cache key.
+    """
 
     params: GenerationParams
     messages: tuple[Message, ...] | None = None
     text: str | None = None
+    choices: tuple[str, ...] | None = field(default=None, metadata={"omit_if_none": True})
 
     def __post_init__(self) -> None:
         if (self.messages is None) == (self.text is None):
             raise ValueError("a Prompt has exactly one of messages (chat) or text (completions)")
+        if self.choices is not None and (self.text is None or not self.choices):
+            raise ValueError("choices are continuations of a completion text (at least one)")
 
     @property
     def endpoint(self) -> Literal["chat", "completions"]:
@@ -168,7 +177,8 @@ class ScoreSheet:
 def to_jsonable(obj: Any) -> Any:
     """Convert records (dataclasses, tuples, mappings) into plain JSON types."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                if not (f.metadata.get("omit_if_none") and getattr(obj, f.name) is None)}
     if isinstance(obj, Mapping):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set, frozenset)):

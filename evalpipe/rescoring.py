@@ -10,7 +10,7 @@ are not checked).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from evalpipe.outcome import RunError, RunOutcome, write_outcome
 from evalpipe.results import RunDir, RunInfo
 from evalpipe.scoring import answer_prefix, score_task
 from evalpipe.tasks.base import TaskSpec
-from evalpipe.tasks.registry import get_task
+from evalpipe.tasks.registry import task_of_run
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ class StoredTask:
     prompts_json: tuple[str, ...]
     answers: tuple[Completion | None, ...]
     truncated: tuple[int, ...] = ()
+    #: what the user should know about how the task was rebuilt (e.g. its task file changed)
+    note: str | None = None
 
 
 def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
@@ -59,9 +61,12 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
     try:
         tasks = []
         for name in config.tasks:
-            spec = get_task(name)
             task_info = recorded.get("tasks", {}).get(name, {})
-            options = load_options(config, name, task_info.get("split"), args=task_args_for(config, spec))
+            spec, note = task_of_run(name, task_info)
+            spec = spec.scored_by(config.choice_scoring)
+            # shots are in the stored prompts: a shot file that is gone now is no reason not to re-score
+            options = replace(load_options(config, name, task_info.get("split"), args=task_args_for(config, spec)),
+                              shots=0)
             data = spec.load(options)
             recorded_digests = set(task_info.get("data_files", {}).values())
             for path in data.files if recorded_digests else ():
@@ -85,6 +90,7 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
                 prompts_json=tuple(prompt for _, _, prompt, _ in plan),
                 answers=tuple(answers.get(key) for _, key, _, _ in plan),
                 truncated=tuple(int(info.get("truncated_tokens", 0)) for _, _, _, info in plan),
+                note=note,
             ))
         return config, tasks
     finally:
@@ -108,7 +114,7 @@ def _rescore_locked(run: RunDir, compat: str | None, metric_options: Mapping[str
     options = MetricOptions.from_json({**config.metric_options, **(metric_options or {})})
     for task in tasks:
         task.spec.scoring(compat)  # unknown mode → error before any work
-    outcome = RunOutcome(run_dir=run, tasks=[])
+    outcome = RunOutcome(run_dir=run, tasks=[], notes=[t.note for t in tasks if t.note])
     for task in tasks:
         outcome.cached += sum(1 for a in task.answers if a is not None)
         outcome.tasks.append(score_task(
@@ -121,5 +127,5 @@ def _rescore_locked(run: RunDir, compat: str | None, metric_options: Mapping[str
     write_outcome(run, outcome, compat, RunInfo(
         cached=outcome.cached, incomplete_suites=outcome.incomplete, skipped_tasks=kept.skipped_tasks,
         backend=kept.backend, fetch_seconds=kept.fetch_seconds, budget=kept.budget, rescored=True,
-        metric_options=options.to_json()))
+        metric_options=options.to_json(), notes=list(outcome.notes)))
     return outcome

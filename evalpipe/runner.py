@@ -56,7 +56,7 @@ from evalpipe.records import Completion, Example, GenerationParams, Prompt, to_j
 from evalpipe.outcome import RunError, RunOutcome, write_outcome
 from evalpipe.results import Budget, RunDir, RunInfo, git_commit
 from evalpipe.scoring import TaskOutcome, answer_prefix, score_task
-from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
+from evalpipe.tasks.base import LOGLIKELIHOOD, LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.registry import get_task
 
 from evalpipe.paths import REPO_ROOT
@@ -133,20 +133,29 @@ def prepare_task(
     k = spec.default_shots if config.shots is None else config.shots
     # fingerprints serialise every evaluated input (LongHealth: tens of MB): only when shots are drawn
     fingerprints = {inputs_fingerprint(ex) for ex in data.examples} if k > 0 else set()
+    seed = config.fewshot_seed if config.fewshot_seed is not None else spec.fewshot_seed
     try:
-        shots = select_shots(data.shot_pool, k, config.fewshot_seed, {ex.id for ex in data.examples}, fingerprints)
+        shots = select_shots(data.shot_pool, k, seed, {ex.id for ex in data.examples}, fingerprints)
     except ValueError as exc:
         raise RunError(f"task {spec.name}: {exc}") from None
     max_tokens = config.max_tokens or spec.max_tokens
     params = GenerationParams(
         max_tokens=max_tokens, temperature=config.temperature, top_p=config.top_p, seed=config.seed
     )
+    by_choices = config.choice_scoring == LOGLIKELIHOOD and spec.choice_scoring is not None
     renderer = PromptRenderer(
         spec, shots, params,
-        PromptOptions(endpoint=config.endpoint, fewshot_as_turns=config.fewshot_as_turns,
-                      system_role=config.system_role),
+        # options are scored as continuations of the plain completion form (a chat API returns no
+        # prompt log-probabilities)
+        PromptOptions(endpoint="completions" if by_choices else config.endpoint,
+                      fewshot_as_turns=config.fewshot_as_turns, system_role=config.system_role),
     )
     prompts = tuple(renderer.render(ex) for ex in examples)
+    if by_choices:
+        assert spec.choice_scoring is not None
+        scored = GenerationParams(max_tokens=1, temperature=0.0, seed=config.seed)
+        prompts = tuple(replace(prompt, params=scored, choices=spec.choice_scoring.continuations(ex))
+                        for prompt, ex in zip(prompts, examples))
     keys = tuple(cache_key(config.model, p) for p in prompts)
     return PreparedTask(spec, data, examples, shots, prompts, keys, max_tokens, renderer, config.model)
 
@@ -298,7 +307,7 @@ def prepare(config: RunConfig, skipped: dict[str, str] | None = None) -> list[Pr
     skipped = {} if skipped is None else skipped
     prepared = []
     for name in config.tasks:
-        spec = get_task(name)
+        spec = get_task(name).scored_by(config.choice_scoring)
         if config.suites:
             problem = _missing_data(spec, config)
             if problem is None:
@@ -344,7 +353,10 @@ def _task_record(p: PreparedTask, config: RunConfig) -> dict[str, Any]:
         "split": p.data.split,
         "n": len(p.examples),
         "shots": [s.id for s in p.shots],
-        "fewshot_seed": config.fewshot_seed,
+        "fewshot_seed": config.fewshot_seed if config.fewshot_seed is not None else p.spec.fewshot_seed,
+        # a task defined by a task file: where, and its sha256 (`evalpipe score` builds it again from there)
+        **({"task_file": str(p.spec.task_file), "task_file_sha256": file_sha256(p.spec.task_file)}
+           if p.spec.task_file is not None else {}),
         "max_tokens": p.max_tokens,
         "credentialed": p.spec.credentialed,
         # what judges rate (evalpipe.judging reads it from here, so judging needs only the run directory)
@@ -504,6 +516,8 @@ async def _execute_locked(
         for backend, todo in _answerers(config, prepared, pending, store, backend_factory, embedder_factory):
             backends.append((backend, todo))
             await backend.preflight()
+            if any(prompt.choices is not None for prompt in todo.values()):
+                await check_choice_scoring(backend)
         write_config(run, config, prepared, [b for b, _ in backends], skipped, budget_info.get("budget"))
         sent = 0
         fetch_s = 0.0
@@ -542,6 +556,18 @@ async def _execute_locked(
         for backend, _ in backends:
             await backend.aclose()
         store.close()
+
+
+async def check_choice_scoring(backend: Backend) -> None:
+    """Log-likelihood scoring needs an endpoint that returns prompt log-probabilities; say so before
+    any request when this one cannot (the backend's own check: one short probe)."""
+    check = getattr(backend, "check_choice_scoring", None)
+    if check is None:
+        raise RunError(f"--mcqa-scoring loglikelihood needs an OpenAI-compatible /v1/completions endpoint that "
+                       f"returns prompt log-probabilities (echo with logprobs, as vLLM's server does); the "
+                       f"{backend.describe().get('backend', type(backend).__name__)} backend cannot — "
+                       "use --mcqa-scoring generate, or serve the model with `vllm serve`")
+    await check()
 
 
 def embedder_for(config: RunConfig) -> Embedder:

@@ -5,7 +5,10 @@ import pytest
 from evalpipe.data.conll import read_conll
 from evalpipe.data.errors import DataError
 from evalpipe.tasks.base import LoadOptions
-from evalpipe.tasks.ncbi.disease import DATA_DIR, load
+from evalpipe.tasks.ncbi.disease import DATA_DIR
+from evalpipe.tasks.registry import get_task
+
+load = get_task("ncbi_disease").load
 
 
 def test_shipped_ncbi_splits_have_published_sizes():

@@ -17,6 +17,7 @@ from evalpipe.records import GenerationParams
 from evalpipe.config import load_options
 from evalpipe.tasks.registry import all_tasks
 from tests.cblue import synthetic
+from tests.tasks import mcqa_synthetic
 
 CLUE_FIXTURES = Path(__file__).parent / "clue" / "fixtures"
 FORMS = {
@@ -35,6 +36,7 @@ def data_roots(tmp_path_factory):
         "cblue": cblue,
         "promptcblue": synthetic.write_promptcblue(root / "promptcblue" / "dev.json"),
         "huatuo": synthetic.write_huatuo(root / "huatuo" / "test_datasets.jsonl"),
+        "mcqa": mcqa_synthetic.write_all(root / "mcqa"),
     }
 
 
@@ -44,6 +46,8 @@ def _load(name, spec, roots):
         config = replace(config, data_dir=str(roots["cblue"]))
     elif name == "promptcblue":
         config = replace(config, data={name: str(roots["promptcblue"])})
+    elif spec.template.startswith("mcqa/"):
+        config = replace(config, data_dir=str(roots["mcqa"]))
     elif name.startswith("huatuo"):
         config = replace(config, data={name: str(roots["huatuo"])})
     return spec.load(load_options(config, name))

@@ -319,7 +319,7 @@ def test_rescore_checks_the_file_it_reads_not_only_the_recorded_path(tmp_path):
     never recorded, so it is refused."""
     import shutil
 
-    from evalpipe.tasks.ncbi.disease import SPEC
+    SPEC = get_task("ncbi_disease")
 
     shipped = SPEC.load(load_options(config(limit=None), "ncbi_disease")).files[0]
     copy = tmp_path / "copy.tsv"

@@ -24,6 +24,14 @@ Design decisions, and why:
   shared by :meth:`preflight` and :meth:`context_length`; :meth:`count_tokens` asks the server's
   tokenizer (vLLM's ``POST /tokenize``, llama.cpp's ``POST /extras/tokenize/count``, whichever
   answers) on the same keep-alive pool, many at once, each distinct text once.
+* **Log-likelihood of options** (:meth:`OpenAICompatBackend.complete` of a ``Prompt`` with
+  ``choices``): one ``/completions`` request whose ``prompt`` is the list of prompt + continuation
+  texts, with ``echo`` and ``logprobs`` (as lm-evaluation-harness asks vLLM), ``max_tokens`` 1; each
+  continuation's log-probability is the sum over the echoed tokens that start at or after the end of
+  the prompt text (``logprobs.text_offset``) and before its own end. The answer stored is
+  ``{"logprobs": {continuation: sum}, "tokens": {continuation: count}}``. A server that returns no
+  prompt log-probabilities (no echo, OpenAI's chat-only models, llama.cpp's server) is told apart by
+  :meth:`check_choice_scoring`, one short probe before a run, with a one-line error.
 * **Credentials are never shown.** The config holds only the *name* of the key's environment
   variable; every error text passes :meth:`Credentials.scrub`, which knows the key, the Bearer
   header, URL user-info and its Basic header.
@@ -52,7 +60,7 @@ from evalpipe.backends.client import EndpointClient, decode_json, one_line
 from evalpipe.backends.limiter import AIMDLimiter
 from evalpipe.backends.retry import GaveUp, RequestFailed, RetryPolicy, call_with_retries, parse_retry_after
 from evalpipe.endpoints import redact_url
-from evalpipe.records import Completion, Message, Prompt, Usage, chat_payload
+from evalpipe.records import Completion, GenerationParams, Message, Prompt, Usage, chat_payload
 
 __all__ = ["OpenAICompatBackend", "OpenAICompatConfig", "parse_retry_after"]
 
@@ -126,6 +134,8 @@ class _Counters:
     invalid_unicode_answers: int = 0
     chat_prompts: int = 0
     completions_prompts: int = 0
+    #: log-likelihood requests (a prompt's options scored as continuations)
+    choice_prompts: int = 0
     token_counts: int = 0
 
 
@@ -176,6 +186,8 @@ class OpenAICompatBackend:
 
     async def complete(self, prompt: Prompt) -> Completion:
         """Send one prompt with retries; a request that fails for good comes back as an error value."""
+        if prompt.choices is not None:
+            return await self._complete_choices(prompt)
         started = time.perf_counter()
         endpoint = prompt.endpoint
         url, payload = self._request(prompt)
@@ -210,6 +222,23 @@ class OpenAICompatBackend:
             attempts=attempts,
             endpoint_url=self._urls[endpoint],
         )
+
+    async def check_choice_scoring(self) -> None:
+        """Raise BackendError unless the endpoint returns prompt log-probabilities (one short probe)."""
+        probe = Prompt(params=GenerationParams(max_tokens=1), text="The capital of France is", choices=(" Paris",))
+        url, payload = self._choices_request(probe)
+        try:
+            data = await self._probe("POST", url, payload)
+            _choice_logprobs(data, probe.text or "", probe.choices or ())
+        except GaveUp as gave_up:
+            why = gave_up.failure.detail or gave_up.failure.reason
+            raise BackendError(f"{self.shown_url} cannot score options by log-likelihood ({why}): it must answer "
+                               "/v1/completions with echo and logprobs (vLLM's server does; chat-only APIs and "
+                               "llama.cpp's server do not); use --mcqa-scoring generate") from None
+        except RequestFailed as failure:
+            raise BackendError(f"{self.shown_url} cannot score options by log-likelihood: {failure}; it must return "
+                               "prompt log-probabilities from /v1/completions with echo (vLLM's server does; "
+                               "chat-only APIs and llama.cpp's server do not); use --mcqa-scoring generate") from None
 
     async def models(self) -> list[dict[str, Any]]:
         """``GET /models``'s entries, fetched once (concurrent callers share the one request)."""
@@ -287,6 +316,46 @@ class OpenAICompatBackend:
         self._counts.completions_prompts += 1
         body["prompt"] = prompt.text
         return self._paths["completions"], json.dumps(body).encode("ascii")
+
+    def _choices_request(self, prompt: Prompt) -> tuple[str, bytes]:
+        """One ``/completions`` body for every continuation: echo, logprobs, the prompt as a list."""
+        assert prompt.text is not None and prompt.choices is not None
+        body: dict[str, Any] = {"model": self.model, **prompt.params.sampling_options(),
+                                "prompt": [prompt.text + choice for choice in prompt.choices],
+                                "echo": True, "logprobs": 1}
+        return self._paths["completions"], json.dumps(body).encode("ascii")
+
+    async def _complete_choices(self, prompt: Prompt) -> Completion:
+        """The log-probability of each of ``prompt.choices`` after ``prompt.text`` (see the module
+        docstring); failures are values, as for any request."""
+        started = time.perf_counter()
+        self._counts.choice_prompts += 1
+        url, payload = self._choices_request(prompt)
+        text, choices = prompt.text or "", prompt.choices or ()
+
+        async def attempt() -> tuple[dict[str, float], dict[str, int], Usage]:
+            data = await self._send(url, payload)
+            try:
+                scores, tokens = _choice_logprobs(data, text, choices)
+            except RequestFailed as failure:
+                self._errors[failure.reason] += 1
+                raise
+            usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+            return scores, tokens, Usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+
+        try:
+            (scores, tokens, usage), attempts = await call_with_retries(self._retrying, attempt)
+        except GaveUp as gave_up:
+            return self._failed(gave_up.failure.reason, gave_up.failure.detail, gave_up.attempts, started,
+                                "completions")
+        except Exception as err:  # a bug or a library surprise: one sample fails, the run goes on
+            log.warning("unexpected %s from %s", type(err).__name__, self.shown_url)
+            return self._failed(f"unexpected {type(err).__name__}", str(err), 1, started, "completions")
+        self._counts.successes += 1
+        self._counts.retries += attempts - 1
+        return Completion(text=json.dumps({"logprobs": scores, "tokens": tokens}, ensure_ascii=False),
+                          finish_reason="logprobs", usage=usage, latency_s=time.perf_counter() - started,
+                          attempts=attempts, endpoint_url=self._urls["completions"])
 
     async def _send(self, url: str, payload: bytes, *, generation: bool = True) -> Any:
         """POST under a limiter slot; feed the limiter and (for generation requests) the counters;
@@ -432,6 +501,38 @@ def _tokenize_payload(flavour: str, model: str, content: str | Sequence[Message]
     else:
         body = {"model": model, "messages": chat_payload(content), "add_generation_prompt": True}
     return json.dumps(body).encode("ascii")
+
+
+def _choice_logprobs(data: Any, text: str, choices: Sequence[str]) -> tuple[dict[str, float], dict[str, int]]:
+    """Each continuation's summed log-probability (and token count) from an echo + logprobs reply to
+    the prompts ``text + choice`` (see the module docstring). A reply without prompt log-probabilities
+    is a failure that another attempt cannot mend; a malformed one may be retried."""
+    try:
+        rows = sorted(data["choices"], key=lambda c: c.get("index", 0))
+    except (KeyError, TypeError, AttributeError):
+        raise RequestFailed("unexpected response shape", retryable=True) from None
+    if len(rows) != len(choices):
+        raise RequestFailed("unexpected response shape", retryable=True,
+                            detail=f"{len(rows)} choices for {len(choices)} prompts")
+    scores: dict[str, float] = {}
+    tokens: dict[str, int] = {}
+    start = len(text)
+    for row, choice in zip(rows, choices):
+        logprobs = row.get("logprobs") if isinstance(row, dict) else None
+        offsets = logprobs.get("text_offset") if isinstance(logprobs, dict) else None
+        values = logprobs.get("token_logprobs") if isinstance(logprobs, dict) else None
+        if not isinstance(offsets, list) or not isinstance(values, list) or len(offsets) != len(values):
+            raise RequestFailed("no prompt log-probabilities", retryable=False,
+                                detail="the reply has no logprobs.text_offset/token_logprobs for the echoed prompt")
+        end = start + len(choice)
+        picked = [v for o, v in zip(offsets, values) if isinstance(o, int) and start <= o < end]
+        if not picked or any(not isinstance(v, (int, float)) or isinstance(v, bool) for v in picked):
+            raise RequestFailed("no prompt log-probabilities", retryable=False,
+                                detail=f"no token of the continuation {choice!r} starts after the prompt (is it "
+                                "merged into the prompt's last token?)")
+        scores[choice] = float(sum(picked))
+        tokens[choice] = len(picked)
+    return scores, tokens
 
 
 def _answer(data: Any, *, chat: bool) -> tuple[str, str | None, Usage]:

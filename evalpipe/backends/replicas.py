@@ -55,6 +55,17 @@ class ReplicaBackend:
             except BackendError as exc:
                 raise BackendError(f"replica {replica.name}: {exc}") from None
 
+    async def check_choice_scoring(self) -> None:
+        """Every replica must return prompt log-probabilities (any one may answer any request)."""
+        for replica in self._replicas:
+            check = getattr(replica.backend, "check_choice_scoring", None)
+            if check is None:
+                raise BackendError(f"replica {replica.name} cannot score options by log-likelihood")
+            try:
+                await check()
+            except BackendError as exc:
+                raise BackendError(f"replica {replica.name}: {exc}") from None
+
     async def models(self) -> Sequence[Mapping[str, Any]]:
         """The first replica's list (replicas serve the same model; each is checked by preflight)."""
         return await self._replicas[0].backend.models()

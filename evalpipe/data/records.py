@@ -10,6 +10,8 @@ FIELD: what is wrong``, before any request is sent:
   line its object starts on; for parquet, its row number).
 * :func:`read_values` — JSON lines whose values need not be objects.
 * :func:`read_json_object` — a file holding one JSON object.
+* :func:`read_keyed_records` — one JSON object whose values are the records, keyed by their ids
+  (PubMedQA's ``ori_pqal.json``), each with the line its value starts on.
 
 Common rules: a UTF-8 byte-order mark is accepted (spreadsheet exports write one); bytes that are
 not UTF-8 are an error naming the line and column (never a bare ``codec can't decode``); lines are
@@ -35,6 +37,7 @@ __all__ = [
     "Record",
     "check_unique_ids",
     "read_json_object",
+    "read_keyed_records",
     "read_records",
     "read_table",
     "read_text",
@@ -163,19 +166,22 @@ def _objects(path: Path, values: Sequence[tuple[int, Any]]) -> list[Record]:
     return out
 
 
-def read_table(path: str | Path, delimiter: str | None = None, missing: str = "file not found") -> list[Record]:
-    """CSV/TSV with a header row; ``line`` is the physical line a row starts on (quoted fields may
-    span lines). A row with another number of columns than the header is an error."""
+def read_table(path: str | Path, delimiter: str | None = None, missing: str = "file not found",
+               header: Sequence[str] | None = None) -> list[Record]:
+    """CSV/TSV with a header row (or, for a file without one, the column names in ``header``);
+    ``line`` is the physical line a row starts on (quoted fields may span lines). A row with another
+    number of columns than the header is an error."""
     path = Path(path)
     delimiter = delimiter or TABLE_SUFFIXES.get(path.suffix.lower(), ",")
     text = read_text(path, missing)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-    try:
-        header = next(reader)
-    except StopIteration:
-        raise DataError(path, None, None, "empty file (expected a header row)") from None
-    except csv.Error as exc:
-        raise DataError(path, 1, None, f"not a valid table ({exc})") from None
+    if header is None:
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise DataError(path, None, None, "empty file (expected a header row)") from None
+        except csv.Error as exc:
+            raise DataError(path, 1, None, f"not a valid table ({exc})") from None
     header = [h.strip() for h in header]
     rows = []
     start = reader.line_num + 1
@@ -208,16 +214,19 @@ def _parquet(path: Path, missing: str) -> list[Record]:
     return [Record(row, i + 1, path) for i, row in enumerate(rows)]
 
 
-def read_records(path: str | Path, missing: str = "file not found") -> list[Record]:
+def read_records(path: str | Path, missing: str = "file not found", header: Sequence[str] | None = None,
+                 suffix: str | None = None) -> list[Record]:
     """Every record of a data file, whatever its container (see the module docstring).
 
-    ``missing`` is the message when the file does not exist (say where the data is published)."""
+    ``missing`` is the message when the file does not exist (say where the data is published);
+    ``header`` names the columns of a CSV/TSV file without a header row; ``suffix`` decides the
+    container instead of the file's extension (``".tsv"``, ``".jsonl"``, ``".parquet"`` …)."""
     path = Path(path)
-    suffix = path.suffix.lower()
+    suffix = (suffix or path.suffix).lower()
     if suffix == ".parquet":
         out = _parquet(path, missing)
     elif suffix in TABLE_SUFFIXES:
-        out = read_table(path, missing=missing)
+        out = read_table(path, TABLE_SUFFIXES[suffix], missing=missing, header=header)
     else:
         out = _objects(path, read_values(path, missing))
     if not out:
@@ -236,6 +245,51 @@ def read_json_object(path: str | Path, missing: str = "file not found") -> Mappi
     if not isinstance(value, dict):
         raise DataError(path, None, None, f"expected a JSON object at the top level, found {type(value).__name__}")
     return value
+
+
+def read_keyed_records(path: str | Path, key_field: str, missing: str = "file not found") -> list[Record]:
+    """Records of a file holding one JSON object whose values are objects, keyed by id: each value
+    becomes a Record with its key added as ``key_field`` and the line the value starts on."""
+    path = Path(path)
+    text = read_text(path, missing)
+    start = len(text) - len(text.lstrip())
+    if not text[start:start + 1] == "{":
+        raise DataError(path, None, None, "expected one JSON object whose values are the records")
+    decoder = json.JSONDecoder()
+    pos, line, counted, out = start + 1, 1, 0, []
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= len(text):
+            raise DataError(path, None, None, "not valid JSON: the top-level object is not closed")
+        line += text.count("\n", counted, pos)
+        counted = pos
+        if text[pos] == "}":
+            break
+        try:
+            key, pos = decoder.raw_decode(text, pos)
+            while pos < len(text) and text[pos] in " \t\r\n":
+                pos += 1
+            if text[pos:pos + 1] != ":" or not isinstance(key, str):
+                raise DataError(path, line, None, "not valid JSON: expected \"key\": value")
+            pos += 1
+            while pos < len(text) and text[pos] in " \t\r\n":
+                pos += 1
+            line += text.count("\n", counted, pos)
+            counted = pos
+            value, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            raise DataError(path, exc.lineno, None, f"not valid JSON ({exc.msg})") from None
+        _check_size(path, line, end - pos)
+        if not isinstance(value, dict):
+            raise DataError(path, line, key, f"expected a JSON object, found {type(value).__name__}")
+        if key_field in value:
+            raise DataError(path, line, key_field, "the record has a field of this name already")
+        out.append(Record({key_field: key, **value}, line, path))
+        pos = end
+    if not out:
+        raise DataError(path, None, None, "no records (empty object?)")
+    return out
 
 
 def check_unique_ids(records: Sequence[Record], ids: Sequence[str], field: str) -> None:

@@ -1,8 +1,9 @@
 """What a task is: data, a template, generation settings, and one or more ways to score.
 
 A task is a declarative :class:`TaskSpec`; the runner knows no task by name. Adding a task means
-adding a template in ``prompts/``, a module in ``evalpipe/tasks/`` that builds a ``TaskSpec`` and
-calls :func:`evalpipe.tasks.registry.register`, and tests — never editing the runner.
+writing a task file and its template (:mod:`evalpipe.tasks.taskfile`, ``docs/tasks.md``), or, for
+what no task kind expresses, a module in ``evalpipe/tasks/`` that builds a ``TaskSpec`` and calls
+:func:`evalpipe.tasks.registry.register` — never editing the runner.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,9 @@ class LoadOptions:
     token_counter: Callable[[str], int] | None = None
     #: the task's own settings (``--task-arg TASK:NAME=VALUE``), validated against ``TaskSpec.args``
     args: Mapping[str, Any] = field(default_factory=dict)
+    #: shots per prompt the user asked for (``--shots``); None = the task's default. A loader needs it
+    #: only to tell whether a missing shot file is a problem
+    shots: int | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,24 @@ class RankingSpec:
 
 
 @dataclass(frozen=True)
+class ChoiceScoring:
+    """What lets a task be scored by the log-likelihood of its options instead of a generated answer
+    (``--mcqa-scoring loglikelihood``, as lm-evaluation-harness scores multiple choice).
+
+    The prompt is the task's completion form; ``continuations(example)`` are the texts whose
+    log-probability after it is asked for (a question's option letters, `` A``, `` B`` …), in option
+    order; the endpoint's answer is stored as ``{"logprobs": {continuation: log-probability}}`` and
+    ``scoring`` parses and scores it (the highest log-probability is the choice).
+    """
+
+    continuations: Callable[[Example], tuple[str, ...]]
+    scoring: Scoring
+
+
+LOGLIKELIHOOD = "loglikelihood"
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     name: str
     description: str
@@ -184,6 +206,28 @@ class TaskSpec:
     #: criteria or shows its reference its own way; None = the default rubric of its ``answer_kind``
     #: (``prompts/judge/<answer_kind>.j2``)
     judge_rubric: str | None = None
+    #: metric → one line in the task's own words, for the report's glossary (recorded in config.json)
+    metric_definitions: Mapping[str, str] = field(default_factory=dict)
+    #: the folder ``template`` is found in (a task file's own folder); None = ``prompts/``
+    template_dir: Path | None = None
+    #: the template's text when it is given inline in a task file (then ``template`` only names it)
+    template_source: str | None = None
+    #: the task file this spec was built from (recorded with its sha256 in a run's config.json, so
+    #: ``evalpipe score`` can build the task again); None for a task written in Python
+    task_file: Path | None = None
+    #: default seed for drawing shots (``--fewshot-seed`` overrides); None = the first K of the pool
+    fewshot_seed: int | None = None
+    #: set for a task whose options can be scored by log-likelihood (``--mcqa-scoring loglikelihood``)
+    choice_scoring: ChoiceScoring | None = None
+
+    def scored_by(self, choice_scoring: str) -> TaskSpec:
+        """The spec as a run with ``--mcqa-scoring CHOICE_SCORING`` uses it: with ``loglikelihood``, a
+        task that has a :class:`ChoiceScoring` is scored by it (its only scoring: compatibility modes
+        read generated answers); any other task, and ``generate``, unchanged."""
+        if choice_scoring != LOGLIKELIHOOD or self.choice_scoring is None:
+            return self
+        scoring = self.choice_scoring.scoring
+        return replace(self, scorings={"default": scoring})
 
     def __post_init__(self) -> None:
         if "default" not in self.scorings:

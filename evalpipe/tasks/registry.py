@@ -1,13 +1,21 @@
 """Task and suite registry.
 
-Task modules register themselves on import; :func:`load_builtin_tasks` imports every module in
-this package once, so a new task module is picked up without touching any list here.
+Tasks come from two places, both picked up without touching any list here:
+
+* **task files** (:mod:`evalpipe.tasks.taskfile`): every shipped ``prompts/**/*.task.yaml``, the
+  user's tasks folder (``$EVALPIPE_TASKS_DIR``), and files registered on demand
+  (``run --task-file PATH``, ``--tasks-dir DIR``: :func:`register_task_file`);
+* **Python task modules**, which register themselves on import: :func:`load_builtin_tasks` imports
+  every module of every task family package once.
+
+Two tasks may not share a name: the error names both origins.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
 
 from evalpipe.tasks.base import SuiteSpec, TaskSpec
 
@@ -16,11 +24,71 @@ _SUITES: dict[str, SuiteSpec] = {}
 _loaded = False
 
 
+def _origin(spec: TaskSpec) -> str:
+    return str(spec.task_file) if spec.task_file is not None else f"Python module {spec.load.__module__}"
+
+
 def register(spec: TaskSpec) -> TaskSpec:
-    if spec.name in _TASKS and _TASKS[spec.name] is not spec:
-        raise ValueError(f"task {spec.name!r} registered twice")
+    existing = _TASKS.get(spec.name)
+    if existing is not None and existing is not spec:
+        if existing.task_file is not None and existing.task_file == spec.task_file:
+            return existing  # the same file registered again (--task-file of a task in the tasks folder)
+        raise ValueError(f"task {spec.name!r} is defined twice: by {_origin(existing)} and by {_origin(spec)}; "
+                         "rename one (the `name` key of a task file)")
     _TASKS[spec.name] = spec
     return spec
+
+
+def register_task_file(path: str | Path) -> TaskSpec:
+    """Build and register a task file (``run --task-file``); the same file twice is one task."""
+    from evalpipe.tasks.taskfile.build import load_task_file
+
+    load_builtin_tasks()
+    resolved = Path(path).resolve()
+    for spec in _TASKS.values():
+        if spec.task_file == resolved:
+            return spec
+    return register(load_task_file(resolved))
+
+
+def task_of_run(name: str, recorded: dict) -> tuple[TaskSpec, str | None]:
+    """The task a run recorded as ``name`` (its ``config.json`` entry is ``recorded``), for
+    re-scoring; and a note when its task file changed since.
+
+    A registered task (shipped, from ``$EVALPIPE_TASKS_DIR``, or registered by ``--task-file`` /
+    ``--tasks-dir``) is used as it is now. A task defined by a user's task file that is not
+    registered is built from the path the run recorded; if that file is gone (moved, renamed,
+    deleted) the error says so and how to point at it.
+    """
+    from evalpipe.tasks.taskfile.build import task_file_sha256
+
+    path = recorded.get("task_file")
+    digest = recorded.get("task_file_sha256")
+    tasks = all_tasks()
+    if name in tasks:
+        spec = tasks[name]
+    elif path:
+        if not Path(path).is_file():
+            raise KeyError(f"task {name!r} was defined by the task file {path} (sha256 {str(digest)[:12]}…), which "
+                           "is not there any more (moved or deleted?); pass its new path: "
+                           "evalpipe score RUN --task-file PATH (or --tasks-dir DIR)")
+        spec = register_task_file(path)
+    else:
+        spec = get_task(name)
+    note = None
+    if digest and spec.task_file is not None and spec.task_file.is_file():
+        now = task_file_sha256(spec.task_file)
+        if now != digest:
+            note = (f"{name}: the task file {spec.task_file} changed since the run (sha256 {digest[:12]}… then, "
+                    f"{now[:12]}… now); scored with its current definition")
+    return spec, note
+
+
+def register_tasks_dir(folder: str | Path) -> list[TaskSpec]:
+    """Register every task file of a user's tasks folder (``--tasks-dir``)."""
+    from evalpipe.tasks.taskfile.discover import folder_task_files
+
+    return [register_task_file(path) for path in folder_task_files(folder)]
 
 
 def register_suite(suite: SuiteSpec) -> SuiteSpec:
@@ -42,6 +110,15 @@ def load_builtin_tasks() -> None:
     for module in pkgutil.walk_packages(package.__path__, prefix="evalpipe.tasks."):
         if module.name not in ("evalpipe.tasks.base", "evalpipe.tasks.registry"):
             importlib.import_module(module.name)
+    from evalpipe.tasks.taskfile.build import load_task_file
+    from evalpipe.tasks.taskfile.discover import env_tasks_dir, folder_task_files, shipped_task_files
+
+    for path in shipped_task_files():
+        register(load_task_file(path))
+    user_dir = env_tasks_dir()
+    if user_dir is not None:
+        for path in folder_task_files(user_dir):
+            register(load_task_file(path))
     _loaded = True
 
 

@@ -24,7 +24,7 @@ from evalpipe.records import Example
 from evalpipe.runner import execute
 from evalpipe.backends.ranking import normalised, rank_pool
 from evalpipe.rescoring import rescore
-from evalpipe.tasks.huatuo.retrieval import POOL_NOTE, build_pool
+from evalpipe.tasks.kinds.retrieval import POOL_NOTE, build_pool
 from tests.cblue import synthetic as syn
 from tests.support.scripted_backend import ScriptedBackend, last_user_text
 

@@ -52,6 +52,7 @@ from tests.cblue import synthetic as syn
 from tests.clue.conftest import FIXTURES as CLUE_FIXTURES
 from tests.clue.conftest import FakeExtractor
 from tests.support.scripted_backend import ScriptedBackend
+from tests.tasks import mcqa_synthetic
 
 EXPECTED = Path(__file__).parent / "expected"
 MODEL = "golden-scripted"
@@ -87,11 +88,12 @@ def write_fixture_data(root: Path) -> dict[str, Path]:
         "cdn_terms": syn.write_term_table(root / "cdn_terms.xlsx"),
         "promptcblue": syn.write_promptcblue(root / "PromptCBLUE" / "dev.json"),
         "huatuo": syn.write_huatuo(root / "Huatuo26M" / "test_datasets.jsonl"),
+        "mcqa": mcqa_synthetic.write_all(root / "mcqa"),
     }
 
 
 def fixture_runs(data: Mapping[str, Path]) -> list[FixtureRun]:
-    """Every registered task, in seven runs."""
+    """Every registered task, in eight runs."""
     known = suites()
 
     def run(name: str, tasks: tuple[str, ...], **options: Any) -> FixtureRun:
@@ -114,6 +116,9 @@ def fixture_runs(data: Mapping[str, Path]) -> list[FixtureRun]:
         # answered by an embedding ranker (HashedBigramEmbedder), not the scripted model
         run("huatuo_retrieval", ("huatuo_retrieval",), data={"huatuo_retrieval": str(data["huatuo"])},
             embeddings_url="http://127.0.0.1:1/v1", embeddings_model=HashedBigramEmbedder.model),
+        # the multiple-choice benchmarks (task files only), MMLU's medical subjects as their suite
+        run("mcqa", ("medqa", "medmcqa", "pubmedqa", *known["mmlu_medical"].tasks), suites=("mmlu_medical",),
+            data_dir=str(data["mcqa"])),
     ]
 
 

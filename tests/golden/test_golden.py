@@ -60,7 +60,8 @@ def test_every_registered_task_and_scoring_is_covered(produced):
     from evalpipe.tasks.registry import all_tasks
 
     wanted = {(name, scoring) for name, spec in all_tasks().items() for scoring in spec.scorings}
-    wanted |= {("huatuo_retrieval", "default"), ("clue", "default"), ("clue", "clue"), ("cblue", "default")}
+    wanted |= {("huatuo_retrieval", "default"), ("clue", "default"), ("clue", "clue"), ("cblue", "default"),
+               ("mmlu_medical", "default")}
     assert wanted - set(covered(produced)) == set()
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import evalpipe.metrics.bertscore as bertscore_module
-import evalpipe.tasks.clue.common as clue_common
+import evalpipe.tasks.kinds.generation as generation_kind
 from evalpipe.config import RunConfig
 from evalpipe.frames import load_samples
 from evalpipe.report import build_report
@@ -51,7 +51,7 @@ def no_bertscore(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the report must not compute BERTScore again")
 
-    monkeypatch.setattr(clue_common, "bertscore_per_sample", refuse)
+    monkeypatch.setattr(generation_kind, "bertscore_per_sample", refuse)
     monkeypatch.setattr(bertscore_module, "bertscore_per_sample", refuse)
 
 

@@ -38,6 +38,15 @@ Answers come from a *responder*, ``responder(request_json) -> str | None``. The 
 the text with no entities tagged). :class:`ScriptedResponder` maps substrings of the last user
 message (or the completions prompt) to fixed answers.
 
+**Prompt log-probabilities** (log-likelihood scoring): a ``/v1/completions`` request with ``echo`` and
+``logprobs`` gets, for each prompt of its ``prompt`` list, the echoed prompt's tokens (the text split
+before each run of whitespace), their ``text_offset`` and ``token_logprobs``, plus one generated token,
+as vLLM answers. Every token costs -1.0, except the last one of the prompt (the continuation being
+scored), which costs -0.1 when it is what the responder answers for the text before it and -3.0
+otherwise — so a script file drives log-likelihood runs as it drives generated answers. With
+``logprobs=False`` (``--no-logprobs``) the server ignores ``echo``/``logprobs`` like an endpoint that
+cannot return prompt log-probabilities.
+
 Faults are planned per request (generation and embeddings requests), see :class:`Fault` for the
 spec syntax (``"429:retry_after=1"``, ``"500"``, ``"slow:5"``, ``"malformed_json"``,
 ``"empty_content"``, ``"null_content"``, ``"drop"``, ``"drop_mid"``, ``"chunked"``, ``"400"``,
@@ -55,6 +64,7 @@ import itertools
 import json
 import math
 import os
+import re
 import select
 import signal
 import subprocess
@@ -365,6 +375,7 @@ class FakeOpenAIServer:
         max_model_len: int | None = None,
         tokenize: bool | str = False,
         chat_template: bool = True,
+        logprobs: bool = True,
     ) -> None:
         if tokenize not in (False, True, "vllm", "llamacpp"):
             raise ValueError(f"tokenize must be False, True, 'vllm' or 'llamacpp' (got {tokenize!r})")
@@ -372,6 +383,7 @@ class FakeOpenAIServer:
         self.max_model_len = max_model_len
         self.tokenize: str | None = "vllm" if tokenize is True else (tokenize or None)
         self.chat_template = chat_template
+        self.logprobs = logprobs
         self.responder: Responder = responder or echo_responder
         self.latency = latency
         self.record = record
@@ -718,6 +730,8 @@ class FakeOpenAIServer:
             return _json_response(200, {"object": "chat.completion", "choices": []})
         if endpoint == "embeddings":
             payload = self._embeddings_json(body)
+        elif endpoint == "completions" and body.get("echo") and body.get("logprobs") is not None and self.logprobs:
+            payload = self._logprobs_json(body)
         else:
             if kind in ("empty_content", "null_content"):
                 text: str | None = "" if kind == "empty_content" else None
@@ -775,6 +789,31 @@ class FakeOpenAIServer:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+
+    def _logprobs_json(self, body: JSONDict) -> JSONDict:
+        """Echoed prompt tokens with log-probabilities (see the module docstring), one choice per prompt."""
+        prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
+        choices = []
+        for index, prompt in enumerate(prompts):
+            tokens = re.findall(r"\s*\S+", prompt) or [prompt]
+            offsets = [0]
+            for token in tokens[:-1]:
+                offsets.append(offsets[-1] + len(token))
+            context, last = prompt[: offsets[-1]], tokens[-1]
+            preferred = (self.responder({**body, "prompt": context}) or "").strip()
+            values: list[float | None] = [None] + [-1.0] * (len(tokens) - 1)
+            values[-1] = -0.1 if last.strip() == preferred else -3.0
+            if len(tokens) == 1:
+                values = [None]
+            tokens, offsets, values = [*tokens, " x"], [*offsets, len(prompt)], [*values, -0.5]
+            choices.append({"index": index, "text": prompt + " x", "finish_reason": "length",
+                            "logprobs": {"tokens": tokens, "token_logprobs": values, "text_offset": offsets,
+                                         "top_logprobs": None}})
+        prompt_tokens = sum(len(c["logprobs"]["tokens"]) - 1 for c in choices)
+        return {"id": f"cmpl-fake-{next(self._ids)}", "object": "text_completion", "created": int(time.time()),
+                "model": body["model"], "choices": choices,
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(choices),
+                          "total_tokens": prompt_tokens + len(choices)}}
 
     @staticmethod
     def _embeddings_json(body: JSONDict) -> JSONDict:
@@ -967,6 +1006,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--api-key-env", help="require Bearer <value of this env var> on /v1/*")
     parser.add_argument("--max-model-len", type=int, help="report this context length in /v1/models")
     parser.add_argument("--tokenize", choices=("vllm", "llamacpp"), help="serve that tokenizer endpoint")
+    parser.add_argument("--no-logprobs", action="store_true", help="ignore echo/logprobs (no prompt log-probabilities)")
     return parser.parse_args(argv)
 
 
@@ -1015,6 +1055,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         port=args.port,
         max_model_len=args.max_model_len,
         tokenize=args.tokenize or False,
+        logprobs=not args.no_logprobs,
     )
     server.plan_faults([*faults, *args.fault])
     with contextlib.suppress(KeyboardInterrupt):

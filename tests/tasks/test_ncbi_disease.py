@@ -5,7 +5,9 @@ import pytest
 from evalpipe.scoring import score_task
 from evalpipe.records import Completion
 from evalpipe.tasks.base import LoadOptions
-from evalpipe.tasks.ncbi.disease import SPEC
+from evalpipe.tasks.registry import get_task
+
+SPEC = get_task("ncbi_disease")
 
 
 @pytest.fixture()

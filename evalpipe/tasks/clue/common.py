@@ -1,33 +1,28 @@
-"""What the CLUE tasks share: held-out shots, free-text scoring, notes on metrics not computed.
+"""What the CLUE tasks share: suite names, citation, locating single-file data, free-text scorings.
 
-(Imported by the registry like every module here; it registers nothing.)
+(Imported by the registry like every module here; it registers nothing.) Most CLUE tasks are task
+files (``prompts/clue/*.task.yaml``) with hooks in :mod:`evalpipe.tasks.clue.hooks`; LongHealth,
+whose document assembly no task file expresses, is Python (:mod:`evalpipe.tasks.clue.longhealth`).
 
-**Shots without a train split.** MeQSum, problem summaries, MeDiSumQA and MeDiSumCode ship
-no train split. CLUE's reference shuffles the file with ``random.seed(1)`` and uses the first k
-rows as shots. evalpipe makes the *same* choice (so the shots equal the reference's), keeps those
-rows **out of the scored set** (as the reference also does), and puts them in the shot pool in
-the reference's order: ``--fewshot-seed`` unset takes exactly them. The scored set is therefore
-fixed by the task (it does not depend on ``--shots``).
+**Shots without a train split.** MeQSum, problem summaries, MeDiSumQA and MeDiSumCode ship no train
+split. CLUE's reference shuffles the file with ``random.seed(1)`` and uses the first k rows as shots.
+Their task files make the *same* choice (``shots: {source: held_out, seed: 1}``, see
+:mod:`evalpipe.tasks.taskfile.load`), so the shots equal the reference's, are kept **out of the
+scored set** (as the reference also does), and are in the shot pool in the reference's order.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
-from evalpipe.compat.clue import reference_positions
 from evalpipe.tasks.clue.files import DataFile, locate, problem_locating
 from evalpipe.data.errors import DataError
-from evalpipe.metrics.aggregation import Mean
-from evalpipe.metrics.bertscore import bertscore_per_sample, resolve_settings
-from evalpipe.metrics.concepts import NotComputed, concept_per_sample, resolve_extractor
 from evalpipe.metrics.options import MetricOptions
-from evalpipe.metrics.rouge import rouge_per_sample
 from evalpipe.records import Example, Prediction, ScoreSheet
-from evalpipe.tasks.base import LoadOptions, Scoring, TaskData
+from evalpipe.tasks.base import LoadOptions, Scoring
+from evalpipe.tasks.kinds.generation import summary_score_sheet
 
 log = logging.getLogger("evalpipe.clue")
 
@@ -38,28 +33,6 @@ CITATION = (
     "Dada A, Bauer M, Butler Contreras A, Koraş OA, Seibold CM, Smith KE, Kleesiek J. CLUE: A Clinical "
     "Language Understanding Evaluation for LLMs. arXiv:2404.04067, 2024."
 )
-
-
-# ---- data ------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class HeldOut:
-    """File rows split into scored rows (file order) and shot rows (reference order)."""
-
-    scored: tuple[int, ...]
-    shots: tuple[int, ...]
-    #: row → position after the reference's shuffle (provenance; the compat scorer uses it)
-    positions: tuple[int, ...]
-
-
-def held_out_data(examples: Sequence[Example], held: HeldOut, path: Path) -> TaskData:
-    """TaskData of a test-only file: scored rows are evaluated, the held-out rows are the shots."""
-    return TaskData(
-        examples=tuple(examples[r] for r in held.scored),
-        shot_pool=tuple(examples[r] for r in held.shots),
-        files=(path,),
-        split="test",
-    )
 
 
 def locate_test_file(file: DataFile, options: LoadOptions, shipped: Path | None = None) -> Path:
@@ -79,50 +52,11 @@ def single_file_problem(file: DataFile, shipped: Path | None = None) -> Callable
     return data_problem
 
 
-def hold_out_reference_shots(n_rows: int, k: int, path: Any) -> HeldOut:
-    """The reference's k shot rows (positions 0..k-1 after its seeded shuffle) and the rest."""
-    if n_rows <= k:
-        raise DataError(path, None, None, f"{n_rows} record(s): need more than the {k} held out as few-shot examples")
-    positions = reference_positions(n_rows)
-    shots = tuple(sorted((r for r in range(n_rows) if positions[r] < k), key=lambda r: positions[r]))
-    scored = tuple(r for r in range(n_rows) if positions[r] >= k)
-    return HeldOut(scored, shots, tuple(positions))
-
-
-def mean_over(per_sample: Sequence[Mapping[str, float]], keys: Iterable[str]) -> dict[str, float]:
-    return {k: sum(s[k] for s in per_sample) / len(per_sample) for k in keys}
-
-
 # ---- free-text scoring (MeQSum, problem summaries, MeDiSumQA) --------------------------------
 
 SUMMARY_METRICS = ("rouge1", "rouge2", "rougeL")
-
-
-def summary_score_sheet(
-    predictions: Sequence[str], references: Sequence[str], options: MetricOptions, concepts: bool
-) -> ScoreSheet:
-    """ROUGE-1/2/L, BERTScore P/R/F1 and (if ``concepts``) UMLS-concept P/R/F1 per sample, means.
-
-    Definitions: :mod:`evalpipe.metrics.rouge`, :mod:`evalpipe.metrics.bertscore`,
-    :mod:`evalpipe.metrics.concepts`. A UMLS metric that cannot be computed is left out and its
-    reason put in ``notes`` (and logged) — never reported as 0.
-    """
-    rouge = rouge_per_sample(predictions, references, options.rouge_stemmer)
-    per_sample: list[dict[str, float]] = [dict(r) for r in rouge]
-    for row, scores in zip(per_sample, bertscore_per_sample(predictions, references, resolve_settings(options))):
-        row.update(scores)
-    notes: dict[str, str] = {}
-    if concepts:
-        extractor = resolve_extractor(options)
-        if isinstance(extractor, NotComputed):
-            notes[extractor.metric] = extractor.reason
-            log.warning(extractor.reason)
-        else:
-            for row, scores in zip(per_sample, concept_per_sample(predictions, references, extractor)):
-                row.update(scores)
-    corpus = mean_over(per_sample, per_sample[0].keys()) if per_sample else {}
-    return ScoreSheet(corpus=corpus, per_sample=per_sample, notes=notes,
-                      aggregations={key: Mean(key) for key in corpus})
+__all__ = ["ALL", "CITATION", "LEVEL1", "LEVEL2", "SUMMARY_METRICS", "free_text", "gold_text", "locate_test_file",
+           "no_text", "raw_text", "single_file_problem", "summary_score_sheet", "summary_scorings"]
 
 
 def free_text(answer: str) -> Prediction:
@@ -169,5 +103,3 @@ def gold_text(example: Example) -> str:
     return str(example.gold)
 
 
-def provenance(path: Any, line: int | None, position: int) -> dict[str, Any]:
-    return {"file": str(path), "line": line, "reference_position": position}

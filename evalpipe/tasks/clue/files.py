@@ -1,4 +1,4 @@
-"""Finding the CLUE data files (and reading CLUE's CSV, whose column names vary by release).
+"""Finding the CLUE data files that stay with Python code (LongHealth's benchmark file).
 
 Most CLUE data cannot ship with the project (PhysioNet credentialed access, or a licence that
 forbids redistribution), so the user points at it with ``--data-dir DIR`` (files under their
@@ -7,8 +7,8 @@ distributed names, directly in DIR or in the sub-folder CLUE's own scripts use, 
 :class:`DataError` that says which file is expected, where it is published, and whether it needs
 credentialed access — the user should never have to read code to find out what to download.
 
-Reading is :mod:`evalpipe.data.records`' (JSON lines or arrays, CSV), which names file, line and
-field, because a silently mis-read gold file makes every number wrong.
+(The CLUE task files locate their data by the task-file rule, :mod:`evalpipe.tasks.taskfile.locate`,
+which follows the same conventions; LongHealth, which stays Python, uses this module.)
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from evalpipe.data.errors import DataError
-from evalpipe.data.records import Record, read_table
 
 
 @dataclass(frozen=True)
@@ -92,26 +90,3 @@ def problem_locating(spec: DataFile, explicit: Path | None, data_dir: Path | Non
     except DataError as exc:
         return str(exc)
     return None
-
-
-# ---- tables ----------------------------------------------------------------------------------
-
-def read_csv(path: str | Path, required: Sequence[Sequence[str]]) -> tuple[list[Record], dict[str, str]]:
-    """A CSV file with a header row (:func:`evalpipe.data.records.read_table`) whose needed columns
-    may go by several names (releases of one data set differ).
-
-    ``required`` lists, per needed column, the accepted header names (first found wins); returns
-    the rows and a map from the first accepted name to the header actually present.
-    """
-    path = Path(path)
-    rows = read_table(path)
-    header = list(rows[0].fields) if rows else []
-    columns: dict[str, str] = {}
-    for names in required:
-        found = next((n for n in names if n in header), None)
-        if found is None:
-            raise DataError(path, 1, names[0], f"missing column (header has: {', '.join(header)})")
-        columns[names[0]] = found
-    if not rows:
-        raise DataError(path, None, None, "no rows after the header")
-    return rows, columns

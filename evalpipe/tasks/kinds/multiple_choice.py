@@ -1,0 +1,249 @@
+"""Kind ``multiple_choice``: pick one of a question's lettered options (MedQA, MedMCQA, PubMedQA, MMLU).
+
+**Options** (``options``): a record field holding ``{letter: text}`` or a list of texts (MedQA's
+``options``), record columns in order (MedMCQA's ``opa``…``opd``, MMLU's ``A``…``D``), or the same
+texts for every question (``fixed``: PubMedQA's yes / no / maybe). Letters are ``A``, ``B``, … in
+order (``letters`` overrides). Templates see ``example.options``: a list of ``{letter, text}``.
+
+**Gold** (``fields.answer``), by ``answer_format``:
+
+* ``letter`` — the correct letter (``C``; any case, brackets and a final period ignored);
+* ``index`` — the correct option's position, counted from ``index_base`` (0 or 1). With
+  ``detect_index_base`` (default on) the whole file is checked: an index 0 anywhere means 0-based,
+  an index equal to the number of options means 1-based; both at once, or the other base than
+  declared *and* no evidence, is reported — MedMCQA's ``cop`` is 1-based in its GitHub release and
+  0-based on the Hugging Face hub, and reading one as the other silently shifts every answer;
+* ``text`` — the correct option's text (PubMedQA's ``final_decision``), matched case-insensitively.
+
+**Parsing**: :func:`evalpipe.parsers.letter.parse_letter` (bare letter, ``Answer: C.``, ``(B)``,
+``**D**``, lower case, ``<think>`` blocks; a hedge naming two letters, a refusal or an empty answer
+is a counted parse failure). **Metric**: ``accuracy``, the mean of per-sample 0/1 (a failure is
+wrong), declared as a mean so it gets a bootstrap interval. Shots demonstrate the gold letter.
+
+**Log-likelihood scoring** (``--mcqa-scoring loglikelihood``, as lm-evaluation-harness scores
+multiple choice): no answer is generated. The prompt is the template's ``completion`` form (ending in
+``Answer:``) and the endpoint is asked for the log-probability of each option's letter as its
+continuation (`` A``, `` B`` …; :class:`~evalpipe.tasks.base.ChoiceScoring`, sent by the
+OpenAI-compatible backend as one ``/v1/completions`` request with ``echo`` and ``logprobs``). The
+chosen option is the one with the highest log-probability (the first of equal ones, flagged ``tie``);
+accuracy as above. The log-probabilities are stored as the answer, so ``score`` re-scores them
+without the model. Letters are single tokens, so no length normalisation is needed (lm-evaluation-
+harness's ``acc_norm`` equals ``acc`` here).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import string
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from evalpipe.data.records import Record
+from evalpipe.metrics.aggregation import Mean
+from evalpipe.metrics.classification import accuracy
+from evalpipe.metrics.options import MetricOptions
+from evalpipe.parsers.letter import parse_letter
+from evalpipe.records import Example, Prediction, ScoreSheet
+from evalpipe.tasks.base import ChoiceScoring, Scoring
+from evalpipe.tasks.kinds.base import Drafted, Kind, KindParts, register_kind
+from evalpipe.tasks.taskfile.schema import Strict, TaskFile, Text
+
+
+class OptionsSpec(Strict):
+    field: Text | None = Field(None, description="A record field holding {letter: text} or a list of texts.")
+    columns: list[Text] | None = Field(None, description="Record fields holding the options, in letter order.")
+    fixed: list[Text] | None = Field(None, description="The same option texts for every question.")
+    letters: Text | None = Field(None, description="The option letters in order (default ABCD…).")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> OptionsSpec:
+        given = [k for k in ("field", "columns", "fixed") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of options.field, options.columns, options.fixed")
+        count = len(self.columns or self.fixed or ())
+        if self.letters is not None:
+            if not re.fullmatch(r"[A-Z]+", self.letters) or len(set(self.letters)) != len(self.letters):
+                raise ValueError("options.letters: distinct upper-case letters, e.g. ABCDE")
+            if count and len(self.letters) != count:
+                raise ValueError(f"options.letters has {len(self.letters)} letters for {count} options")
+        if count and count < 2:
+            raise ValueError("a question needs at least two options")
+        return self
+
+
+class MultipleChoiceTask(TaskFile):
+    kind: Literal["multiple_choice"]
+    options: OptionsSpec
+    answer_format: Literal["letter", "index", "text"] = Field(
+        "letter", description="How fields.answer names the correct option: its letter, its index, or its text.")
+    index_base: Literal[0, 1] = Field(0, description="answer_format index: the index of the first option.")
+    detect_index_base: bool = Field(True, description="answer_format index: check the file's indices for the "
+                                    "other base (an index 0 → 0-based, an index = number of options → 1-based).")
+
+    @model_validator(mode="after")
+    def _answer_field(self) -> MultipleChoiceTask:
+        if self.fields.gold_field() is None:
+            raise ValueError("fields.answer: name the field holding the correct option")
+        return self
+
+
+def _letters(task: MultipleChoiceTask, count: int) -> str:
+    return task.options.letters or string.ascii_uppercase[:count]
+
+
+def _options(task: MultipleChoiceTask, record: Record) -> dict[str, str]:
+    spec = task.options
+    if spec.fixed is not None:
+        return dict(zip(_letters(task, len(spec.fixed)), spec.fixed))
+    if spec.columns is not None:
+        texts = [str(record.get(column, (str, int, float))).strip() for column in spec.columns]
+        for column, text in zip(spec.columns, texts):
+            if not text:
+                raise record.error(column, "empty option")
+        return dict(zip(_letters(task, len(texts)), texts))
+    value = record.get(spec.field or "", (dict, list))
+    if isinstance(value, list):
+        value = dict(zip(_letters(task, len(value)), value))
+    options: dict[str, str] = {}
+    for key, text in value.items():
+        letter = str(key).strip().upper()
+        if not re.fullmatch(r"[A-Z]", letter):
+            raise record.error(f"{spec.field}.{key}", "an option key must be one letter")
+        if not isinstance(text, (str, int, float)) or not str(text).strip():
+            raise record.error(f"{spec.field}.{key}", "empty or not text")
+        options[letter] = str(text).strip()
+    if len(options) < 2:
+        raise record.error(spec.field, f"{len(options)} option(s); a question needs at least two")
+    return options
+
+
+def _gold_value(task: MultipleChoiceTask, record: Record) -> tuple[str, object]:
+    field = task.fields.gold_field()
+    names = field if isinstance(field, list) else [field]
+    name = next((n for n in names if n in record.fields), names[0])
+    return name, record.get(name, (str, int, float))
+
+
+def _index(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    text = str(value).strip()
+    return int(text) if re.fullmatch(r"-?\d+", text) else None
+
+
+def index_base(task: MultipleChoiceTask, records: Sequence[Record], counts: Sequence[int]) -> int:
+    """The index base the file uses (see the module docstring)."""
+    declared = task.index_base
+    if not task.detect_index_base:
+        return declared
+    zero = next((r for r in records if _index(_gold_value(task, r)[1]) == 0), None)
+    top = next((r for r, n in zip(records, counts) if _index(_gold_value(task, r)[1]) == n), None)
+    if zero is not None and top is not None:
+        name = _gold_value(task, top)[0]
+        raise top.error(name, f"index {_gold_value(task, top)[1]} equals the number of options (1-based), but line "
+                        f"{zero.line} has index 0 (0-based): the file mixes index bases")
+    if zero is not None:
+        return 0
+    if top is not None:
+        return 1
+    return declared
+
+
+def read(task: MultipleChoiceTask, records: Sequence[Record]) -> list[Drafted]:
+    options = [_options(task, record) for record in records]
+    base = index_base(task, records, [len(o) for o in options]) if task.answer_format == "index" else 0
+    out = []
+    for record, opts in zip(records, options):
+        name, value = _gold_value(task, record)
+        letters = list(opts)
+        if task.answer_format == "letter":
+            letter = str(value).strip().strip("()[]").rstrip(".").strip().upper()
+            if letter not in opts:
+                raise record.error(name, f"{value!r} is not one of the option letters {', '.join(letters)}")
+        elif task.answer_format == "index":
+            index = _index(value)
+            if index is None or not base <= index < base + len(letters):
+                raise record.error(name, f"{value!r} is not an option index ({base}…{base + len(letters) - 1}, "
+                                   f"{'0' if base == 0 else '1'}-based)")
+            letter = letters[index - base]
+        else:
+            said = str(value).strip().casefold()
+            hits = [k for k, text in opts.items() if text.strip().casefold() == said]
+            if len(hits) != 1:
+                raise record.error(name, f"{value!r} equals {'no option' if not hits else 'several options'} "
+                                   f"({', '.join(opts.values())})")
+            letter = hits[0]
+        out.append(Drafted(gold=letter, inputs={"options": [{"letter": k, "text": t} for k, t in opts.items()]}))
+    return out
+
+
+def option_map(example: Example) -> dict[str, str]:
+    return {o["letter"]: o["text"] for o in example.inputs["options"]}
+
+
+def parse(answer: str, example: Example) -> Prediction:
+    return parse_letter(answer, option_map(example))
+
+
+def score(examples: Sequence[Example], predictions: Sequence[Prediction], options: MetricOptions) -> ScoreSheet:
+    """Accuracy: the share of questions whose parsed letter is the gold one (a failure is wrong)."""
+    golds = [ex.gold for ex in examples]
+    preds = [p.value for p in predictions]
+    per_sample = [{"accuracy": float(p is not None and p == g)} for g, p in zip(golds, preds)]
+    return ScoreSheet(corpus={"accuracy": accuracy(golds, preds)}, per_sample=per_sample,
+                      aggregations={"accuracy": Mean("accuracy")})
+
+
+GENERATIVE = Scoring(parse=parse, score=score, empty=lambda ex: Prediction(None, True, {"no_answer": True}),
+                     description="the letter the answer commits to (hedges, refusals, empty fail); accuracy")
+
+
+def continuations(example: Example) -> tuple[str, ...]:
+    """What a log-likelihood request scores after ``Answer:``: each option's letter, a space before it."""
+    return tuple(f" {o['letter']}" for o in example.inputs["options"])
+
+
+def parse_logprobs(answer: str, example: Example) -> Prediction:
+    """``{"logprobs": {" A": -0.4, " B": -2.1, …}}`` → the letter of the most likely option.
+
+    Not such JSON, or a log-probability missing or not a finite number for an option: a parse failure
+    (``not_logprobs``). Equal maxima: the first option in order, flagged ``tie``."""
+    wanted = continuations(example)
+    try:
+        scores = json.loads(answer)["logprobs"]
+        values = [float(scores[c]) for c in wanted]
+    except (ValueError, TypeError, KeyError):
+        return Prediction(None, True, {"not_logprobs": True, "tie": False})
+    if not all(math.isfinite(v) for v in values):
+        return Prediction(None, True, {"not_logprobs": True, "tie": False})
+    best = max(values)
+    index = values.index(best)
+    return Prediction(wanted[index].strip(), False, {"not_logprobs": False, "tie": values.count(best) > 1})
+
+
+LOGLIKELIHOOD_SCORING = Scoring(
+    parse=parse_logprobs, score=score, empty=lambda ex: Prediction(None, True, {"no_answer": True}),
+    description="the option whose letter has the highest log-probability after the prompt; accuracy")
+
+
+def parts(task: MultipleChoiceTask) -> KindParts:
+    return KindParts(scorings={"default": GENERATIVE}, shot_target=lambda ex: str(ex.gold),
+                     metrics=("accuracy",), primary_metric="accuracy",
+                     choice_scoring=ChoiceScoring(continuations=continuations, scoring=LOGLIKELIHOOD_SCORING))
+
+
+KIND = register_kind(Kind(
+    name="multiple_choice",
+    description="one of lettered options (options from a field, columns or fixed; a strict letter parser; accuracy)",
+    model=MultipleChoiceTask,
+    read=read,
+    parts=parts,
+))

@@ -1,0 +1,239 @@
+"""A task file's data as examples: read the files, map the fields, let the kind read the gold.
+
+* **Reading** goes through :mod:`evalpipe.data.records` (JSON lines or array, a JSON object of
+  records keyed by id, CSV/TSV with or without a header row, parquet) or :mod:`evalpipe.data.conll`
+  (CoNLL: one record per sentence, fields ``tokens`` and ``tags``), so every error reads
+  ``FILE:LINE: FIELD: what is wrong``, before any request is sent.
+* **Inputs**: each template variable of ``fields.inputs`` is taken from its field (the first present
+  of alternative names). Text must not be blank unless the input is ``optional``; numbers become
+  their text; lists and objects are kept for templates to loop over. For a table every input's
+  column is checked against the header first (one error at line 1, not one per row).
+* **Ids**: from ``fields.id`` written by ``id_format``, else (or where a record lacks it) by
+  ``row_id`` from the split and the 0-based row; ids must be unique in a file.
+* **Shots** never come from the evaluated rows: from another split's file (``shots.source``), or
+  ``held_out`` — ``shots.count`` rows of the evaluated file chosen by a shuffle of the row indices
+  with ``random.Random(shots.seed or 0)`` (the first ``count`` positions, in shuffle order, are the
+  shot pool; the other rows are scored in file order). CLUE's reference does exactly this with seed 1.
+* **Meta** of every example: ``file``, ``line``, ``row`` (and ``shuffle_position`` when held out).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalpipe.data.conll import read_conll
+from evalpipe.data.errors import DataError
+from evalpipe.data.records import Record, check_unique_ids, read_keyed_records, read_records
+from evalpipe.records import Example
+from evalpipe.tasks.base import LoadOptions, TaskData
+from evalpipe.tasks.kinds.base import Kind
+from evalpipe.tasks.taskfile import locate
+from evalpipe.tasks.taskfile.schema import TaskFile
+
+#: extension → format for ``data.format: auto``
+EXTENSIONS = {".jsonl": "jsonl", ".json": "json", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv", ".tab": "tsv",
+              ".parquet": "parquet", ".conll": "conll", ".bio": "conll", ".iob": "conll", ".iob2": "conll"}
+#: the field that holds a record's key in a ``json_object`` file
+KEY_FIELD = "_key"
+
+
+def file_format(task: TaskFile, path: Path) -> str:
+    if task.data.format != "auto":
+        return task.data.format
+    fmt = EXTENSIONS.get(path.suffix.lower())
+    if fmt is None:
+        raise DataError(path, None, None, f"cannot tell the format from the extension {path.suffix or '(none)'!r}; "
+                        "set data.format in the task file (jsonl, json, json_object, csv, tsv, parquet, conll)")
+    return fmt
+
+
+def read_file(task: TaskFile, path: Path) -> list[Record]:
+    """Every record of ``path`` in the task's format."""
+    fmt = file_format(task, path)
+    if fmt == "conll":
+        return [Record({"tokens": s.tokens, "tags": s.tags}, s.line, path) for s in read_conll(path)]
+    if fmt == "json_object":
+        return read_keyed_records(path, KEY_FIELD)
+    suffix = {"jsonl": ".jsonl", "json": ".json", "csv": ".csv", "tsv": ".tsv", "parquet": ".parquet"}[fmt]
+    return read_records(path, header=task.data.columns, suffix=suffix)
+
+
+def _check_header(task: TaskFile, records: Sequence[Record], path: Path) -> None:
+    """For a table: every input has a column, optional or not (a table's columns are fixed, so a missing
+    one is a misconfiguration, not an empty value); one error naming the header."""
+    if file_format(task, path) not in ("csv", "tsv") or not records:
+        return
+    header = list(records[0].fields)
+    for name, fields in task.fields.inputs.items():
+        names = fields if isinstance(fields, list) else [fields]
+        if not any(f in header for f in names):
+            line = None if task.data.columns else 1
+            raise DataError(path, line, names[0], f"missing column (header has: {', '.join(header)})")
+
+
+def _value(record: Record, name: str, fields: str | list[str], optional: bool) -> Any:
+    names = fields if isinstance(fields, list) else [fields]
+    found = next((f for f in names if f in record.fields), None)
+    if found is None:
+        if optional:
+            return ""
+        record.get(names[0])  # raises "missing field (fields found: …)"
+    value = record.fields[found]
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if optional:
+            return "" if value is None else value
+        raise record.error(found, "empty" if value is not None else "null")
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+def _sample_id(task: TaskFile, record: Record, split: str, row: int) -> str:
+    fields = task.fields
+    value = record.fields.get(fields.id) if fields.id is not None else None
+    if value is not None and str(value).strip():
+        return fields.id_format.format(id=str(value).strip(), split=split, row=row)
+    if fields.id is not None and fields.row_id is None:
+        raise record.error(fields.id, "missing (every record needs an id)")
+    return (fields.row_id or "{split}-{row}").format(split=split, row=row)
+
+
+#: a hook's record preparation (see :func:`load_task_data`)
+Prepare = Callable[[Record], Record]
+
+
+def read_examples(task: TaskFile, kind: Kind, path: Path, split: str,
+                  prepare: Prepare | None = None) -> tuple[Example, ...]:
+    """The examples of one file (ids unique), in file order; an error carries the split's note."""
+    try:
+        return _read_examples(task, kind, path, split, prepare)
+    except DataError as exc:
+        note = task.data.notes.get(split)
+        if note is None or exc.line is None:
+            raise
+        raise DataError(exc.path, exc.line, exc.field, f"{exc.problem}; {note}") from None
+
+
+def _read_examples(task: TaskFile, kind: Kind, path: Path, split: str,
+                   prepare: Prepare | None) -> tuple[Example, ...]:
+    records = read_file(task, path)
+    if prepare is not None:
+        records = [prepare(record) for record in records]
+    _check_header(task, records, path)
+    inputs = [{name: _value(record, name, fields, name in task.fields.optional)
+               for name, fields in task.fields.inputs.items()} for record in records]
+    drafts = kind.read(task, records)
+    examples = []
+    for row, (record, mapped, draft) in enumerate(zip(records, inputs, drafts)):
+        examples.append(Example(id=_sample_id(task, record, split, row), inputs={**mapped, **draft.inputs},
+                                gold=draft.gold, meta={"file": str(path), "line": record.line, "row": row}))
+    check_unique_ids(records, [ex.id for ex in examples], task.fields.id or "id")
+    return tuple(examples)
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    scored: tuple[Example, ...]
+    shots: tuple[Example, ...]
+
+
+def hold_out(examples: Sequence[Example], k: int, seed: int, path: Path) -> HeldOut:
+    """``k`` rows chosen by a seeded shuffle of the row indices become the shot pool (in shuffle
+    order); the others are scored, in file order (see the module docstring)."""
+    if len(examples) <= k:
+        raise DataError(path, None, None, f"{len(examples)} record(s): need more than the {k} held out as "
+                        "few-shot examples")
+    order = list(range(len(examples)))
+    random.Random(seed).shuffle(order)
+    position = {row: i for i, row in enumerate(order)}
+
+    def placed(row: int) -> Example:
+        ex = examples[row]
+        return Example(ex.id, ex.inputs, ex.gold, {**ex.meta, "shuffle_position": position[row]})
+
+    return HeldOut(scored=tuple(placed(r) for r in range(len(examples)) if position[r] >= k),
+                   shots=tuple(placed(r) for r in order[:k]))
+
+
+def evaluated_split(task: TaskFile, options: LoadOptions) -> str:
+    split = options.split or task.data.default_split()
+    if split not in task.data.files:
+        raise DataError(task.data.names(task.data.default_split())[0], None, "split",
+                        f"unknown split {split!r} for task {task.name} (it has: {', '.join(task.data.files)})")
+    return split
+
+
+def shot_split(task: TaskFile, split: str) -> str | None:
+    """The split shots come from: the first source that is not the evaluated split (None: none)."""
+    return next((s for s in task.shots.sources() if s != split), None)
+
+
+def wants_shots(task: TaskFile, options: LoadOptions) -> bool:
+    return (task.shots.count if options.shots is None else options.shots) > 0
+
+
+def eval_path(task: TaskFile, base: Path, options: LoadOptions) -> tuple[str, Path]:
+    split = evaluated_split(task, options)
+    return split, locate.require(task, base, options, "eval", task.data.names(split))
+
+
+def shot_path(task: TaskFile, base: Path, options: LoadOptions, split: str, evaluated: Path) -> Path | None:
+    """The shot file (an explicit ``shots`` file also replaces held-out rows), None when there is none
+    and none is needed; a missing file that is needed is a DataError."""
+    if "shots" in options.paths:
+        return locate.require(task, base, options, "shots", (str(options.paths["shots"]),))
+    source = None if task.shots.held_out else shot_split(task, split)
+    if source is None:
+        return None
+    if source not in task.data.files:  # a shot file only the user can give (--data TASK:shots=PATH)
+        if wants_shots(task, options):
+            raise DataError(task.name, None, "shots", f"task {task.name} has no shot file of its own: pass "
+                            f"--data {task.name}:shots=PATH, or --shots 0")
+        return None
+    names = task.data.names(source)
+    found = locate.find(task, base, options, "shots", names, beside=evaluated.parent)
+    if found is not None and found.resolve() == evaluated.resolve():
+        found = None
+    if found is None and wants_shots(task, options):
+        looked = locate.candidates(task, base, options, names, evaluated.parent)
+        raise DataError(looked[0] if looked else names[0], None, None,
+                        locate.missing_message(task, names, looked, "shots"))
+    return found
+
+
+def load_task_data(task: TaskFile, kind: Kind, base: Path, options: LoadOptions,
+                   prepare: Prepare | None = None) -> TaskData:
+    """Read the evaluated file and the shot pool of a task file (see the module docstring).
+
+    ``prepare`` (for a hook: :func:`evalpipe.tasks.taskfile.build.with_prepared_records`) rewrites
+    each record before its fields are mapped, for a data quirk no key expresses."""
+    split, evaluated = eval_path(task, base, options)
+    examples = read_examples(task, kind, evaluated, split, prepare)
+    shots_file = shot_path(task, base, options, split, evaluated)
+    files: tuple[Path, ...] = (evaluated,)
+    if shots_file is not None:
+        pool_split = shot_split(task, split) or "shots"
+        pool = read_examples(task, kind, shots_file, pool_split, prepare)
+        files += (shots_file,)
+    elif task.shots.held_out:
+        held = hold_out(examples, task.shots.count, task.shots.seed or 0, evaluated)
+        examples, pool = held.scored, held.shots
+    else:
+        pool = ()
+    return TaskData(examples=examples, shot_pool=pool, files=files, split=split)
+
+
+def data_problem(task: TaskFile, base: Path, options: LoadOptions) -> str | None:
+    """Why :func:`load_task_data` would fail for want of a file (cheap: nothing is parsed)."""
+    try:
+        split, evaluated = eval_path(task, base, options)
+        shot_path(task, base, options, split, evaluated)
+    except DataError as exc:
+        return str(exc)
+    return None
