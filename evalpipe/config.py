@@ -69,6 +69,13 @@ class RunConfig:
     embeddings_model: str | None = None
     embeddings_path: str | None = None
     embeddings_batch_size: int | None = None
+    #: prompt conditions (evalpipe.conditions): ``--prompt-variants`` names (or ``all``), ``--shot-orders``
+    #: and ``--shots-sweep``. Not part of the run's identity, like ``--limit``: they choose which
+    #: prompts are asked, never how a prompt is answered, so adding variants to a command extends its
+    #: run directory and reuses every answer already stored
+    prompt_variants: tuple[str, ...] = ()
+    shot_orders: int = 1
+    shots_sweep: tuple[int, ...] = ()
 
     #: options that change which answers a model gives; they name the run directory
     ANSWER_FIELDS = (
@@ -94,7 +101,18 @@ class RunConfig:
         out["suites"] = list(self.suites)
         out["replicas"] = list(self.replicas)
         out["ids"] = list(self.ids) if self.ids is not None else None
+        # the condition options only when used: a run without them records what it always did
+        for name, unset in _CONDITION_DEFAULTS.items():
+            if out[name] == unset:
+                del out[name]
+            else:
+                out[name] = list(out[name]) if isinstance(out[name], tuple) else out[name]
         return out
+
+    @property
+    def has_conditions(self) -> bool:
+        """Whether the run asks for prompt variants, shot orders or a shot-count sweep."""
+        return any(getattr(self, name) != unset for name, unset in _CONDITION_DEFAULTS.items())
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunConfig:
@@ -105,7 +123,12 @@ class RunConfig:
         kwargs["replicas"] = tuple(kwargs.get("replicas", ()))
         if kwargs.get("ids") is not None:
             kwargs["ids"] = tuple(kwargs["ids"])
+        for name in ("prompt_variants", "shots_sweep"):
+            kwargs[name] = tuple(kwargs.get(name) or ())
         return cls(**kwargs)
+
+
+_CONDITION_DEFAULTS: dict[str, Any] = {"prompt_variants": (), "shot_orders": 1, "shots_sweep": ()}
 
 
 def load_options(config: RunConfig, task: str, split: str | None = None,

@@ -176,6 +176,10 @@ class TaskSpec:
     args: tuple[TaskArg, ...] = ()
     #: set for a retrieval task: answered by an embedding ranker, not a generating model
     ranking: RankingSpec | None = None
+    #: prompt variants: name → template path under ``prompts/`` (the same macro contract as
+    #: ``template``), beside those found in ``prompts/<task>/variants/<name>.j2``; the canonical
+    #: ``template`` is always variant ``default`` (``run --prompt-variants``, evalpipe.conditions)
+    variants: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if "default" not in self.scorings:
