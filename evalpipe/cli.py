@@ -30,13 +30,14 @@ from evalpipe.data.errors import DataError
 from evalpipe.engines.launch import ENGINES, VLLM_NAMED, engine_options, server_spec
 from evalpipe.engines.llamacpp import EngineUnavailable
 from evalpipe.engines.server import ManagedServer, ServerStartError
-from evalpipe.prompting import TemplateError
+from evalpipe.prompting import TemplateError, variant_templates
 from evalpipe.results import DEFAULT_ROOT, RunDir, RunDirBusy
 from evalpipe.rescoring import rescore
 from evalpipe.outcome import RunError, RunOutcome
 from evalpipe.runner import execute
 from evalpipe.tasks.registry import all_tasks, resolve, suites
-from evalpipe.terminal import metrics_table, summary_lines
+from evalpipe.robustness import plain_metrics
+from evalpipe.terminal import metrics_table, robustness_table, summary_lines
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
 # markup off: paths and metric names contain brackets (bertscore[…]_f1, evalpipe[vllm])
@@ -83,7 +84,11 @@ def _parse_data(pairs: list[str]) -> dict[str, str]:
 
 def _print_run(metrics: dict[str, dict[str, float]], run: RunDir, compat: str | None) -> None:
     """The metrics table and what the summary says about them: one rendering for run, score, show."""
-    console.print(metrics_table(metrics, title=f"{run.path}" + (f" [{compat}]" if compat else "")))
+    variants = run.read_variants(compat)  # prompt conditions: their spread in a table of its own
+    shown = {task: plain_metrics(values) for task, values in metrics.items()} if variants else metrics
+    console.print(metrics_table(shown, title=f"{run.path}" + (f" [{compat}]" if compat else "")))
+    if variants:
+        console.print(robustness_table(variants, metrics))
     for level, text in summary_lines(metrics, run.read_summary(compat), compat):
         if level == "warn":
             err.print(text, style="yellow", highlight=False)
@@ -159,6 +164,9 @@ def run(
     embeddings_model: Annotated[Optional[str], typer.Option(help="Retrieval tasks: the embedding model's name at --embeddings-url.")] = None,
     embeddings_path: Annotated[Optional[str], typer.Option(help="Retrieval tasks: a local sentence-transformers model folder instead of a URL.")] = None,
     embeddings_batch_size: Annotated[Optional[int], typer.Option(help="Retrieval tasks: texts per embedding request.")] = None,
+    prompt_variants: Annotated[Optional[str], typer.Option(help="Evaluate each prompt variant: all, or NAME[,NAME…] (`evalpipe tasks` lists them; 'default' is the canonical prompt). Spread across them: variants.json.")] = None,
+    shot_orders: Annotated[int, typer.Option(help="Evaluate K orders of the shots: as selected, and K-1 seeded permutations.")] = 1,
+    shots_sweep: Annotated[Optional[str], typer.Option(help="Evaluate several shot counts, e.g. 0,1,3,5 (each the first k of the largest count's shots).")] = None,
 ) -> None:
     """Evaluate a model on tasks; resumes if the same run was interrupted."""
     if engine is not None and engine not in ENGINES:
@@ -212,8 +220,25 @@ def run(
         task_args=_parse_task_args(task_arg), embeddings_url=embeddings_url, embeddings_model=embeddings_model,
         embeddings_path=str(Path(embeddings_path).resolve()) if embeddings_path else None,
         embeddings_batch_size=embeddings_batch_size,
+        **_condition_options(prompt_variants, shot_orders, shots_sweep),
     )
     raise typer.Exit(_execute(config, results_dir, startup_timeout))
+
+
+def _condition_options(prompt_variants: str | None, shot_orders: int, shots_sweep: str | None) -> dict:
+    """``--prompt-variants``, ``--shot-orders``, ``--shots-sweep`` as RunConfig fields (evalpipe.conditions)."""
+    variants = tuple(v.strip() for v in (prompt_variants or "").split(",") if v.strip())
+    if prompt_variants is not None and not variants:
+        raise typer.BadParameter("expects all or NAME[,NAME…]", param_hint="--prompt-variants")
+    if shot_orders < 1:
+        raise typer.BadParameter("must be at least 1", param_hint="--shot-orders")
+    try:
+        counts = tuple(int(k) for k in (shots_sweep or "").split(",") if k.strip())
+    except ValueError:
+        raise typer.BadParameter(f"expects shot counts like 0,1,3,5, got {shots_sweep!r}", param_hint="--shots-sweep") from None
+    if shots_sweep is not None and (not counts or min(counts) < 0):
+        raise typer.BadParameter(f"expects shot counts ≥ 0 like 0,1,3,5, got {shots_sweep!r}", param_hint="--shots-sweep")
+    return {"prompt_variants": variants, "shot_orders": shot_orders, "shots_sweep": counts}
 
 
 def _metric_options(rouge_stemmer: bool, bertscore_model: str | None, bertscore_layers: int | None,
@@ -350,15 +375,19 @@ def tasks() -> None:
     """List tasks and suites: what each reads (data roles), its settings, metrics and scorings."""
     table = Table(title="tasks")
     for column in ("task", "answered by", "shots", "max tokens", "metrics", "compat modes", "data roles (--data)",
-                   "settings (--task-arg)", "suites", "description"):
+                   "settings (--task-arg)", "prompt variants", "suites", "description"):
         table.add_column(column)
     for spec in all_tasks().values():
+        try:
+            variants = ", ".join(variant_templates(spec)) if spec.ranking is None else "–"
+        except TemplateError as exc:
+            variants = f"error: {exc}"
         table.add_row(
             spec.name, "embedding ranker" if spec.ranking else "model", str(spec.default_shots),
             str(spec.max_tokens), ", ".join(spec.metrics),
             ", ".join(k for k in spec.scorings if k != "default") or "–",
             ", ".join(r.name for r in spec.data_roles), ", ".join(a.name for a in spec.args) or "–",
-            ", ".join(spec.suites), spec.description + (" [credentialed data]" if spec.credentialed else ""),
+            variants, ", ".join(spec.suites), spec.description + (" [credentialed data]" if spec.credentialed else ""),
         )
     console.print(table)
     suite_table = Table(title="suites")

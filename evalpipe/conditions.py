@@ -71,6 +71,7 @@ class Condition:
         return self == CANONICAL
 
     def to_json(self) -> dict[str, Any]:
+        """``shots`` is the swept count (None without a sweep), as the condition was asked for."""
         return {"id": self.id, "variant": self.variant, "shots": self.shots, "shot_order": self.order}
 
     @classmethod

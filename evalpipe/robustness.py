@@ -54,7 +54,7 @@ from evalpipe.metrics.spread import agreement, correct_share, flipped, spread_st
 from evalpipe.scoring import TaskOutcome
 from evalpipe.tasks.base import TaskSpec, metric_matches
 
-__all__ = ["AXES", "ConditionOutcome", "combine", "combine_tasks", "is_spread_metric",
+__all__ = ["AXES", "AXIS_LABELS", "level_label", "ConditionOutcome", "combine", "combine_tasks", "is_spread_metric",
            "plain_metrics"]
 
 #: the axes a run can vary: name → how a condition's level on it is read
@@ -63,12 +63,19 @@ AXES: Mapping[str, Callable[[Condition, int], str]] = {
     "order": lambda c, shots: str(c.order),
     "shots": lambda c, shots: str(shots),
 }
+#: how an axis is named for readers
+AXIS_LABELS: Mapping[str, str] = {"variant": "prompt variants", "order": "shot orders", "shots": "shot counts"}
 STATS = ("mean", "std", "min", "max", "spread")
 CONSISTENCY = ("agreement", "unanimous", "flip_rate")
 #: per-sample scores that may be a 0/1 correctness, after the task's primary metric
 CORRECTNESS_KEYS = ("accuracy", "correct", "exact_match")
 UNPARSED = "unparsed"
 _SPREAD_KEY = re.compile(rf"(.+_({'|'.join(AXES)})_({'|'.join(STATS)})|({'|'.join(AXES)})_({'|'.join(CONSISTENCY)}))")
+
+
+def level_label(axis: str, level: str) -> str:
+    """A level as readers see it: ``terse``, ``order 2``, ``3-shot``."""
+    return {"order": f"order {level}", "shots": f"{level}-shot"}.get(axis, level)
 
 
 def is_spread_metric(name: str) -> bool:

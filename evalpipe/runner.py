@@ -437,7 +437,7 @@ def _task_records(prepared: Sequence[PreparedTask], config: RunConfig) -> dict[s
             records[p.spec.name] = _task_record(p, config)
         if p.condition is not None:
             records[p.spec.name].setdefault("conditions", []).append({
-                **p.condition.to_json(), "shots": len(p.shots), "shots_swept": p.condition.shots is not None,
+                **p.condition.to_json(), "shot_count": len(p.shots),
                 "template": _shown_path(template_path(p.spec, template=p.template)),
                 "template_sha256": template_sha256(p.spec, template=p.template),
                 "shot_ids": [s.id for s in p.shots], "plan": p.plan_name,

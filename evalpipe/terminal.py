@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evalpipe.results import RunSummary
+from evalpipe.robustness import AXIS_LABELS, level_label
 
 #: metrics that are counts: printed as integers, not as 0.0000-style fractions
 COUNT_METRICS = {"n", "errors", "tp", "fp", "fn", "pool_size", "datasets"}
@@ -88,3 +89,33 @@ def summary_lines(metrics: Mapping[str, Mapping[str, float]], summary: RunSummar
     for name, why in run.incomplete_suites.items():
         lines.append(("info", f"suite {name}: aggregate incomplete: {why}"))
     return lines
+
+
+def robustness_table(variants: Mapping[str, Mapping], metrics: Mapping[str, Mapping[str, float]]) -> Table:
+    """Per task and varied axis (prompt variants, shot orders, shot counts): the headline metric's
+    reference value, mean ± population std over the axis' levels, its worst and best level, the
+    spread (max − min), and how consistently samples were answered (``variants.json``)."""
+    table = Table(title=Text("robustness across prompt conditions (variants.json)"), title_justify="left")
+    for column in ("task", "across", "metric", "reference", "mean ± std", "min (level)", "max (level)", "spread",
+                   "agreement", "flip rate"):
+        table.add_column(column, justify="left" if column in ("task", "across", "metric") else "right", no_wrap=True)
+    for task, doc in variants.items():
+        shown = doc.get("metrics") or []
+        metric = doc.get("primary_metric") if doc.get("primary_metric") in shown else (shown[0] if shown else None)
+        for axis in doc.get("axes") or {}:
+            stats = (doc.get("spread") or {}).get(axis, {}).get(metric)
+            if metric is None or not stats:
+                continue
+            consistency = (doc.get("consistency") or {}).get(axis, {})
+            flip = consistency.get("flip_rate")
+            table.add_row(
+                Text(task), AXIS_LABELS.get(axis, axis), Text(metric),
+                format_cell(metric, metrics.get(task, {}).get(metric)),
+                f"{stats['mean']:.4f} ± {stats['std']:.4f}",
+                Text(f"{stats['min']:.4f} ({level_label(axis, stats['min_at'])})"),
+                Text(f"{stats['max']:.4f} ({level_label(axis, stats['max_at'])})"),
+                f"{stats['spread']:.4f}", format_cell("agreement", consistency.get("agreement")),
+                format_cell("flip_rate", flip) if flip is not None else "–",
+            )
+    return table
+
