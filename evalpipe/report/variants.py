@@ -320,8 +320,10 @@ def _summary_table(task: str, views: Sequence[AxisView]) -> Table:
         rows.append((
             Cell(view.run, numeric=False), Cell(AXIS_LABELS[view.axis], numeric=False), Cell(str(len(view.levels))),
             Cell(fmt(view.reference)), Cell(f"{fmt(stats['mean'])} ± {fmt(stats['std'])}"),
-            Cell(fmt(stats["max"] if lower_is_better(view.metric) else stats["min"]), sub=level_label(view.axis, worst)),
-            Cell(fmt(stats["min"] if lower_is_better(view.metric) else stats["max"]), sub=level_label(view.axis, best)),
+            Cell(fmt(stats["max"] if lower_is_better(view.metric) else stats["min"]),
+                 sub=level_label(view.axis, worst) if stats["spread"] else "all equal"),
+            Cell(fmt(stats["min"] if lower_is_better(view.metric) else stats["max"]),
+                 sub=level_label(view.axis, best) if stats["spread"] else "all equal"),
             Cell(fmt(stats["spread"])),
             Cell(fmt(diff[0]) if diff else "–", sub=fmt_interval(diff[1], diff[2]) if diff else ""),
             Cell(fmt(float(np.median(widths))) if widths else "–"),
@@ -347,7 +349,7 @@ def _levels_table(task: str, axis: str, views: Sequence[AxisView]) -> Table:
         for view in views:
             lv = next((x for x in view.levels if x.level == level), None)
             worst, best = _worst_best(view)
-            note = " (worst)" if level == worst else " (best)" if level == best else ""
+            note = "" if not view.stats["spread"] else " (worst)" if level == worst else " (best)" if level == best else ""
             cells.append(Cell(fmt(lv.value) + note if lv else "–", sub=fmt_interval(lv.low, lv.high) if lv else ""))
         rows.append(tuple(cells))
     return Table(id=f"robustness-{_slug(task)}-{axis}-levels",
