@@ -130,12 +130,14 @@ def task_conditions(task: str, available: Sequence[str], variants: Sequence[str]
     if any(k < 0 for k in shots_sweep):
         raise ValueError("--shots-sweep counts cannot be negative")
     names = _variants(task, variants, available)
+    notes: list[str] = []
+    if tuple(variants) == (ALL_VARIANTS,) and len(available) == 1:
+        notes.append(f"{task}: has no prompt variants; evaluated with its canonical prompt only")
     counts: tuple[int | None, ...] = (None,)
     if shots_sweep:
         unique = tuple(dict.fromkeys(shots_sweep))
         first = run_shots if run_shots in unique else unique[0]
         counts = (first, *(k for k in unique if k != first))
-    notes: list[str] = []
     largest = max((k for k in counts if k is not None), default=run_shots)
     orders = shot_orders
     if shot_orders > 1 and largest < 2:

@@ -54,7 +54,7 @@ from evalpipe.metrics.spread import agreement, correct_share, flipped, spread_st
 from evalpipe.scoring import TaskOutcome
 from evalpipe.tasks.base import TaskSpec, metric_matches
 
-__all__ = ["AXES", "AXIS_LABELS", "level_label", "ConditionOutcome", "combine", "combine_tasks", "is_spread_metric",
+__all__ = ["AXES", "AXIS_LABELS", "displayed_metrics", "headline_metric", "level_label", "ConditionOutcome", "combine", "combine_tasks", "is_spread_metric",
            "plain_metrics"]
 
 #: the axes a run can vary: name → how a condition's level on it is read
@@ -124,10 +124,34 @@ def _levels(items: Sequence[ConditionOutcome]) -> dict[str, list[str]]:
     return levels
 
 
-def _shown(spec: TaskSpec, metrics: Sequence[str]) -> list[str]:
-    shown = [m for m in metrics if any(metric_matches(d, m) for d in spec.metrics)]
+_TAGGED_F1 = re.compile(r".+\[.*\]_f1")
+
+
+def displayed_metrics(spec: TaskSpec, metrics: Sequence[str]) -> list[str]:
+    """The metrics a leaderboard shows for the task (the same rule as
+    ``evalpipe.report.leaderboard.shown_metrics``): its declared metrics in their order, then any
+    ``family[settings]_f1`` (BERTScore, UMLS F1); all but the runner's counts if none is declared."""
+    shown: list[str] = []
+    for declared in spec.metrics:
+        shown.extend(m for m in metrics if metric_matches(declared, m) and m not in shown)
     if not shown:
-        shown = [m for m in metrics if m not in ("n", "errors", "parse_failure_rate")]
+        return [m for m in metrics if m not in ("n", "errors", "parse_failure_rate")]
+    return [*shown, *(m for m in metrics if _TAGGED_F1.fullmatch(m) and m not in shown)]
+
+
+def headline_metric(spec: TaskSpec, shown: Sequence[str]) -> str | None:
+    """The task's headline metric (the rule of ``evalpipe.report.leaderboard.primary_metric``): its
+    primary metric, else ``f1``, else the first F1-like metric, else the first shown."""
+    if spec.primary_metric in shown:
+        return spec.primary_metric
+    if "f1" in shown:
+        return "f1"
+    return next((m for m in shown if "f1" in m), shown[0] if shown else None)
+
+
+def _shown(spec: TaskSpec, metrics: Sequence[str]) -> list[str]:
+    """The metrics that get spread numbers: the displayed ones, and the parse-failure rate."""
+    shown = displayed_metrics(spec, metrics)
     return [*shown, *(["parse_failure_rate"] if "parse_failure_rate" in metrics else [])]
 
 
@@ -220,7 +244,7 @@ def combine(items: Sequence[ConditionOutcome]) -> TaskOutcome:
     document: dict[str, Any] = {
         "reference": items[0].condition.id,  # type: ignore[union-attr]
         "axes": varied,
-        "primary_metric": spec.primary_metric,
+        "primary_metric": headline_metric(spec, [m for m in shown if m != "parse_failure_rate"]),
         "metrics": shown,
         "correctness": correctness,
         "conditions": {},

@@ -36,6 +36,8 @@ def test_the_cross_product_with_the_reference_first():
 def test_all_variants_and_nothing_asked():
     assert [c.variant for c in task_conditions("t", AVAILABLE, ("all",)).conditions] == AVAILABLE
     assert task_conditions("t", AVAILABLE).conditions == (CANONICAL,)
+    lone = task_conditions("t", ["default"], ("all",))
+    assert not lone.varied and lone.notes == ("t: has no prompt variants; evaluated with its canonical prompt only",)
     assert not task_conditions("t", AVAILABLE, ("default",)).varied
     # without default asked, the first variant named is the reference
     assert [c.id for c in task_conditions("t", AVAILABLE, ("guidelines", "concise")).conditions] == [

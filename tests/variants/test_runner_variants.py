@@ -226,3 +226,19 @@ def test_an_unknown_variant_or_a_bad_count_fails_before_any_request(tmp_path):
         with pytest.raises(RunError, match=message):
             run(config(**kwargs), tmp_path)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("task", "metrics"), [
+    ("clue_meqsum", ["rouge1", "rouge2", "rougeL", "bertscore[all-MiniLM-L6-v2@L6]_f1", "parse_failure_rate", "n"]),
+    ("ncbi_disease", ["precision", "recall", "f1", "tp", "partial_f1", "accuracy", "parse_failure_rate", "n"]),
+    ("kuake_qic", ["accuracy", "macro_f1", "parse_failure_rate", "errors", "n"]),
+])
+def test_displayed_and_headline_metrics_are_the_leaderboards(task, metrics):
+    from evalpipe.report.leaderboard import primary_metric, shown_metrics
+    from evalpipe.report.runs import TaskInfo
+    from evalpipe.robustness import displayed_metrics, headline_metric
+    from evalpipe.tasks.registry import get_task
+    spec = get_task(task)
+    info = TaskInfo(name=task, metrics=spec.metrics, primary_metric=spec.primary_metric)
+    assert displayed_metrics(spec, metrics) == shown_metrics(info, metrics)
+    assert headline_metric(spec, displayed_metrics(spec, metrics)) == primary_metric(info, metrics)
