@@ -11,8 +11,8 @@ the number is the one a run without conditions gives), plus, for each *axis* the
 ``variant``, ``order`` (shot orders), ``shots`` (shot counts) — flat numbers:
 
 * ``<metric>_<axis>_mean``, ``_std`` (population), ``_min``, ``_max``, ``_spread`` (max − min) over
-  the axis' levels (:func:`evalpipe.metrics.spread.spread_stats`), for the task's displayed metrics
-  (its declared ``metrics``) and ``parse_failure_rate``;
+  the axis' levels (:func:`evalpipe.metrics.spread.spread_stats`), for the metrics a leaderboard
+  shows for the task (:func:`displayed_metrics`) and ``parse_failure_rate``;
 * ``<axis>_agreement``: per sample, the share of the axis' levels whose prediction equals the most
   frequent one, averaged over samples (1.0 = every sample answered alike under every level);
 * ``<axis>_unanimous``: the share of samples predicted identically under every level;

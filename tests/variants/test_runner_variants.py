@@ -242,3 +242,48 @@ def test_displayed_and_headline_metrics_are_the_leaderboards(task, metrics):
     info = TaskInfo(name=task, metrics=spec.metrics, primary_metric=spec.primary_metric)
     assert displayed_metrics(spec, metrics) == shown_metrics(info, metrics)
     assert headline_metric(spec, displayed_metrics(spec, metrics)) == primary_metric(info, metrics)
+
+
+def test_a_task_with_0_1_correctness_gets_correct_shares_and_a_flip_rate(tmp_path):
+    """MedNLI (synthetic fixtures): minimal always answers neutral, definitions gets the first pair
+    wrong, every other variant is right — correct shares and flips follow by hand."""
+    from pathlib import Path
+
+    from evalpipe.tasks.registry import get_task
+    from tests.support.scripted_backend import last_user_text
+    from tests.variants.support import run as run_with
+
+    fixtures = Path(__file__).resolve().parents[1] / "clue" / "fixtures"
+    spec = get_task("clue_mednli")
+    cfg = config(tasks=("clue_mednli",), data_dir=str(fixtures), limit=None, prompt_variants=("all",))
+    from evalpipe.config import load_options
+    examples = spec.load(load_options(cfg, "clue_mednli")).examples
+    wrong = {"entailment": "contradiction", "contradiction": "neutral", "neutral": "entailment"}
+
+    def respond(prompt):
+        text = last_user_text(prompt)
+        system = prompt.messages[0].content if prompt.messages[0].role == "system" else ""
+        position, i = max((text.rfind(ex.inputs["sentence2"]), i) for i, ex in enumerate(examples)
+                          if ex.inputs["sentence2"] in text and ex.inputs["sentence1"] in text)
+        if "Relation (ENTAILMENT, NEUTRAL or CONTRADICTION):" in text:
+            return "NEUTRAL"
+        if "You are a clinician" in system and i == 0:
+            return wrong[examples[i].gold].upper()
+        return examples[i].gold
+
+    outcome, _ = run_with(cfg, tmp_path, respond)
+    doc = json.loads((outcome.run_dir.path / "variants.json").read_text())["tasks"]["clue_mednli"]
+    assert doc["correctness"] == "accuracy" and len(doc["conditions"]) == 5
+    flips = []
+    for i, ex in enumerate(examples):
+        wrongs = (ex.gold != "neutral") + (i == 0)
+        assert doc["samples"][ex.id]["variant"]["correct"] == pytest.approx((5 - wrongs) / 5)
+        flips.append(wrongs > 0)
+    metrics = outcome.metrics["clue_mednli"]
+    assert metrics["variant_flip_rate"] == pytest.approx(sum(flips) / len(examples))
+    assert doc["by_variant"]["minimal"]["accuracy"] == pytest.approx(
+        sum(ex.gold == "neutral" for ex in examples) / len(examples))
+    assert metrics["accuracy"] == 1.0 and metrics["accuracy_variant_max"] == 1.0
+    assert doc["spread"]["variant"]["accuracy"]["min_at"] == "minimal"
+    # the first pair: entailment (default, question, premise_hypothesis), neutral, contradiction → 3/5
+    assert doc["samples"][examples[0].id]["variant"]["agreement"] == pytest.approx(3 / 5)
