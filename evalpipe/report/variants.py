@@ -227,8 +227,7 @@ def rank_stability(views: Sequence[AxisView]) -> RankStability | None:
                          ranks=ranks, taus=taus)
 
 
-def _stabilities(runs: Sequence[ReportRun], views: Mapping[tuple[str, str], Sequence[AxisView]],
-                 ) -> dict[tuple[str, str], RankStability]:
+def _stabilities(views: Mapping[tuple[str, str], Sequence[AxisView]]) -> dict[tuple[str, str], RankStability]:
     out = {}
     for key, group in views.items():
         stability = rank_stability(group)
@@ -251,7 +250,7 @@ def _all_views(runs: Sequence[ReportRun], resamples: int, seed: int, level: floa
 def add_rank_stability(board: Leaderboard, runs: Sequence[ReportRun]) -> Leaderboard:
     """The leaderboard with a "rank stable across …?" column after each task's columns, for every
     axis along which at least two of its models were evaluated under the same levels."""
-    stabilities = _stabilities(runs, _all_views(runs, resamples=0, seed=0, level=0.95))
+    stabilities = _stabilities(_all_views(runs, resamples=0, seed=0, level=0.95))
     if not stabilities:
         return board
     columns: list[Column] = []
@@ -383,7 +382,7 @@ def robustness_section(runs: Sequence[ReportRun], *, resamples: int = 1000, seed
         return None
     section = Section("robustness", "Robustness across prompt variants, shot orders and shot counts",
                       [Paragraph(READING)])
-    stabilities = _stabilities(runs, views)
+    stabilities = _stabilities(views)
     tasks = list(dict.fromkeys(task for task, _ in views))
     for task in tasks:
         task_views = [v for (t, _), group in views.items() if t == task for v in group]
