@@ -70,6 +70,9 @@ DEFAULT_CONCURRENCY = 64
 #: the in-process engine is fed in batches of up to 2 × concurrency prompts (see
 #: backends/vllm_inprocess.py): large batches keep a GPU busy, and vLLM schedules them itself
 INPROCESS_CONCURRENCY = 256
+#: the llama.cpp server evalpipe starts answers one request at a time: more in flight only queue
+#: there until they pass --timeout (measured: 64 in flight on SmolLM2 → answers waiting ~2 minutes)
+LLAMACPP_CONCURRENCY = 2
 
 
 def _parse_data(pairs: list[str]) -> dict[str, str]:
@@ -146,7 +149,7 @@ def run(
     data: Annotated[list[str], typer.Option("--data", help="TASK=PATH: the task's evaluated file; TASK:ROLE=PATH another file it reads (its roles: `evalpipe tasks`; repeatable).")] = [],
     context_length: Annotated[Optional[int], typer.Option(help="Model context in tokens for budgeting long inputs (default: ask the server).")] = None,
     data_dir: Annotated[Optional[str], typer.Option(help="Folder holding the data files under their distributed names.")] = None,
-    concurrency: Annotated[Optional[int], typer.Option(help="Requests in flight at most (default 64; with --engine vllm-inprocess 256, so a batch holds up to 512 prompts).")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(help="Requests in flight at most (default 64; with --engine vllm-inprocess 256, so a batch holds up to 512 prompts; with --engine llamacpp 2).")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per request attempt.")] = 120.0,
     max_retries: Annotated[int, typer.Option(help="Retries per request for retryable failures.")] = 6,
     compat: Annotated[Optional[str], typer.Option(help="Score like a reference implementation, e.g. evalscope.")] = None,
@@ -196,7 +199,8 @@ def run(
     if limit is not None and limit < 1:
         raise typer.BadParameter("--limit must be at least 1", param_hint="--limit")
     if concurrency is None:
-        concurrency = INPROCESS_CONCURRENCY if engine == "vllm-inprocess" else DEFAULT_CONCURRENCY
+        concurrency = {"vllm-inprocess": INPROCESS_CONCURRENCY, "llamacpp": LLAMACPP_CONCURRENCY}.get(
+            engine or "", DEFAULT_CONCURRENCY)
     if concurrency < 1:
         raise typer.BadParameter("--concurrency must be at least 1", param_hint="--concurrency")
     try:
@@ -461,7 +465,7 @@ def demo(
         err.print("demo: evaluating the bundled SmolLM2-135M-Instruct (llama.cpp, CPU) on "
                   f"{', '.join(s.name for s in specs)}, {limit} samples each", highlight=False)
         config = RunConfig(tasks=tuple(s.name for s in specs), suites=("demo",), model="default",
-                           engine="llamacpp", limit=limit, concurrency=2)
+                           engine="llamacpp", limit=limit, concurrency=LLAMACPP_CONCURRENCY)
     code = _execute(config, results_dir)
     console.print("next: ./run.sh report results/<run>  ·  ./run.sh tasks  ·  ./run.sh run --help", highlight=False)
     raise typer.Exit(code)

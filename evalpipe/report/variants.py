@@ -338,6 +338,30 @@ def _summary_table(task: str, views: Sequence[AxisView]) -> Table:
     )
 
 
+def _all_metrics_table(task: str, runs: Sequence[ReportRun]) -> Table | None:
+    """Every displayed metric's spread (and the parse-failure rate's, which prompts often move
+    most), per model and axis, from variants.json."""
+    rows = []
+    for run in runs:
+        doc = run.variants.get(task) or {}
+        for axis in doc.get("axes") or {}:
+            for metric, stats in ((doc.get("spread") or {}).get(axis) or {}).items():
+                equal = "" if stats["spread"] else "all equal"
+                rows.append((
+                    Cell(run.label, numeric=False), Cell(AXIS_LABELS.get(axis, axis), numeric=False),
+                    Cell(metric, numeric=False), Cell(fmt(run.metrics.get(task, {}).get(metric))),
+                    Cell(f"{fmt(stats['mean'])} ± {fmt(stats['std'])}"),
+                    Cell(fmt(stats["min"]), sub=equal or level_label(axis, stats["min_at"])),
+                    Cell(fmt(stats["max"]), sub=equal or level_label(axis, stats["max_at"])),
+                    Cell(fmt(stats["spread"])),
+                ))
+    if not rows:
+        return None
+    return Table(id=f"robustness-{_slug(task)}-metrics", title=f"{task}: every metric across prompt conditions",
+                 columns=("model", "across", "metric", "reference", "mean ± std", "min", "max", "spread (max − min)"),
+                 rows=tuple(rows), note="From variants.json: population std; the level holding the min and max.")
+
+
 def _levels_table(task: str, axis: str, views: Sequence[AxisView]) -> Table:
     levels: list[str] = []
     for view in views:
@@ -387,6 +411,9 @@ def robustness_section(runs: Sequence[ReportRun], *, resamples: int = 1000, seed
     for task in tasks:
         task_views = [v for (t, _), group in views.items() if t == task for v in group]
         section.blocks.append(_summary_table(task, task_views))
+        every = _all_metrics_table(task, runs)
+        if every is not None:
+            section.blocks.append(every)
         for axis in AXES:
             group = views.get((task, axis))
             if not group:

@@ -27,6 +27,7 @@ def test_run_with_every_variant_then_show_and_score(server, tmp_path):
     assert set(doc["axes"]) == {"variant", "order"} and len(doc["conditions"]) == 10
     # the spread numbers are in their own table, not among the task's metrics
     assert "robustness across prompt conditions" in result.stdout and "prompt variants" in result.stdout
+    assert "flips" in result.stdout
     table = result.stdout.split("robustness across")[0]
     assert "f1_variant_std" not in table and "parse_failure_rate" in table
     assert "f1_variant_std" in json.loads((run / "metrics.json").read_text())["ncbi_disease"]

@@ -63,7 +63,8 @@ def test_spread_table_names_worst_and_best_and_keeps_intervals_apart(report, thr
     tables = re.findall(r'<table id="([^"]+)"', html)
     assert tables[:2] == ["runs", "leaderboard"]
     assert [t for t in tables if t.startswith("robustness")] == [
-        "robustness-ncbi_disease", "robustness-ncbi_disease-variant-levels", "robustness-ncbi_disease-variant-ranks"]
+        "robustness-ncbi_disease", "robustness-ncbi_disease-metrics", "robustness-ncbi_disease-variant-levels",
+        "robustness-ncbi_disease-variant-ranks"]
     assert 'id="plot-robustness-ncbi_disease-variant"' in html and html.count("<svg") == 3
     ids = re.findall(r'\sid="([^"]+)"', html)
     assert len(ids) == len(set(ids))
@@ -74,6 +75,9 @@ def test_spread_table_names_worst_and_best_and_keeps_intervals_apart(report, thr
     assert f"{stats['mean']:.3f} ± {stats['std']:.3f}" in row
     assert stats["min_at"] in row and stats["max_at"] in row
     assert "How to read this" in md
+    pfr = doc["spread"]["variant"]["parse_failure_rate"]
+    row = next(line for line in md.splitlines() if line.startswith("| a | prompt variants | parse_failure_rate |"))
+    assert f"{pfr['mean']:.3f} ± {pfr['std']:.3f}" in row and pfr["max_at"] in row
 
 
 def test_each_level_has_its_own_interval_and_the_reference_one_is_the_tasks(three_runs):
