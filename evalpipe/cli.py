@@ -30,14 +30,15 @@ from evalpipe.data.errors import DataError
 from evalpipe.engines.launch import ENGINES, VLLM_NAMED, engine_options, server_spec
 from evalpipe.engines.llamacpp import EngineUnavailable
 from evalpipe.engines.server import ManagedServer, ServerStartError
-from evalpipe.prompting import TemplateError
+from evalpipe.prompting import TemplateError, variant_templates
 from evalpipe.cache import StoreError
 from evalpipe.results import DEFAULT_ROOT, RunDir, RunDirBusy, RunDirError, os_problem
 from evalpipe.rescoring import rescore
 from evalpipe.outcome import RunError, RunOutcome
 from evalpipe.runner import execute
 from evalpipe.tasks.registry import all_tasks, register_task_file, register_tasks_dir, resolve, suites
-from evalpipe.terminal import metrics_table, summary_lines
+from evalpipe.robustness import plain_metrics
+from evalpipe.terminal import metrics_table, robustness_table, summary_lines
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
 # markup off: paths and metric names contain brackets (bertscore[…]_f1, evalpipe[vllm])
@@ -90,6 +91,9 @@ DEFAULT_CONCURRENCY = 64
 #: the in-process engine is fed in batches of up to 2 × concurrency prompts (see
 #: backends/vllm_inprocess.py): large batches keep a GPU busy, and vLLM schedules them itself
 INPROCESS_CONCURRENCY = 256
+#: the llama.cpp server evalpipe starts answers one request at a time: more in flight only queue
+#: there until they pass --timeout (measured: 64 in flight on SmolLM2 → answers waiting ~2 minutes)
+LLAMACPP_CONCURRENCY = 2
 
 
 def _parse_data(pairs: list[str]) -> dict[str, str]:
@@ -104,7 +108,11 @@ def _parse_data(pairs: list[str]) -> dict[str, str]:
 
 def _print_run(metrics: dict[str, dict[str, float]], run: RunDir, compat: str | None) -> None:
     """The metrics table and what the summary says about them: one rendering for run, score, show."""
-    console.print(metrics_table(metrics, title=f"{run.path}" + (f" [{compat}]" if compat else "")))
+    variants = run.read_variants(compat)  # prompt conditions: their spread in a table of its own
+    shown = {task: plain_metrics(values) for task, values in metrics.items()} if variants else metrics
+    console.print(metrics_table(shown, title=f"{run.path}" + (f" [{compat}]" if compat else "")))
+    if variants:
+        console.print(robustness_table(variants, metrics))
     for level, text in summary_lines(metrics, run.read_summary(compat), compat):
         if level == "warn":
             err.print(text, style="yellow", highlight=False)
@@ -164,7 +172,7 @@ def run(
     data: Annotated[list[str], typer.Option("--data", help="TASK=PATH: the task's evaluated file; TASK:ROLE=PATH another file it reads (its roles: `evalpipe tasks`; repeatable).")] = [],
     context_length: Annotated[Optional[int], typer.Option(help="Model context in tokens for budgeting long inputs (default: ask the server).")] = None,
     data_dir: Annotated[Optional[str], typer.Option(help="Folder holding the data files under their distributed names.")] = None,
-    concurrency: Annotated[Optional[int], typer.Option(help="Requests in flight at most (default 64; with --engine vllm-inprocess 256, so a batch holds up to 512 prompts).")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(help="Requests in flight at most (default 64; with --engine vllm-inprocess 256, so a batch holds up to 512 prompts; with --engine llamacpp 2).")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per request attempt.")] = 120.0,
     max_retries: Annotated[int, typer.Option(help="Retries per request for retryable failures.")] = 6,
     compat: Annotated[Optional[str], typer.Option(help="Score like a reference implementation, e.g. evalscope.")] = None,
@@ -187,6 +195,9 @@ def run(
     judge_api_key_env: JudgeKeyOption = "OPENAI_API_KEY",
     judge_rubric: JudgeRubricOption = [],
     mcqa_scoring: Annotated[str, typer.Option("--mcqa-scoring", help="Multiple-choice tasks: generate (parse the letter of a generated answer) or loglikelihood (score each option's letter by its log-probability after the prompt; needs /v1/completions with echo and logprobs, as vLLM serves).")] = "generate",
+    prompt_variants: Annotated[Optional[str], typer.Option(help="Evaluate each prompt variant: all, or NAME[,NAME…] (`evalpipe tasks` lists them; 'default' is the canonical prompt). Spread across them: variants.json.")] = None,
+    shot_orders: Annotated[int, typer.Option(help="Evaluate K orders of the shots: as selected, and K-1 seeded permutations.")] = 1,
+    shots_sweep: Annotated[Optional[str], typer.Option(help="Evaluate several shot counts, e.g. 0,1,3,5 (each the first k of the largest count's shots).")] = None,
 ) -> None:
     """Evaluate a model on tasks; resumes if the same run was interrupted. With --judge, then judge its free-text answers."""
     if engine is not None and engine not in ENGINES:
@@ -217,7 +228,8 @@ def run(
     if limit is not None and limit < 1:
         raise typer.BadParameter("--limit must be at least 1", param_hint="--limit")
     if concurrency is None:
-        concurrency = INPROCESS_CONCURRENCY if engine == "vllm-inprocess" else DEFAULT_CONCURRENCY
+        concurrency = {"vllm-inprocess": INPROCESS_CONCURRENCY, "llamacpp": LLAMACPP_CONCURRENCY}.get(
+            engine or "", DEFAULT_CONCURRENCY)
     if concurrency < 1:
         raise typer.BadParameter("--concurrency must be at least 1", param_hint="--concurrency")
     try:
@@ -242,6 +254,7 @@ def run(
             task_args=_parse_task_args(task_arg), embeddings_url=embeddings_url, embeddings_model=embeddings_model,
             embeddings_path=str(Path(embeddings_path).resolve()) if embeddings_path else None,
             embeddings_batch_size=embeddings_batch_size, choice_scoring=mcqa_scoring,
+            **_condition_options(prompt_variants, shot_orders, shots_sweep),
         )
     except ValueError as exc:  # a number or name the run cannot use: bad usage, nothing written yet
         raise typer.BadParameter(str(exc)) from None
@@ -260,6 +273,22 @@ def run(
         raise typer.Exit(code)
     judged = _judge_run(ran[0], panel, judge_engine, options, startup_timeout)
     raise typer.Exit(code or judged)
+
+
+def _condition_options(prompt_variants: str | None, shot_orders: int, shots_sweep: str | None) -> dict:
+    """``--prompt-variants``, ``--shot-orders``, ``--shots-sweep`` as RunConfig fields (evalpipe.conditions)."""
+    variants = tuple(v.strip() for v in (prompt_variants or "").split(",") if v.strip())
+    if prompt_variants is not None and not variants:
+        raise typer.BadParameter("expects all or NAME[,NAME…]", param_hint="--prompt-variants")
+    if shot_orders < 1:
+        raise typer.BadParameter("must be at least 1", param_hint="--shot-orders")
+    try:
+        counts = tuple(int(k) for k in (shots_sweep or "").split(",") if k.strip())
+    except ValueError:
+        raise typer.BadParameter(f"expects shot counts like 0,1,3,5, got {shots_sweep!r}", param_hint="--shots-sweep") from None
+    if shots_sweep is not None and (not counts or min(counts) < 0):
+        raise typer.BadParameter(f"expects shot counts ≥ 0 like 0,1,3,5, got {shots_sweep!r}", param_hint="--shots-sweep")
+    return {"prompt_variants": variants, "shot_orders": shot_orders, "shots_sweep": counts}
 
 
 def _metric_options(rouge_stemmer: bool, bertscore_model: str | None, bertscore_layers: int | None,
@@ -497,11 +526,12 @@ def compare(
 
 @app.command()
 def tasks(
+    names: Annotated[list[str], typer.Argument(help="Show everything about these tasks (default: list all).")] = [],
     schema: Annotated[bool, typer.Option("--schema", help="Print the JSON schema of task files and exit.")] = False,
     kinds: Annotated[bool, typer.Option("--kinds", help="List the task kinds a task file can use and exit.")] = False,
     tasks_dir: TasksDirOption = [],
 ) -> None:
-    """List tasks and suites: what each reads (data roles), its settings, metrics and scorings."""
+    """List tasks and suites; `evalpipe tasks NAME` shows one task whole: data roles, settings, variants, scorings."""
     from evalpipe.tasks.kinds.base import all_kinds
     from evalpipe.tasks.taskfile.build import schema_text
 
@@ -519,19 +549,20 @@ def tasks(
     try:
         _user_tasks([], tasks_dir)
         registered = all_tasks()
+        chosen = [registered[n] if n in registered else resolve([n], [])[0] for n in names]
     except (DataError, ValueError, KeyError) as exc:
         raise _fail(exc)
-    table = Table(title="tasks")
-    for column in ("task", "answered by", "shots", "max tokens", "metrics", "compat modes", "data roles (--data)",
-                   "settings (--task-arg)", "suites", "defined by", "description"):
+    if chosen:
+        for spec in chosen:
+            _print_task(spec)
+        return
+    table = Table(title="tasks  (evalpipe tasks NAME: data roles, settings, prompt variants, scorings)")
+    for column in ("task", "answered by", "shots", "metrics", "suites", "defined by", "description"):
         table.add_column(column)
     for spec in registered.values():
         table.add_row(
             spec.name, "embedding ranker" if spec.ranking else "model", str(spec.default_shots),
-            str(spec.max_tokens), ", ".join(spec.metrics),
-            ", ".join(k for k in spec.scorings if k != "default") or "–",
-            ", ".join(r.name for r in spec.data_roles), ", ".join(a.name for a in spec.args) or "–",
-            ", ".join(spec.suites), _defined_by(spec.task_file),
+            ", ".join(spec.metrics), ", ".join(spec.suites), _defined_by(spec.task_file),
             spec.description + (" [credentialed data]" if spec.credentialed else ""),
         )
     console.print(table)
@@ -541,6 +572,35 @@ def tasks(
     for name, suite in suites().items():
         suite_table.add_row(name, ", ".join(suite.tasks))
     console.print(suite_table)
+
+
+def _print_task(spec: Any) -> None:
+    """One task, whole: everything a user needs to run it with their files and settings."""
+    try:
+        variants = ", ".join(variant_templates(spec)) if spec.ranking is None else "–"
+    except TemplateError as exc:
+        variants = f"error: {exc}"
+    rows = [
+        ("description", spec.description + (" [credentialed data]" if spec.credentialed else "")),
+        ("answered by", "an embedding ranker (--embeddings-url/--embeddings-path)" if spec.ranking else "the model"),
+        ("defined by", _defined_by(spec.task_file)),
+        ("data roles (--data TASK:ROLE=PATH)", "; ".join(f"{r.name}: {r.description}" for r in spec.data_roles)),
+        ("settings (--task-arg TASK:NAME=VALUE)", "; ".join(f"{a.name}: {a.description}" for a in spec.args) or "–"),
+        ("shots", str(spec.default_shots)),
+        ("max tokens", str(spec.max_tokens)),
+        ("metrics", ", ".join(spec.metrics) + (f" (headline: {spec.primary_metric})" if spec.primary_metric else "")),
+        ("scorings (--compat)", ", ".join(k for k in spec.scorings if k != "default") or "default only"),
+        ("prompt variants (--prompt-variants)", variants),
+        ("suites", ", ".join(spec.suites) or "–"),
+        ("judged (evalpipe judge)", "yes: free-text answers" if spec.answer_kind else "no"),
+        ("citation", spec.citation or "–"),
+    ]
+    table = Table(title=Text(spec.name), show_header=False, title_justify="left")
+    table.add_column("key", style="bold")
+    table.add_column("value")
+    for key, value in rows:
+        table.add_row(key, Text(value))
+    console.print(table)
 
 
 def _defined_by(task_file: Path | None) -> str:
@@ -643,7 +703,7 @@ def demo(
         err.print("demo: evaluating the bundled SmolLM2-135M-Instruct (llama.cpp, CPU) on "
                   f"{', '.join(s.name for s in specs)}, {limit} samples each", highlight=False)
         config = RunConfig(tasks=tuple(s.name for s in specs), suites=("demo",), model="default",
-                           engine="llamacpp", limit=limit, concurrency=2)
+                           engine="llamacpp", limit=limit, concurrency=LLAMACPP_CONCURRENCY)
     code = _execute(config, results_dir)
     console.print("next: ./run.sh report results/<run>  ·  ./run.sh tasks  ·  ./run.sh run --help", highlight=False)
     raise typer.Exit(code)

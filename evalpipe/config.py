@@ -74,6 +74,14 @@ class RunConfig:
     #: or "loglikelihood" (the log-probability of each option's continuation; completions endpoints)
     choice_scoring: str = "generate"
 
+    #: prompt conditions (evalpipe.conditions): ``--prompt-variants`` names (or ``all``), ``--shot-orders``
+    #: and ``--shots-sweep``. Not part of the run's identity, like ``--limit``: they choose which
+    #: prompts are asked, never how a prompt is answered, so adding variants to a command extends its
+    #: run directory and reuses every answer already stored
+    prompt_variants: tuple[str, ...] = ()
+    shot_orders: int = 1
+    shots_sweep: tuple[int, ...] = ()
+
     def __post_init__(self) -> None:
         for problem in option_problems(self):
             raise ValueError(problem)
@@ -104,7 +112,18 @@ class RunConfig:
         out["suites"] = list(self.suites)
         out["replicas"] = list(self.replicas)
         out["ids"] = list(self.ids) if self.ids is not None else None
+        # the condition options only when used: a run without them records what it always did
+        for name, unset in _CONDITION_DEFAULTS.items():
+            if out[name] == unset:
+                del out[name]
+            else:
+                out[name] = list(out[name]) if isinstance(out[name], tuple) else out[name]
         return out
+
+    @property
+    def has_conditions(self) -> bool:
+        """Whether the run asks for prompt variants, shot orders or a shot-count sweep."""
+        return any(getattr(self, name) != unset for name, unset in _CONDITION_DEFAULTS.items())
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunConfig:
@@ -115,6 +134,8 @@ class RunConfig:
         kwargs["replicas"] = tuple(kwargs.get("replicas", ()))
         if kwargs.get("ids") is not None:
             kwargs["ids"] = tuple(kwargs["ids"])
+        for name in ("prompt_variants", "shots_sweep"):
+            kwargs[name] = tuple(kwargs.get(name) or ())
         return cls(**kwargs)
 
 
@@ -157,9 +178,16 @@ def option_problems(config: RunConfig) -> list[str]:
         problems.append(f"--max-retries must be >= 0, got {config.max_retries}")
     if config.shots is not None and config.shots < 0:
         problems.append(f"--shots must be >= 0, got {config.shots}")
+    if config.shot_orders < 1:
+        problems.append(f"--shot-orders must be at least 1, got {config.shot_orders}")
+    if any(k < 0 for k in config.shots_sweep):
+        problems.append(f"--shots-sweep counts must be >= 0, got {','.join(map(str, config.shots_sweep))}")
     if config.run_name is not None and (problem := run_name_problem(config.run_name)):
         problems.append(problem)
     return problems
+
+
+_CONDITION_DEFAULTS: dict[str, Any] = {"prompt_variants": (), "shot_orders": 1, "shots_sweep": ()}
 
 
 def load_options(config: RunConfig, task: str, split: str | None = None,

@@ -11,6 +11,12 @@ Two shapes, chosen so that any task fits without knowing its name:
   in which runs with different tasks and metrics share one frame. Pivot it for a wide view:
   ``load_metrics(runs).pivot_table(index="model", columns=["task", "metric"], values="value")``.
 
+Prompt conditions (``run --prompt-variants/--shot-orders/--shots-sweep``): a run holds one row per
+sample *and condition*, with the columns ``condition``, ``variant``, ``shots`` and ``shot_order``
+(absent for runs without conditions); :func:`load_conditions` gives every condition's metrics in
+long format. ``load_metrics`` holds each task's reference condition and its flat spread numbers
+(``f1_variant_std`` …).
+
 Truncation: a sample's ``truncated_tokens`` (input tokens cut to fit the context) is read from
 the sample record, or from its diagnostics, when the run recorded it; otherwise the column is
 NaN. ``finish_reason`` likewise (``"length"`` = the answer hit ``max_tokens``).
@@ -27,8 +33,8 @@ import pandas as pd
 
 from evalpipe.results import RunDir
 
-__all__ = ["NESTED_COLUMNS", "SCORE_PREFIX", "load_metrics", "load_samples", "run_identity", "samples_frame",
-           "write_parquet"]
+__all__ = ["CONDITION_COLUMNS", "NESTED_COLUMNS", "SCORE_PREFIX", "load_conditions", "load_metrics", "load_samples",
+           "run_identity", "samples_frame", "write_parquet"]
 
 #: prefix of the per-sample score columns
 SCORE_PREFIX = "score."
@@ -39,6 +45,8 @@ _FIXED_COLUMNS = (
     "latency_s", "attempts", "prompt_tokens", "completion_tokens", "truncated_tokens", "finish_reason",
     "endpoint", *NESTED_COLUMNS,
 )
+#: a sample record's prompt condition (only in runs with prompt conditions)
+CONDITION_COLUMNS = ("condition", "variant", "shots", "shot_order")
 
 
 def run_identity(run: str | Path) -> dict[str, Any]:
@@ -86,6 +94,8 @@ def _row(record: Mapping[str, Any], identity: Mapping[str, Any], compat: str | N
     }
     for column in NESTED_COLUMNS:
         row[column] = record.get(column)
+    if "condition" in record:
+        row.update({column: record.get(column) for column in CONDITION_COLUMNS})
     for name, value in (record.get("scores") or {}).items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             row[SCORE_PREFIX + name] = float(value)
@@ -115,7 +125,8 @@ def samples_frame(records: Iterable[Mapping[str, Any]], identity: Mapping[str, A
         if column not in frame.columns:
             frame[column] = pd.Series(dtype=object)
     scores = sorted(c for c in frame.columns if c.startswith(SCORE_PREFIX))
-    return frame[[*_FIXED_COLUMNS, *scores]]
+    conditions = [c for c in CONDITION_COLUMNS if c in frame.columns]
+    return frame[[*_FIXED_COLUMNS[:5], *conditions, *_FIXED_COLUMNS[5:], *scores]]
 
 
 def load_metrics(runs: str | Path | Iterable[str | Path], compat: str | None = None) -> pd.DataFrame:
@@ -140,6 +151,30 @@ def load_metrics(runs: str | Path | Iterable[str | Path], compat: str | None = N
                         "metric": metric, "value": float(value),
                     })
     return pd.DataFrame(rows, columns=["run", "model", "compat", "task", "kind", "metric", "value"])
+
+
+def load_conditions(runs: str | Path | Iterable[str | Path], compat: str | None = None) -> pd.DataFrame:
+    """Every prompt condition's metrics (``variants.json``), long format: ``run``, ``model``,
+    ``compat``, ``task``, ``condition``, ``variant``, ``shots``, ``shot_order``, ``reference`` (the
+    condition whose metrics are the task's in metrics.json), ``metric``, ``value``. Empty for runs
+    without prompt conditions."""
+    if isinstance(runs, (str, Path)):
+        runs = [runs]
+    rows = []
+    for run in runs:
+        identity = run_identity(run)
+        for task, doc in RunDir(run).read_variants(compat).items():
+            for cid, condition in (doc.get("conditions") or {}).items():
+                for metric, value in (condition.get("metrics") or {}).items():
+                    if isinstance(value, (int, float)) and not isinstance(value, bool):
+                        rows.append({
+                            "run": identity["run"], "model": identity["model"], "compat": compat or "default",
+                            "task": task, "condition": cid, "variant": condition.get("variant"),
+                            "shots": condition.get("shots"), "shot_order": condition.get("shot_order"),
+                            "reference": cid == doc.get("reference"), "metric": metric, "value": float(value),
+                        })
+    return pd.DataFrame(rows, columns=["run", "model", "compat", "task", "condition", "variant", "shots", "shot_order",
+                                       "reference", "metric", "value"])
 
 
 def _json_text(value: Any) -> str | None:

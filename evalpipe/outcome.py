@@ -78,7 +78,9 @@ class RunOutcome:
 
 
 def write_outcome(run: RunDir, outcome: RunOutcome, compat: str | None, info: RunInfo) -> None:
-    """``samples.jsonl``, ``metrics.json`` and ``summary.json`` (or their ``.COMPAT`` forms).
+    """``samples.jsonl``, ``metrics.json`` and ``summary.json`` (or their ``.COMPAT`` forms), and
+    ``variants.json`` when tasks ran under prompt conditions (evalpipe.robustness) — removed when
+    they no longer do, so it never describes another invocation than metrics.json.
 
     A judged run keeps its judge metrics: they are merged in from the stored judgements first
     (:mod:`evalpipe.judging.attach`), so re-scoring never drops them.
@@ -87,3 +89,8 @@ def write_outcome(run: RunDir, outcome: RunOutcome, compat: str | None, info: Ru
     run.write_samples((r for t in outcome.tasks for r in t.records), compat)
     run.write_json(run.metrics_path(compat), outcome.metrics)
     run.write_summary(outcome.summary(info), compat)
+    robustness = {t.name: t.robustness for t in outcome.tasks if t.robustness is not None}
+    if robustness:
+        run.write_variants(robustness, compat)
+    else:
+        run.variants_path(compat).unlink(missing_ok=True)

@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -64,18 +65,53 @@ def sandboxed_environment(folder: Path) -> ImmutableSandboxedEnvironment:
     return _environment(folder)
 
 
-def template_path(spec: TaskSpec, prompts_dir: Path = PROMPTS_DIR) -> Path:
-    """The template file (a task file's own folder, else ``prompts/``); for an inline template, the
-    task file it is written in."""
+def template_path(spec: TaskSpec, prompts_dir: Path = PROMPTS_DIR, template: str | None = None) -> Path:
+    """The task's canonical template file (a task file's own folder, else ``prompts/``; for an inline
+    template, the task file it is written in), or ``template`` (a prompt variant's, under ``prompts_dir``)."""
+    if template is not None:
+        return prompts_dir / template
     if spec.template_source is not None and spec.task_file is not None:
         return spec.task_file
     return (spec.template_dir or prompts_dir) / spec.template
 
 
-def template_sha256(spec: TaskSpec, prompts_dir: Path = PROMPTS_DIR) -> str:
-    if spec.template_source is not None:
+def template_sha256(spec: TaskSpec, prompts_dir: Path = PROMPTS_DIR, template: str | None = None) -> str:
+    if template is None and spec.template_source is not None:
         return hashlib.sha256(spec.template_source.encode("utf-8")).hexdigest()
-    return hashlib.sha256(template_path(spec, prompts_dir).read_bytes()).hexdigest()
+    return hashlib.sha256(template_path(spec, prompts_dir, template).read_bytes()).hexdigest()
+
+
+#: the canonical template's name among a task's prompt variants
+DEFAULT_VARIANT = "default"
+#: a variant's name is a file stem that also appears in plan names, sample records and report ids
+VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+#: where a task's variant templates are found without being declared: prompts/<task>/variants/<name>.j2
+VARIANTS_FOLDER = "variants"
+
+
+def variant_templates(spec: TaskSpec, prompts_dir: Path = PROMPTS_DIR) -> dict[str, str]:
+    """Every prompt variant of a task: name → template path under ``prompts_dir``.
+
+    ``default`` is the canonical template (``spec.template``), so a run without variants and the
+    ``default`` variant render the very same prompts. Then the files ``prompts/<task>/variants/*.j2``
+    (by name), then ``spec.variants`` (a task file's declared mapping, which wins over a file of
+    the same name). A variant is a whole template with the same macro contract (``prompt``, and
+    optionally ``system``, ``turn``, ``completion``): wording, answer-format cue and shot layout may
+    all change, the shots' answers (``shot_target``) and the parser may not.
+    """
+    found = {DEFAULT_VARIANT: spec.template}
+    folder = prompts_dir / spec.name / VARIANTS_FOLDER
+    files = sorted(folder.glob("*.j2")) if folder.is_dir() else []
+    declared = dict(spec.variants)
+    for name, template in [*((f.stem, f"{spec.name}/{VARIANTS_FOLDER}/{f.name}") for f in files), *declared.items()]:
+        where = f"{prompts_dir / template}" if name not in declared else f"task {spec.name}: variants"
+        if name == DEFAULT_VARIANT:
+            raise TemplateError(f"{where}: the variant name {DEFAULT_VARIANT!r} is reserved for the task's "
+                                f"canonical template ({spec.template})")
+        if not VARIANT_NAME.fullmatch(name):
+            raise TemplateError(f"{where}: variant name {name!r} must be letters, digits, '_' or '-'")
+        found[name] = template
+    return found
 
 
 def inputs_fingerprint(example: Example) -> str:
@@ -119,22 +155,28 @@ class PromptRenderer:
         params: GenerationParams,
         options: PromptOptions = PromptOptions(),
         prompts_dir: Path = PROMPTS_DIR,
+        template: str | None = None,
     ) -> None:
+        """``template``: another template of the task (a prompt variant's, see
+        :func:`variant_templates`) instead of its canonical one."""
         self.spec = spec
         self.params = params
         self.options = options
-        path = template_path(spec, prompts_dir)
-        if spec.template_source is None and not path.is_file():
+        path = template_path(spec, prompts_dir, template)
+        if (template is not None or spec.template_source is None) and not path.is_file():
             raise TemplateError(f"{path}: template for task {spec.name!r} not found")
         try:
-            environment = _environment(spec.template_dir or prompts_dir)
-            template = (environment.from_string(spec.template_source) if spec.template_source is not None
-                        else environment.get_template(spec.template))
-            self._module = template.make_module({"task": dict(spec.template_vars)})
+            if template is not None:  # a prompt variant: under prompts/<task>/variants/
+                compiled = _environment(prompts_dir).get_template(template)
+            else:
+                environment = _environment(spec.template_dir or prompts_dir)
+                compiled = (environment.from_string(spec.template_source) if spec.template_source is not None
+                            else environment.get_template(spec.template))
+            self._module = compiled.make_module({"task": dict(spec.template_vars)})
         except jinja2.TemplateError as exc:
             raise TemplateError(f"{path}: {_describe(exc)}") from exc
         self._path = path
-        self._template = template
+        self._template = compiled
         needed = "completion" if options.endpoint == "completions" else "prompt"
         if not hasattr(self._module, needed):
             raise TemplateError(f"{path}: the template has no `{needed}` macro, needed for the {options.endpoint} form")

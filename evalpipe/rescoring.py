@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.cache import ResponseStore
+from evalpipe.conditions import Condition, plan_name
 from evalpipe.config import RunConfig, load_options, task_args_for
 from evalpipe.data.digest import file_sha256
 from evalpipe.data.errors import DataError
@@ -22,6 +23,7 @@ from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Completion, Example
 from evalpipe.outcome import RunError, RunOutcome, write_outcome
 from evalpipe.results import RunDir, RunInfo
+from evalpipe.robustness import ConditionOutcome, combine_tasks
 from evalpipe.scoring import answer_prefix, score_task
 from evalpipe.tasks.base import TaskSpec
 from evalpipe.tasks.registry import task_of_run
@@ -38,6 +40,10 @@ class StoredTask:
     truncated: tuple[int, ...] = ()
     #: what the user should know about how the task was rebuilt (e.g. its task file changed)
     note: str | None = None
+    #: the prompt condition (evalpipe.conditions) these answers were asked under; None = none asked
+    condition: Condition | None = None
+    #: the number of shots the condition's prompts showed
+    shots: int = 0
 
 
 def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
@@ -74,24 +80,31 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
                     raise DataError(path, None, None, "changed since the run (its sha256 is not one the run "
                                     "recorded); re-scoring would compare answers against different gold")
             by_id = {ex.id: ex for ex in data.examples}
-            plan = store.read_plan(name)
-            if not plan:
-                raise RunError(f"{run.path}: no plan stored for task {name}")
-            missing = [sid for sid, _, _, _ in plan if sid not in by_id]
-            if missing:
-                raise RunError(f"{run.path}: task {name}: sample ids not in the data any more: {missing[:5]}")
-            answers = store.get_many([key for _, key, _, _ in plan])
-            examples = tuple(by_id[sid] for sid, _, _, _ in plan)
-            if spec.ranking is not None:  # a retrieval task: bind each gold to its pool position again
-                examples = spec.ranking.plan(data, examples, options).examples
-            tasks.append(StoredTask(
-                spec=spec,
-                examples=examples,
-                prompts_json=tuple(prompt for _, _, prompt, _ in plan),
-                answers=tuple(answers.get(key) for _, key, _, _ in plan),
-                truncated=tuple(int(info.get("truncated_tokens", 0)) for _, _, _, info in plan),
-                note=note,
-            ))
+            # one plan per prompt condition the run recorded (evalpipe.conditions), else the task's own
+            recorded_conditions = task_info.get("conditions") or [None]
+            for recorded_condition in recorded_conditions:
+                condition = Condition.from_json(recorded_condition) if recorded_condition is not None else None
+                planned = plan_name(name, condition)
+                plan = store.read_plan(planned)
+                if not plan:
+                    raise RunError(f"{run.path}: no plan stored for task {planned}")
+                missing = [sid for sid, _, _, _ in plan if sid not in by_id]
+                if missing:
+                    raise RunError(f"{run.path}: task {name}: sample ids not in the data any more: {missing[:5]}")
+                answers = store.get_many([key for _, key, _, _ in plan])
+                examples = tuple(by_id[sid] for sid, _, _, _ in plan)
+                if spec.ranking is not None:  # a retrieval task: bind each gold to its pool position again
+                    examples = spec.ranking.plan(data, examples, options).examples
+                tasks.append(StoredTask(
+                    spec=spec,
+                    examples=examples,
+                    prompts_json=tuple(prompt for _, _, prompt, _ in plan),
+                    answers=tuple(answers.get(key) for _, key, _, _ in plan),
+                    truncated=tuple(int(info.get("truncated_tokens", 0)) for _, _, _, info in plan),
+                    condition=condition,
+                    shots=int(recorded_condition.get("shot_count") or 0) if recorded_condition is not None else 0,
+                    note=note,
+                ))
         return config, tasks
     finally:
         store.close()
@@ -114,13 +127,15 @@ def _rescore_locked(run: RunDir, compat: str | None, metric_options: Mapping[str
     options = MetricOptions.from_json({**config.metric_options, **(metric_options or {})})
     for task in tasks:
         task.spec.scoring(compat)  # unknown mode → error before any work
-    outcome = RunOutcome(run_dir=run, tasks=[], notes=[t.note for t in tasks if t.note])
+    outcome = RunOutcome(run_dir=run, tasks=[], notes=list(dict.fromkeys(t.note for t in tasks if t.note)))
+    scored = []
     for task in tasks:
         outcome.cached += sum(1 for a in task.answers if a is not None)
-        outcome.tasks.append(score_task(
+        scored.append(ConditionOutcome(task.spec, task.condition, task.shots, score_task(
             task.spec, task.examples, task.prompts_json, task.answers, compat, options,
             task.truncated, answer_prefix(task.spec, config),
-        ))
+        )))
+    outcome.tasks.extend(combine_tasks(scored))  # a task's prompt conditions become one task again
     outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
     previous = run.read_summary()
     kept = previous.run if previous is not None else RunInfo()

@@ -5,6 +5,8 @@
 ``samples.jsonl``    one record per evaluated sample: prompt, answer, prediction, gold, scores, …
 ``metrics.json``     task → metric → number
 ``summary.json``     diagnostics, token usage, latency percentiles, backend counters
+``variants.json``    only for runs with prompt conditions: per task, every condition's metrics, the
+                     spread along each varied axis, per-sample consistency (evalpipe.robustness)
 
 A compatibility scoring (``--compat NAME``) writes ``samples.NAME.jsonl`` / ``metrics.NAME.json``
 / ``summary.NAME.json`` beside the default files, so both views of one run stay available.
@@ -28,6 +30,8 @@ DEFAULT_ROOT = Path("results")
 #: summary.json layout version: 2 = ``{"format", "run", "tasks"}``; files without ``format`` are the
 #: older layout (task names at the top level beside a reserved ``"_run"`` key), still read
 SUMMARY_FORMAT = 2
+#: variants.json layout version (evalpipe.robustness)
+VARIANTS_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -193,6 +197,9 @@ class RunDir:
     def summary_path(self, compat: str | None = None) -> Path:
         return self._suffixed("summary", ".json", compat)
 
+    def variants_path(self, compat: str | None = None) -> Path:
+        return self._suffixed("variants", ".json", compat)
+
     def exists(self) -> bool:
         return self.config_path.is_file()
 
@@ -262,6 +269,23 @@ class RunDir:
         if not path.is_file():
             return None
         return RunSummary.from_json(self._read_object(path))
+
+    def write_variants(self, tasks: Mapping[str, Any], compat: str | None = None) -> None:
+        self.write_json(self.variants_path(compat), {"format": VARIANTS_FORMAT, "tasks": dict(tasks)})
+
+    def read_variants(self, compat: str | None = None) -> dict[str, dict[str, Any]]:
+        """Task → its prompt-conditions view (``variants.json``); empty for a run without conditions."""
+        path = self.variants_path(compat)
+        if not path.is_file():
+            return {}
+        try:
+            data = self.read_json(path)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{path}: not valid JSON ({exc}); `evalpipe score {self.path}` writes it again") from None
+        tasks = data.get("tasks") if isinstance(data, Mapping) else None
+        if not isinstance(tasks, Mapping):
+            raise ValueError(f"{path}: expected {{\"format\": …, \"tasks\": {{task: …}}}}")
+        return {str(k): dict(v) for k, v in tasks.items() if isinstance(v, Mapping)}
 
     def read_samples(self, compat: str | None = None) -> list[dict[str, Any]]:
         path = self.samples_path(compat)

@@ -37,24 +37,28 @@ from evalpipe.budget import (
     model_context_length,
 )
 from evalpipe.cache import ResponseStore, cache_key
+from evalpipe.conditions import Condition, TaskConditions, plan_name, shot_permutation, task_conditions
 from evalpipe.config import RunConfig, load_options, local_model_fingerprint, task_args_for
 from evalpipe.data.digest import file_sha256
 from evalpipe.data.errors import DataError
 from evalpipe.endpoints import is_local_url, redact_url
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.prompting import (
+    DEFAULT_VARIANT,
     PromptOptions,
     PromptRenderer,
     inputs_fingerprint,
     select_shots,
     template_path,
     template_sha256,
+    variant_templates,
 )
 from evalpipe.backends.embeddings import Embedder, make_embedder
 from evalpipe.backends.ranking import RankingBackend, pool_digest
 from evalpipe.records import Completion, Example, GenerationParams, Prompt, to_jsonable
 from evalpipe.outcome import RunError, RunOutcome, write_outcome
 from evalpipe.results import Budget, RunDir, RunInfo, git_commit
+from evalpipe.robustness import ConditionOutcome, combine_tasks
 from evalpipe.scoring import TaskOutcome, answer_prefix, score_task
 from evalpipe.tasks.base import LOGLIKELIHOOD, LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.registry import get_task
@@ -90,9 +94,18 @@ class PreparedTask:
     truncated: tuple[int, ...] = ()
     #: a retrieval task's candidate pool (empty for generation tasks)
     pool: tuple[str, ...] = ()
+    #: the prompt condition rendered (variant, shot count, shot order); None = the run asks for none
+    condition: Condition | None = None
+    #: the variant's template under prompts/ (None = the task's canonical template)
+    template: str | None = None
 
     def truncated_tokens(self) -> tuple[int, ...]:
         return self.truncated or (0,) * len(self.examples)
+
+    @property
+    def plan_name(self) -> str:
+        """Under which name the store keeps this task's (condition's) plan."""
+        return plan_name(self.spec.name, self.condition)
 
 
 # ---- 1. prepare ------------------------------------------------------------------------------
@@ -111,14 +124,9 @@ def _subset(examples: tuple[Example, ...], config: RunConfig, task: str) -> tupl
     return examples
 
 
-def prepare_task(
-    spec: TaskSpec,
-    config: RunConfig,
-    context_length: int | None = None,
-    token_counter: Callable[[str], int] | None = None,
-) -> PreparedTask:
-    """Load, subset and render one task. ``context_length``/``token_counter`` override what the
-    loader is told (for tasks ``sized_by_context``, once the budget is known)."""
+def _load_task(spec: TaskSpec, config: RunConfig, context_length: int | None = None,
+               token_counter: Callable[[str], int] | None = None,
+               ) -> tuple[TaskData, tuple[Example, ...], LoadOptions]:
     try:
         args = task_args_for(config, spec)
     except ValueError as exc:
@@ -127,17 +135,45 @@ def prepare_task(
     if context_length is not None:
         options = replace(options, context_length=context_length, token_counter=token_counter)
     data = spec.load(options)
-    examples = _subset(data.examples, config, spec.name)
-    if spec.ranking is not None:
-        return _prepare_ranking(spec, config, data, examples, options)
-    k = spec.default_shots if config.shots is None else config.shots
+    return data, _subset(data.examples, config, spec.name), options
+
+
+def _select_shots(spec: TaskSpec, config: RunConfig, data: TaskData, k: int) -> tuple[Example, ...]:
     # fingerprints serialise every evaluated input (LongHealth: tens of MB): only when shots are drawn
     fingerprints = {inputs_fingerprint(ex) for ex in data.examples} if k > 0 else set()
     seed = config.fewshot_seed if config.fewshot_seed is not None else spec.fewshot_seed
     try:
-        shots = select_shots(data.shot_pool, k, seed, {ex.id for ex in data.examples}, fingerprints)
+        return select_shots(data.shot_pool, k, seed, {ex.id for ex in data.examples}, fingerprints)
     except ValueError as exc:
         raise RunError(f"task {spec.name}: {exc}") from None
+
+
+def prepare_task(
+    spec: TaskSpec,
+    config: RunConfig,
+    context_length: int | None = None,
+    token_counter: Callable[[str], int] | None = None,
+    condition: Condition | None = None,
+) -> PreparedTask:
+    """Load, subset and render one task (under ``condition``, if the run asks for conditions).
+    ``context_length``/``token_counter`` override what the loader is told (for tasks
+    ``sized_by_context``, once the budget is known)."""
+    data, examples, options = _load_task(spec, config, context_length, token_counter)
+    if spec.ranking is not None:
+        return _prepare_ranking(spec, config, data, examples, options)
+    shots = _select_shots(spec, config, data, _shots_drawn(spec, config, condition))
+    return _render_task(spec, config, data, examples, shots, condition)
+
+
+def _render_task(spec: TaskSpec, config: RunConfig, data: TaskData, examples: tuple[Example, ...],
+                 shots: tuple[Example, ...], condition: Condition | None = None) -> PreparedTask:
+    template = None
+    if condition is not None:  # ---- prompt conditions (evalpipe.conditions) ----
+        k = _run_shots(spec, config) if condition.shots is None else condition.shots
+        seed = config.fewshot_seed if config.fewshot_seed is not None else spec.fewshot_seed
+        shots = tuple(shots[i] for i in shot_permutation(k, condition.order, seed))
+        if condition.variant != DEFAULT_VARIANT:
+            template = variant_templates(spec)[condition.variant]
     max_tokens = config.max_tokens or spec.max_tokens
     params = GenerationParams(
         max_tokens=max_tokens, temperature=config.temperature, top_p=config.top_p, seed=config.seed
@@ -149,6 +185,7 @@ def prepare_task(
         # prompt log-probabilities)
         PromptOptions(endpoint="completions" if by_choices else config.endpoint,
                       fewshot_as_turns=config.fewshot_as_turns, system_role=config.system_role),
+        template=template,
     )
     prompts = tuple(renderer.render(ex) for ex in examples)
     if by_choices:
@@ -157,7 +194,45 @@ def prepare_task(
         prompts = tuple(replace(prompt, params=scored, choices=spec.choice_scoring.continuations(ex))
                         for prompt, ex in zip(prompts, examples))
     keys = tuple(cache_key(config.model, p) for p in prompts)
-    return PreparedTask(spec, data, examples, shots, prompts, keys, max_tokens, renderer, config.model)
+    return PreparedTask(spec, data, examples, shots, prompts, keys, max_tokens, renderer, config.model,
+                        condition=condition, template=template)
+
+
+# ---- prompt conditions (evalpipe.conditions): variants × shot counts × shot orders ----------
+
+def _run_shots(spec: TaskSpec, config: RunConfig) -> int:
+    return spec.default_shots if config.shots is None else config.shots
+
+
+def _shots_drawn(spec: TaskSpec, config: RunConfig, condition: Condition | None) -> int:
+    """How many shots are selected: a sweep's counts all take a prefix of its largest count's shots."""
+    if condition is not None and config.shots_sweep:
+        return max(config.shots_sweep)
+    return _run_shots(spec, config)
+
+
+def conditions_of(spec: TaskSpec, config: RunConfig) -> TaskConditions:
+    """The task's conditions under the run's options (a retrieval task has only its canonical one)."""
+    if spec.ranking is not None or not config.has_conditions:
+        return TaskConditions((Condition(),))
+    try:
+        return task_conditions(spec.name, list(variant_templates(spec)), config.prompt_variants,
+                               config.shot_orders, config.shots_sweep, _run_shots(spec, config))
+    except ValueError as exc:
+        raise RunError(str(exc)) from None
+
+
+def prepare_conditions(spec: TaskSpec, config: RunConfig, notes: list[str] | None = None) -> list[PreparedTask]:
+    """One prepared task per condition the run asks for (loaded once, rendered per condition); a
+    task evaluated under its canonical condition only is prepared exactly as without conditions."""
+    asked = conditions_of(spec, config)
+    if notes is not None:
+        notes.extend(asked.notes)
+    if not asked.varied:
+        return [prepare_task(spec, config)]
+    data, examples, _ = _load_task(spec, config)
+    shots = _select_shots(spec, config, data, _shots_drawn(spec, config, asked.conditions[0]))
+    return [_render_task(spec, config, data, examples, shots, c) for c in asked.conditions]
 
 
 def ranking_identity(config: RunConfig, pool: Sequence[str], depth: int) -> str:
@@ -257,7 +332,7 @@ async def budget_all(
     async def sized(p: PreparedTask) -> PreparedTask:
         if not p.spec.sized_by_context or (not measured and context_length == config.context_length):
             return p
-        return await asyncio.to_thread(prepare_task, p.spec, config, context_length, count)
+        return await asyncio.to_thread(prepare_task, p.spec, config, context_length, count, p.condition)
 
     budgeted = [await apply_budget(await sized(p), context_length, counter) for p in prepared]
     info: dict[str, Any] = {"context_length": context_length, "token_counter": counter.kind}
@@ -294,8 +369,10 @@ def check_data_options(config: RunConfig) -> None:
             raise DataError(path, None, None, f"file not found (given as --data {key})")
 
 
-def prepare(config: RunConfig, skipped: dict[str, str] | None = None) -> list[PreparedTask]:
-    """Load, validate and render every task.
+def prepare(config: RunConfig, skipped: dict[str, str] | None = None,
+            notes: list[str] | None = None) -> list[PreparedTask]:
+    """Load, validate and render every task (once per prompt condition the run asks for; what the
+    user should know about those goes into ``notes``).
 
     In a suite run (``config.suites``) a task whose data files are absent is skipped and the
     reason put in ``skipped`` — users rarely hold every credentialed data set. A file that exists
@@ -312,7 +389,7 @@ def prepare(config: RunConfig, skipped: dict[str, str] | None = None) -> list[Pr
             problem = _missing_data(spec, config)
             if problem is None:
                 try:
-                    prepared.append(prepare_task(spec, config))
+                    prepared.extend(prepare_conditions(spec, config, notes))
                     continue
                 except DataError as exc:
                     if exc.line is not None or Path(exc.path).exists():
@@ -320,7 +397,7 @@ def prepare(config: RunConfig, skipped: dict[str, str] | None = None) -> list[Pr
                     problem = str(exc)
             skipped[name] = problem
             continue
-        prepared.append(prepare_task(spec, config))
+        prepared.extend(prepare_conditions(spec, config, notes))
     if not prepared:
         lines = "\n".join(f"  {name}: {why}" for name, why in skipped.items())
         raise RunError(f"no task of the suite has its data:\n{lines}")
@@ -342,12 +419,15 @@ def check_endpoint_policy(prepared: Sequence[PreparedTask], config: RunConfig) -
             )
 
 
+def _shown_path(path: Path) -> str:
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
+
+
 def _task_record(p: PreparedTask, config: RunConfig) -> dict[str, Any]:
-    template = template_path(p.spec) if p.renderer is not None else None
+    template = template_path(p.spec, template=p.template) if p.renderer is not None else None
     return {
-        "template": (str(template.relative_to(REPO_ROOT)) if template.is_relative_to(REPO_ROOT) else str(template))
-        if template is not None else None,
-        "template_sha256": template_sha256(p.spec) if template is not None else None,
+        "template": _shown_path(template) if template is not None else None,
+        "template_sha256": template_sha256(p.spec, template=p.template) if template is not None else None,
         **({"pool_size": len(p.pool), "pool_digest": pool_digest(p.pool)} if p.pool else {}),
         "data_files": {str(f): file_sha256(Path(f)) for f in p.data.files},
         "split": p.data.split,
@@ -370,13 +450,30 @@ def _task_record(p: PreparedTask, config: RunConfig) -> dict[str, Any]:
     }
 
 
+def _task_records(prepared: Sequence[PreparedTask], config: RunConfig) -> dict[str, dict[str, Any]]:
+    """``config.json``'s ``tasks``: one record per task; a task with prompt conditions records the
+    reference condition's as its own, and each condition (template, its sha256, the shots in order)."""
+    records: dict[str, dict[str, Any]] = {}
+    for p in prepared:
+        if p.spec.name not in records:
+            records[p.spec.name] = _task_record(p, config)
+        if p.condition is not None:
+            records[p.spec.name].setdefault("conditions", []).append({
+                **p.condition.to_json(), "shot_count": len(p.shots),
+                "template": _shown_path(template_path(p.spec, template=p.template)),
+                "template_sha256": template_sha256(p.spec, template=p.template),
+                "shot_ids": [s.id for s in p.shots], "plan": p.plan_name,
+            })
+    return records
+
+
 def write_config(run: RunDir, config: RunConfig, prepared: Sequence[PreparedTask],
                  backends: Sequence[Backend] = (), skipped: Mapping[str, str] | None = None,
                  budget: Any = None) -> None:
     previous = run.read_config() if run.exists() else {}
     ran = replace(
         config,
-        tasks=tuple(p.spec.name for p in prepared),
+        tasks=tuple(dict.fromkeys(p.spec.name for p in prepared)),
         base_url=redact_url(config.base_url) if config.base_url else None,
         replicas=tuple(redact_url(u) for u in config.replicas),
     )
@@ -386,7 +483,7 @@ def write_config(run: RunDir, config: RunConfig, prepared: Sequence[PreparedTask
         "budget": budget if budget is not None else previous.get("budget"),
         "evalpipe_version": __version__,
         "git_commit": git_commit(REPO_ROOT),
-        "tasks": {p.spec.name: _task_record(p, config) for p in prepared},
+        "tasks": _task_records(prepared, config),
         # the generating model's backend, and each retrieval task's ranker (embedder, pool), as they describe
         # themselves (never an API key); a run answered wholly from the store keeps what was recorded
         "backend": next((dict(b.describe()) for b in backends if not isinstance(b, RankingBackend)),
@@ -464,7 +561,8 @@ async def execute(
     for only when some of its prompts have no stored answer."""
     progress = progress or NullProgress()
     skipped: dict[str, str] = {}
-    prepared = prepare(config, skipped)
+    notes: list[str] = []
+    prepared = prepare(config, skipped, notes)
     check_endpoint_policy(prepared, config)
     run = run_dir_for(config, results_root)
     previous_budget = run.read_config().get("budget") if run.exists() else None
@@ -475,7 +573,7 @@ async def execute(
             p.spec.scoring(config.compat)  # an unknown --compat fails before any request
         with run.lock():
             return await _execute_locked(config, run, prepared, skipped, budget_info, shared, progress, on_prepared,
-                                         embedder_factory or embedder_for)
+                                         embedder_factory or embedder_for, notes)
     finally:
         await shared.aclose()
 
@@ -490,22 +588,23 @@ async def _execute_locked(
     progress: ProgressSink,
     on_prepared: Callable[[RunDir, int, int], None] | None,
     embedder_factory: EmbedderFactory,
+    prepare_notes: Sequence[str] = (),
 ) -> RunOutcome:
     store = ResponseStore(run.store_path)
     backends: list[tuple[Backend, dict[str, Prompt]]] = []
-    notes: list[str] = []
+    notes: list[str] = list(prepare_notes)
     # serialised once: the plan stores them and every sample record carries them
-    prompts_json = {p.spec.name: [_prompt_json(prompt) for prompt in p.prompts] for p in prepared}
+    prompts_json = {p.plan_name: [_prompt_json(prompt) for prompt in p.prompts] for p in prepared}
     try:
         for p in prepared:
-            before = store.plan_size(p.spec.name)
+            before = store.plan_size(p.plan_name)
             if before > len(p.examples):
-                notes.append(f"{p.spec.name}: this run directory held {before} samples; its results now cover "
+                notes.append(f"{p.plan_name}: this run directory held {before} samples; its results now cover "
                              f"{len(p.examples)} (--limit/--ids). All answers stay stored: run without them "
                              "to restore the full results")
             store.write_plan(
-                p.spec.name,
-                [(ex.id, key, pj) for ex, key, pj in zip(p.examples, p.keys, prompts_json[p.spec.name])],
+                p.plan_name,
+                [(ex.id, key, pj) for ex, key, pj in zip(p.examples, p.keys, prompts_json[p.plan_name])],
                 [{"truncated_tokens": t} for t in p.truncated_tokens()],
             )
         all_keys = [k for p in prepared for k in p.keys]
@@ -541,11 +640,11 @@ async def _execute_locked(
         outcome = RunOutcome(run_dir=run, tasks=[], sent=sent, cached=len(dict.fromkeys(all_keys)) - sent,
                              skipped=skipped, budget=Budget.from_json(budget_info.get("budget")), notes=notes)
         options = MetricOptions.from_json(config.metric_options)
-        for p in prepared:
-            outcome.tasks.append(score_task(
-                p.spec, p.examples, prompts_json[p.spec.name], [answers.get(k) for k in p.keys],
-                config.compat, options, p.truncated_tokens(), answer_prefix(p.spec, config),
-            ))
+        # one scored outcome per task and prompt condition; a task's conditions become one task (robustness)
+        outcome.tasks.extend(combine_tasks([ConditionOutcome(p.spec, p.condition, len(p.shots), score_task(
+            p.spec, p.examples, prompts_json[p.plan_name], [answers.get(k) for k in p.keys],
+            config.compat, options, p.truncated_tokens(), answer_prefix(p.spec, config),
+        )) for p in prepared]))
         outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
         write_outcome(run, outcome, config.compat, RunInfo(
             sent=outcome.sent, cached=outcome.cached, incomplete_suites=outcome.incomplete,

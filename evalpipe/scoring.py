@@ -47,6 +47,8 @@ class TaskOutcome:
     metrics: dict[str, float]
     summary: TaskSummary
     records: list[dict[str, Any]] = field(repr=False)
+    #: a task scored under several prompt conditions: its entry of variants.json (evalpipe.robustness)
+    robustness: dict[str, Any] | None = field(default=None, repr=False)
 
 
 def _percentile(values: list[float], q: float) -> float | None:

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evalpipe.results import RunSummary
+from evalpipe.robustness import AXIS_LABELS, level_label
 
 #: metrics that are counts: printed as integers, not as 0.0000-style fractions
 COUNT_METRICS = {"n", "errors", "tp", "fp", "fn", "pool_size", "datasets"}
@@ -88,3 +89,38 @@ def summary_lines(metrics: Mapping[str, Mapping[str, float]], summary: RunSummar
     for name, why in run.incomplete_suites.items():
         lines.append(("info", f"suite {name}: aggregate incomplete: {why}"))
     return lines
+
+
+def robustness_table(variants: Mapping[str, Mapping], metrics: Mapping[str, Mapping[str, float]]) -> Table:
+    """Per task and varied axis (prompt variants, shot orders, shot counts): the headline metric's —
+    and the parse-failure rate's, which prompts move most — reference value, mean ± population std
+    over the axis' levels, its lowest and highest level, the spread (max − min), and how
+    consistently samples were answered (``variants.json``)."""
+    table = Table(title=Text("robustness across prompt conditions (variants.json)"), title_justify="left")
+    for column in ("task", "across", "metric", "reference", "mean ± std", "min", "max", "spread",
+                   "agreement", "flips"):
+        table.add_column(column, justify="left" if column in ("task", "across", "metric") else "right", no_wrap=True)
+    for task, doc in variants.items():
+        shown = doc.get("metrics") or []
+        headline = doc.get("primary_metric") if doc.get("primary_metric") in shown else (shown[0] if shown else None)
+        for axis in doc.get("axes") or {}:
+            consistency = (doc.get("consistency") or {}).get(axis, {})
+            flip = consistency.get("flip_rate")
+            for metric in dict.fromkeys(m for m in (headline, "parse_failure_rate") if m in shown):
+                stats = (doc.get("spread") or {}).get(axis, {}).get(metric)
+                if not stats:
+                    continue
+                first = metric == headline
+
+                def at(value: float, level: str) -> Text:
+                    return Text(f"{value:.4f} ({level_label(axis, level) if stats['spread'] else 'all equal'})")
+
+                table.add_row(
+                    Text(task if first else ""), AXIS_LABELS.get(axis, axis) if first else "", Text(metric),
+                    format_cell(metric, metrics.get(task, {}).get(metric)),
+                    f"{stats['mean']:.4f} ± {stats['std']:.4f}",
+                    at(stats["min"], stats["min_at"]), at(stats["max"], stats["max_at"]), f"{stats['spread']:.4f}",
+                    format_cell("agreement", consistency.get("agreement")) if first else "",
+                    (format_cell("flip_rate", flip) if flip is not None else "–") if first else "",
+                )
+    return table

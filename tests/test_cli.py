@@ -46,6 +46,10 @@ def test_tasks_lists_tasks_and_suites():
     assert result.returncode == 0, result.stderr
     for name in ("ncbi_disease", "clue_meqsum", "cmeee", "clue-level1", "cblue", "demo"):
         assert name in result.stdout
+    one = evalpipe("tasks", "cmeie")
+    assert one.returncode == 0 and "schema: CMeIE's relation schema" in one.stdout and "data roles" in one.stdout
+    unknown = evalpipe("tasks", "cmeiee")
+    assert unknown.returncode == 1 and "unknown task 'cmeiee'" in unknown.stderr
 
 
 def test_run_show_score_round_trip(server, tmp_path):

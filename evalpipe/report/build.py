@@ -30,6 +30,7 @@ from evalpipe.report.ner_errors import CATEGORIES, GOLD_CATEGORIES, PRED_CATEGOR
 from evalpipe.report.operations import operations_table, task_operations
 from evalpipe.report.plots import metric_bars, parse_failure_bars, score_vs_length
 from evalpipe.report.runs import ReportRun, TaskInfo, load_report_runs
+from evalpipe.report.variants import add_rank_stability, robustness_section
 from evalpipe.tasks.registry import suites
 
 __all__ = ["BuildResult", "build_document", "build_report", "compare_runs", "score_length_plots"]
@@ -215,6 +216,9 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
     for contribution in contributed_sections():
         if contribution.applies(runs):
             doc.sections.append(contribution.section(runs, boots, level))
+    robustness = robustness_section(runs, resamples=resamples, seed=seed, level=level)  # prompt conditions
+    if robustness is not None:
+        doc.sections.append(robustness)
 
     tasks: list[str] = []
     for run in runs:
@@ -286,7 +290,7 @@ def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed
     }
     compare = (compare_loaded(loaded[0], loaded[1], resamples=resamples, seed=seed, top=top, level=level)
                if len(loaded) == 2 else None)
-    board = build_leaderboard(loaded, boots, suites(), _specs(loaded), level)
+    board = add_rank_stability(build_leaderboard(loaded, boots, suites(), _specs(loaded), level), loaded)
     doc = build_document(loaded, boots, board, resamples=resamples, seed=seed, compare=compare, level=level,
                          ner_examples=top)
     out = Path(out)

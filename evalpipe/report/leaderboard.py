@@ -54,7 +54,8 @@ def lower_is_better(metric: str) -> bool:
 class Column:
     group: str
     metric: str
-    #: ``task``, ``aggregate`` (a suite's own score) or ``average`` (mean of primary metrics)
+    #: ``task``, ``aggregate`` (a suite's own score), ``average`` (mean of primary metrics) or
+    #: ``stability`` (a yes/no verdict, e.g. evalpipe.report.variants' "rank stable across variants?")
     kind: str
 
     @property
@@ -67,6 +68,8 @@ class Entry:
     value: float | None
     low: float | None = None
     high: float | None = None
+    #: shown instead of the value (leaderboard.csv keeps the value)
+    text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -75,12 +78,16 @@ class Leaderboard:
     runs: tuple[str, ...]
     columns: tuple[Column, ...]
     entries: Mapping[tuple[str, str], Entry]
+    #: what added columns mean, appended to the table's note
+    notes: tuple[str, ...] = ()
 
     def entry(self, row: str, column: Column) -> Entry:
         return self.entries.get((row, column.key), Entry(None))
 
     def best(self, column: Column) -> set[str]:
-        """Rows holding the best value of ``column`` (empty with fewer than two values)."""
+        """Rows holding the best value of ``column`` (empty with fewer than two values, and for a verdict)."""
+        if column.kind == "stability":
+            return set()
         values = {r: self.entry(r, column).value for r in self.rows}
         present = {r: v for r, v in values.items() if v is not None and v == v}
         if len(present) < 2:
@@ -116,12 +123,13 @@ class Leaderboard:
             cells = [Cell(row, numeric=False)]
             for column in self.columns:
                 e = self.entry(row, column)
-                cells.append(Cell(fmt(e.value), bold=row in best[column.key], sub=fmt_interval(e.low, e.high)))
+                cells.append(Cell(e.text if e.text is not None else fmt(e.value), bold=row in best[column.key],
+                                  sub=fmt_interval(e.low, e.high)))
             rows.append(tuple(cells))
         return Table(
             id=table_id, title="Leaderboard", columns=("model", *(c.metric for c in self.columns)),
             rows=tuple(rows), groups=tuple(groups),
-            note="Bold: best in column. Brackets: 95 % bootstrap interval over samples.",
+            note=" ".join(("Bold: best in column. Brackets: 95 % bootstrap interval over samples.", *self.notes)),
         )
 
 

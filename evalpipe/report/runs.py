@@ -7,6 +7,11 @@ report says about a task (its metric order, headline metric, description) was re
 ``config.json`` when the run was made. So a report is the same on another machine, after the data
 was deleted, and for a user's own task file the report has never heard of.
 
+A run with prompt conditions (``run --prompt-variants`` …) is read as its tasks' *reference*
+conditions — the canonical prompt, the numbers of metrics.json — by every part of the report; the
+other conditions' records and ``variants.json`` are kept beside them for the robustness section
+(:mod:`evalpipe.report.variants`).
+
 A run written before per-sample parts existed still reports its numbers; its metrics get no
 interval, and the report says why and how to add them (``evalpipe score RUN``).
 """
@@ -26,6 +31,7 @@ from evalpipe.frames import run_identity, samples_frame
 from evalpipe.metrics.aggregation import Aggregation, aggregation_from_json
 from evalpipe.report.bootstrap import ResampleTask
 from evalpipe.results import RunDir, RunSummary, TaskSummary
+from evalpipe.robustness import plain_metrics
 
 __all__ = ["RUNNER_METRICS", "ReportRun", "TaskInfo", "load_report_runs", "resample_task"]
 
@@ -72,6 +78,10 @@ class ReportRun:
     resample: dict[str, ResampleTask] = field(default_factory=dict)
     info: dict[str, TaskInfo] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: prompt conditions: task → its variants.json entry, and task → condition id → sample records
+    #: (the reference condition's records are also ``records``)
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    condition_records: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict, repr=False)
 
     @property
     def aggregates(self) -> dict[str, dict[str, float]]:
@@ -120,6 +130,23 @@ def _labels(models: Sequence[str], paths: Sequence[Path]) -> list[str]:
     return [m if counts[m] == 1 else f"{m} [{p.name}]" for m, p in zip(models, paths)]
 
 
+def _split_conditions(records: list[dict[str, Any]], variants: Mapping[str, Mapping[str, Any]],
+                      ) -> tuple[list[dict[str, Any]], dict[str, dict[str, list[dict[str, Any]]]]]:
+    """The reference conditions' records (and those of tasks without conditions), and every
+    condition's records by task and condition id."""
+    references = {task: doc.get("reference") for task, doc in variants.items()}
+    kept: list[dict[str, Any]] = []
+    by_condition: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for record in records:
+        task, condition = str(record.get("task")), record.get("condition")
+        if condition is not None and task in references:
+            by_condition.setdefault(task, {}).setdefault(str(condition), []).append(record)
+            if condition != references[task]:
+                continue
+        kept.append(record)
+    return kept, by_condition
+
+
 def load_report_runs(paths: Sequence[Path], compat: str | None = None) -> list[ReportRun]:
     """Read every run directory; raises FileNotFoundError naming the first missing file."""
     runs = []
@@ -131,16 +158,19 @@ def load_report_runs(paths: Sequence[Path], compat: str | None = None) -> list[R
         if not samples_path.is_file():
             hint = f" --compat {compat}" if compat else ""
             raise FileNotFoundError(f"{samples_path}: no samples (run `evalpipe score {run_dir.path}{hint}` first)")
-        records = run_dir.read_samples(compat)
+        variants = run_dir.read_variants(compat)
+        records, by_condition = _split_conditions(run_dir.read_samples(compat), variants)
+        metrics = run_dir.read_metrics(compat)
         config = identity["config"]
         recorded_tasks = config.get("tasks") or {}
         run = ReportRun(
             path=Path(path), label=label, model=identity["model"], compat=compat, config=config,
             tasks=tuple(config.get("config", {}).get("tasks", [])),
-            metrics=run_dir.read_metrics(compat),
+            # the spread numbers are the robustness section's; every other part reads the reference's metrics
+            metrics={t: plain_metrics(v) if t in variants else v for t, v in metrics.items()},
             summary=run_dir.read_summary(compat),
             samples=samples_frame(records, identity, compat),
-            records=records,
+            records=records, variants=variants, condition_records=by_condition,
         )
         by_task: dict[str, list[dict[str, Any]]] = {}
         for record in records:

@@ -220,6 +220,11 @@ class TaskSpec:
     #: set for a task whose options can be scored by log-likelihood (``--mcqa-scoring loglikelihood``)
     choice_scoring: ChoiceScoring | None = None
 
+    #: prompt variants: name → template path under ``prompts/`` (the same macro contract as
+    #: ``template``), beside those found in ``prompts/<task>/variants/<name>.j2``; the canonical
+    #: ``template`` is always variant ``default`` (``run --prompt-variants``, evalpipe.conditions)
+    variants: Mapping[str, str] = field(default_factory=dict)
+
     def scored_by(self, choice_scoring: str) -> TaskSpec:
         """The spec as a run with ``--mcqa-scoring CHOICE_SCORING`` uses it: with ``loglikelihood``, a
         task that has a :class:`ChoiceScoring` is scored by it (its only scoring: compatibility modes
