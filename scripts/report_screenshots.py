@@ -37,10 +37,15 @@ def find_chromium(explicit: str | None = None) -> str | None:
     return next((found for name in NAMES if (found := shutil.which(name))), None)
 
 
-def chromium_args(chromium: str, profile: Path, budget_ms: int) -> list[str]:
-    """Headless flags shared by every call; a throw-away profile so parallel runs never share one."""
-    return [chromium, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run", "--disable-extensions",
-            "--mute-audio", "--hide-scrollbars", f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}"]
+def chromium_args(chromium: str, profile: Path, budget_ms: int | None) -> list[str]:
+    """Headless flags shared by every call; a throw-away profile so parallel runs never share one.
+
+    ``budget_ms``: virtual time that page scripts (timers included) get before the capture; None
+    for real clocks.
+    """
+    args = [chromium, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run", "--disable-extensions",
+            "--mute-audio", "--hide-scrollbars", f"--user-data-dir={profile}"]
+    return args if budget_ms is None else [*args, f"--virtual-time-budget={budget_ms}"]
 
 
 def section_ids(html: str) -> list[str]:

@@ -149,6 +149,8 @@ def validate(data: Mapping[str, Any]) -> None:
         for key, result in runs.items():
             if key not in known_runs:
                 raise ValueError(f"{where}.runs: {key!r} is not one of runs[].key (sample {sample['id']!r})")
+            if not isinstance(result, Mapping):
+                raise ValueError(f"{where}.runs.{key}: must be an object (sample {sample['id']!r})")
             for field in ("outcomes", "entities"):
                 if result.get(field) is not None and not isinstance(result[field], (list, tuple)):
                     raise ValueError(f"{where}.runs.{key}.{field}: must be a list (sample {sample['id']!r})")
