@@ -345,6 +345,7 @@ def _task_record(p: PreparedTask, config: RunConfig) -> dict[str, Any]:
         "description": p.spec.description,
         "metrics": list(p.spec.metrics),
         "primary_metric": p.spec.primary_metric,
+        "metric_definitions": dict(p.spec.metric_definitions),
         "citation": p.spec.citation,
     }
 

@@ -6,7 +6,7 @@ Markdown has no column spans, so a grouped header is flattened to ``group / metr
 
 from __future__ import annotations
 
-from evalpipe.report.document import Document, Examples, Paragraph, Plot, Table
+from evalpipe.report.document import Document, Examples, Html, Paragraph, Plot, Table
 
 __all__ = ["render_markdown", "table_markdown"]
 
@@ -62,6 +62,9 @@ def render_markdown(document: Document) -> str:
                 parts.append(block.text)
             elif isinstance(block, Plot):
                 parts.append(f"_Figure “{block.title}”: see report.html._")
+            elif isinstance(block, Html):
+                if block.text:
+                    parts.append(block.text)
             elif isinstance(block, Examples):
                 lines = [f"**{block.title}**", ""]
                 if not block.entries:

@@ -148,6 +148,10 @@ class TaskSpec:
     default_shots: int = 0
     #: the headline metric (suite averages, ranking disagreements in reports); None = first F1-like
     primary_metric: str | None = None
+    #: metric name (or ``*`` pattern, as in ``metrics``) → one line saying what it measures, for the
+    #: report's glossary: micro or macro, over what units, what an empty answer scores (recorded in
+    #: config.json, so a report needs only the run directory)
+    metric_definitions: Mapping[str, str] = field(default_factory=dict)
     #: static values every render sees as ``task.*`` (entity descriptions, label lists)
     template_vars: Mapping[str, Any] = field(default_factory=dict)
     #: the input field that may be shortened (from the end) to fit the model's context, e.g. a

@@ -96,6 +96,21 @@ def mean_over(per_sample: Sequence[Mapping[str, float]], keys: Iterable[str]) ->
 # ---- free-text scoring (MeQSum, problem summaries, MeDiSumQA) --------------------------------
 
 SUMMARY_METRICS = ("rouge1", "rouge2", "rougeL")
+#: what each summary metric measures, for the report's glossary (TaskSpec.metric_definitions)
+SUMMARY_DEFINITIONS = {
+    "rouge1": "unigram overlap F-measure with the reference (rouge-score: lower-cased ASCII words, no "
+              "stemming), mean over samples; an empty answer scores 0",
+    "rouge2": "bigram overlap F-measure with the reference (as rouge1), mean over samples",
+    "rougeL": "longest-common-subsequence F-measure over the whole text (not rougeLsum), mean over samples",
+    "bertscore[*]_precision": "BERTScore precision: mean best cosine similarity of each answer token to a "
+                              "reference token (encoder and layer in the name), mean over samples; empty answer 0",
+    "bertscore[*]_recall": "BERTScore recall: the same from the reference tokens' side, mean over samples",
+    "bertscore[*]_f1": "BERTScore F1: harmonic mean of its precision and recall, mean over samples",
+    "umls[*]_precision": "share of the UMLS concepts named in the answer that the reference also names (extractor "
+                         "in the name), mean over samples; an answer without concepts scores 0",
+    "umls[*]_recall": "share of the reference's UMLS concepts the answer also names, mean over samples",
+    "umls[*]_f1": "harmonic mean of the UMLS-concept precision and recall, mean over samples",
+}
 
 
 def summary_score_sheet(

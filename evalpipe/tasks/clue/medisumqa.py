@@ -21,7 +21,7 @@ from evalpipe.tasks.clue.files import DataFile
 from evalpipe.records import Example
 from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.clue.common import (
-    ALL, CITATION, LEVEL2, SUMMARY_METRICS, gold_text, held_out_data, hold_out_reference_shots, locate_test_file,
+    ALL, CITATION, LEVEL2, SUMMARY_DEFINITIONS, SUMMARY_METRICS, gold_text, held_out_data, hold_out_reference_shots, locate_test_file,
     provenance, single_file_problem, summary_scorings,
 )
 from evalpipe.tasks.registry import register
@@ -63,6 +63,7 @@ SPEC = register(
         shot_target=gold_text,
         scorings=summary_scorings(gold_text, gold_text, concepts=True),
         metrics=SUMMARY_METRICS,
+        metric_definitions=SUMMARY_DEFINITIONS,
         max_tokens=512,
         long_field="discharge_summary",
         default_shots=1,

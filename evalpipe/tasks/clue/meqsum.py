@@ -21,7 +21,7 @@ from evalpipe.tasks.clue.files import DataFile
 from evalpipe.records import Example
 from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.clue.common import (
-    ALL, CITATION, LEVEL1, SUMMARY_METRICS, gold_text, held_out_data, hold_out_reference_shots, locate_test_file,
+    ALL, CITATION, LEVEL1, SUMMARY_DEFINITIONS, SUMMARY_METRICS, gold_text, held_out_data, hold_out_reference_shots, locate_test_file,
     provenance, single_file_problem, summary_scorings,
 )
 from evalpipe.tasks.registry import register
@@ -65,6 +65,7 @@ SPEC = register(
         shot_target=gold_text,
         scorings=summary_scorings(gold_text, gold_text, concepts=False),
         metrics=SUMMARY_METRICS,
+        metric_definitions=SUMMARY_DEFINITIONS,
         max_tokens=512,
         default_shots=3,
         completion_stop=("\n--------------PATIENT INQUIRY",),

@@ -27,7 +27,7 @@ from evalpipe.records import Example
 from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.clue.common import (
     locate_test_file,
-    ALL, CITATION, LEVEL1, SUMMARY_METRICS, held_out_data, hold_out_reference_shots, provenance,
+    ALL, CITATION, LEVEL1, SUMMARY_DEFINITIONS, SUMMARY_METRICS, held_out_data, hold_out_reference_shots, provenance,
     single_file_problem, summary_scorings,
 )
 from evalpipe.tasks.registry import register
@@ -102,6 +102,7 @@ SPEC = register(
         shot_target=reference,
         scorings=summary_scorings(reference, clue_reference, concepts=True),
         metrics=SUMMARY_METRICS,
+        metric_definitions=SUMMARY_DEFINITIONS,
         max_tokens=512,
         long_field="subjective",
         default_shots=3,

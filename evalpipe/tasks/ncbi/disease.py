@@ -190,6 +190,16 @@ SPEC = register(
         max_tokens=512,
         default_shots=5,
         primary_metric="f1",
+        metric_definitions={
+            "precision": "share of predicted disease mentions that match a gold mention exactly (start, end, "
+                         "type), micro over the corpus",
+            "recall": "share of gold disease mentions found exactly (start, end, type), micro over the corpus; "
+                      "the gold mentions of a failed or unparseable answer count as missed",
+            "f1": "harmonic mean of strict precision and recall (micro: entity counts summed over all sentences)",
+            "partial_f1": "F1 where a predicted mention counts as found when it overlaps a gold mention of the "
+                          "same type (one-to-one matching), micro over the corpus",
+            "accuracy": "share of tokens whose predicted IOB2 tag equals the gold tag, O tokens included (seqeval)",
+        },
         template_vars={
             "entities": "disease (Names of diseases, disorders, syndromes, and related pathological conditions)",
             "entity_list": "<disease>",
