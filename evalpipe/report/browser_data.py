@@ -11,11 +11,11 @@ sample records of the run directories (``ReportRun.records``) and nothing else:
     the categories of its entities, :func:`~evalpipe.report.ner_errors.sample_outcomes` — ``correct``,
     ``type``, ``boundary``, ``boundary+type``, ``missed`` (gold), ``spurious`` (predicted); each entity is
     listed with its category and offsets, so the page marks it in the sentence;
-  - ``correct`` / ``incorrect`` for a task with a *0/1 metric*: a metric declared as the mean of a
-    per-sample value (``Mean`` aggregation) that is 0 or 1 on every sample of every run. The primary
-    metric is preferred, then the task's metric order (``accuracy`` of a classification task whose
-    primary metric is macro F1; ``recall@5`` of a retrieval task). A sample whose value is undefined
-    (None) gets neither;
+  - ``correct`` / ``incorrect`` for a task whose primary metric is a *0/1 mean*: declared as the mean
+    of a per-sample value (``Mean`` aggregation) that is 0 or 1 on every sample of every run — else its
+    ``accuracy``, if that is one (a classification task whose primary metric is macro F1). Other
+    metrics are not used even when their values happen to be 0/1 (a ROUGE of a tiny run). A sample
+    whose value is undefined (None) gets neither;
   - nothing else for other tasks (ROUGE, BLEU …: the per-sample scores are shown instead);
 * **texts**: gold as text (entities as ``text (type)``), the prediction as text (a ranking as "rank 3
   of the top 10" or "not in the top 10"), the answer, the inputs as recorded;
@@ -65,34 +65,29 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+#: the metric tried after the primary one (see the module docstring)
+ACCURACY = "accuracy"
+
+
 def correctness_key(task: str, runs: Sequence[ReportRun], info: TaskInfo | None) -> str | None:
     """The per-sample 0/1 value that says whether a sample of ``task`` is correct, or None.
 
-    A metric qualifies when every run declares it as the mean of one per-sample key and that key is
-    0 or 1 (or undefined) on every sample; the primary metric first, then the declared metric order.
+    The primary metric, else ``accuracy``, qualifies when every run that has it declares it as the mean
+    of one per-sample key and that key is 0 or 1 (or undefined) on every sample.
     """
     records = [r for run in runs for r in run.records if r.get("task") == task]
-    means: dict[str, str] = {}
-    order: list[str] = []
-    for run in runs:
-        resample = run.resample.get(task)
-        if resample is None:
-            continue
-        for metric, aggregation in resample.aggregations.items():
-            if isinstance(aggregation, Mean) and metric not in means:
-                means[metric] = aggregation.key
-                order.append(metric)
-    if not records or not means:
+    corpus = list(dict.fromkeys(m for run in runs for m in run.metrics.get(task, {})))
+    if not records or not corpus:
         return None
-    corpus = [m for run in runs for m in run.metrics.get(task, {})]
-    primary = primary_metric(info, corpus) if corpus else None
-    declared = list(info.metrics) if info else []
-    ranked = sorted(order, key=lambda m: (m != primary, declared.index(m) if m in declared else len(declared)))
-    for metric in ranked:
-        key = means[metric]
+    for metric in dict.fromkeys((primary_metric(info, corpus), ACCURACY)):
+        keys = {a.key if isinstance(a, Mean) else None
+                for run in runs if (a := run.resample[task].aggregations.get(metric) if task in run.resample else None)}
+        if len(keys) != 1 or None in keys:
+            continue
+        key = keys.pop()
         values = [(r.get("scores") or {}).get(key) for r in records]
-        numbers = [_number(v) for v in values if v is not None]
-        if numbers and all(v in (0.0, 1.0) for v in numbers) and len(numbers) == sum(v is not None for v in values):
+        defined = [v for v in values if v is not None]
+        if defined and all(_number(v) in (0.0, 1.0) for v in defined):
             return key
     return None
 

@@ -101,7 +101,8 @@ def _task_sentence(task: str, runs: Sequence[ReportRun], boots: Mapping[str, Map
         return None
     direction = " (lower is better)" if lower_is_better(metric) else ""
     if len(ranked) == 1:
-        return f"{task}, {metric}{direction}: {_value(ranked[0], task, metric, boots)} (one run; nothing to compare)."
+        alone = "" if len(runs) == 1 else " (the only run with this task)"
+        return f"{task}, {metric}{direction}: {_value(ranked[0], task, metric, boots)}{alone}."
     best, second = ranked[0], ranked[1]
     tie = ranked[0].metrics[task][metric] == ranked[1].metrics[task][metric]
     values = ", ".join(_value(r, task, metric, boots) for r in ranked)
@@ -165,6 +166,9 @@ def summary_sentences(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str
             sentences.insert(0, "Best on the primary metric: " + "; ".join(
                 f"{label} on {count} of {len(tasks)} tasks" for label, count in sorted(wins.items(), key=lambda w: -w[1]))
                 + ".")
+    if len(runs) == 1:
+        sentences.insert(0, f"One run, {runs[0].label}: each task's primary metric with its 95 % interval "
+                            "(nothing to compare it with; give two runs to `evalpipe report` for a paired comparison).")
     other = _other_significant(compare, primaries, shown)
     if other:
         sentences.append(other)
