@@ -69,6 +69,9 @@ class RunConfig:
     embeddings_model: str | None = None
     embeddings_path: str | None = None
     embeddings_batch_size: int | None = None
+    #: ``TASK`` → ``{"max_tokens": N, "stop": [...]}``: per-task generation settings that replace the
+    #: task's own (the demo's caps, :class:`evalpipe.tasks.base.QuickGeneration`)
+    generation: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     #: options that change which answers a model gives; they name the run directory
     ANSWER_FIELDS = (
@@ -79,6 +82,8 @@ class RunConfig:
 
     def answer_hash(self) -> str:
         payload = {name: getattr(self, name) for name in self.ANSWER_FIELDS}
+        if self.generation:  # only when set, so runs without per-task settings keep their names
+            payload["generation"] = self.generation
         blob = json.dumps(payload, sort_keys=True, default=list)
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 

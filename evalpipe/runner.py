@@ -138,9 +138,11 @@ def prepare_task(
         shots = select_shots(data.shot_pool, k, config.fewshot_seed, {ex.id for ex in data.examples}, fingerprints)
     except ValueError as exc:
         raise RunError(f"task {spec.name}: {exc}") from None
-    max_tokens = config.max_tokens or spec.max_tokens
+    override = config.generation.get(spec.name, {})  # per-task settings (the demo's caps)
+    max_tokens = override.get("max_tokens") or config.max_tokens or spec.max_tokens
     params = GenerationParams(
-        max_tokens=max_tokens, temperature=config.temperature, top_p=config.top_p, seed=config.seed
+        max_tokens=max_tokens, temperature=config.temperature, top_p=config.top_p, seed=config.seed,
+        stop=tuple(override.get("stop") or ()),
     )
     renderer = PromptRenderer(
         spec, shots, params,

@@ -132,6 +132,24 @@ class RankingSpec:
 
 
 @dataclass(frozen=True)
+class QuickGeneration:
+    """Generation caps for a quick look at a task (``evalpipe demo``, the main job of ``./run.sh``).
+
+    A small model's answer often runs on to the task's ``max_tokens`` (a 135M model repeats itself
+    for 512 tokens); for a quick look the answer is cut where the task's answer format ends
+    (``stop``, e.g. NCBI's ``</response>``, which its parser does not need) and capped at a length
+    any correct answer of the task fits in. A run with these caps records them (``config.json``:
+    ``config.generation``) and is a different run from one without them.
+    """
+
+    max_tokens: int
+    stop: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"max_tokens": self.max_tokens, "stop": list(self.stop)}
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     name: str
     description: str
@@ -180,6 +198,8 @@ class TaskSpec:
     args: tuple[TaskArg, ...] = ()
     #: set for a retrieval task: answered by an embedding ranker, not a generating model
     ranking: RankingSpec | None = None
+    #: generation caps for a quick look (the demo); None = the task's own settings
+    quick: QuickGeneration | None = None
 
     def __post_init__(self) -> None:
         if "default" not in self.scorings:

@@ -21,7 +21,8 @@ from evalpipe.tasks.clue.files import DataFile
 from evalpipe.records import Example
 from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.clue.common import (
-    ALL, CITATION, LEVEL2, SUMMARY_DEFINITIONS, SUMMARY_METRICS, gold_text, held_out_data, hold_out_reference_shots, locate_test_file,
+    ALL, CITATION, LEVEL2, SUMMARY_DEFINITIONS, SUMMARY_METRICS, gold_text,
+    held_out_data, hold_out_reference_shots, locate_test_file,
     provenance, single_file_problem, summary_scorings,
 )
 from evalpipe.tasks.registry import register

@@ -19,9 +19,10 @@ from pathlib import Path
 from evalpipe.data.records import check_unique_ids, read_records
 from evalpipe.tasks.clue.files import DataFile
 from evalpipe.records import Example
-from evalpipe.tasks.base import LoadOptions, TaskData, TaskSpec
+from evalpipe.tasks.base import LoadOptions, QuickGeneration, TaskData, TaskSpec
 from evalpipe.tasks.clue.common import (
-    ALL, CITATION, LEVEL1, SUMMARY_DEFINITIONS, SUMMARY_METRICS, gold_text, held_out_data, hold_out_reference_shots, locate_test_file,
+    ALL, CITATION, LEVEL1, SUMMARY_DEFINITIONS, SUMMARY_METRICS, gold_text,
+    held_out_data, hold_out_reference_shots, locate_test_file,
     provenance, single_file_problem, summary_scorings,
 )
 from evalpipe.tasks.registry import register
@@ -69,6 +70,8 @@ SPEC = register(
         max_tokens=512,
         default_shots=3,
         completion_stop=("\n--------------PATIENT INQUIRY",),
+        # one question: the longest reference summary is 168 characters (~55 tokens)
+        quick=QuickGeneration(max_tokens=64, stop=("\n\n", "--------------")),
         suites=(LEVEL1, ALL, "demo"),
         credentialed=False,
         citation="Ben Abacha A, Demner-Fushman D. On the Summarization of Consumer Health Questions. ACL 2019. "

@@ -30,7 +30,7 @@ from evalpipe.metrics.spans import (
 )
 from evalpipe.parsers.xml_tags import char_spans_to_token_spans, parse_tagged_answer, token_offsets
 from evalpipe.records import Example, Prediction, ScoreSheet, Span
-from evalpipe.tasks.base import EVAL, LoadOptions, SHOTS, Scoring, TaskData, TaskSpec
+from evalpipe.tasks.base import EVAL, LoadOptions, QuickGeneration, SHOTS, Scoring, TaskData, TaskSpec
 from evalpipe.tasks.registry import register
 from evalpipe.paths import SHIPPED_DATA
 
@@ -199,12 +199,21 @@ SPEC = register(
             "partial_f1": "F1 where a predicted mention counts as found when it overlaps a gold mention of the "
                           "same type (one-to-one matching), micro over the corpus",
             "accuracy": "share of tokens whose predicted IOB2 tag equals the gold tag, O tokens included (seqeval)",
+            "tp": "predicted mentions that match a gold mention exactly, summed over sentences",
+            "fp": "predicted mentions without an exact gold match, summed over sentences",
+            "fn": "gold mentions without an exact predicted match, summed over sentences",
+            "partial_precision": "share of predicted mentions overlapping a gold mention of the same type "
+                                 "(one-to-one), micro over the corpus",
+            "partial_recall": "share of gold mentions overlapped by a predicted mention of the same type "
+                              "(one-to-one), micro over the corpus",
         },
         template_vars={
             "entities": "disease (Names of diseases, disorders, syndromes, and related pathological conditions)",
             "entity_list": "<disease>",
         },
         completion_stop=("\n\nInput:",),
+        # the longest tagged test sentence is 586 characters (~190 tokens); the parser needs no closing tag
+        quick=QuickGeneration(max_tokens=192, stop=("</response>",)),
         suites=("demo", "english-ner"),
         citation="Doğan RI, Leaman R, Lu Z. NCBI disease corpus: a resource for disease name recognition "
         "and concept normalization. J Biomed Inform 2014. Public domain (NLM).",
