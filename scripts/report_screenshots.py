@@ -3,6 +3,7 @@
 
     python scripts/report_screenshots.py results/report/report.html --out docs/img
     python scripts/report_screenshots.py report.html --samples-view 'run=r1&outcome=missed'
+    python scripts/report_screenshots.py report.html --only section-summary --colors 64   # small, for a README
 
 For every ``<section id="…">`` the script writes a copy of the page in which only that section is
 shown (the others, the title and the contents list are hidden with one added style rule), opens
@@ -63,8 +64,10 @@ def isolate(html: str, section_id: str) -> str:
     return html[:head_end] + rule + html[head_end:] if head_end >= 0 else rule + html
 
 
-def crop(png: Path, margin: int = 16) -> None:
-    """Cut the empty rows below and above the content (needs Pillow; left as is without it)."""
+def crop(png: Path, margin: int = 16, colors: int | None = None) -> None:
+    """Cut the empty rows below and above the content and, with ``colors``, reduce the image to that
+    many palette colours (a page of text and tables needs few; the file gets several times smaller).
+    Needs Pillow; the image is left as is without it."""
     try:
         from PIL import Image, ImageChops
     except ImportError:
@@ -74,16 +77,25 @@ def crop(png: Path, margin: int = 16) -> None:
     background = Image.new("RGB", rgb.size, rgb.getpixel((0, 0)))
     box = ImageChops.difference(rgb, background).getbbox()
     if box:
-        rgb.crop((0, max(0, box[1] - margin), rgb.width, min(rgb.height, box[3] + margin))).save(png)
+        rgb = rgb.crop((0, max(0, box[1] - margin), rgb.width, min(rgb.height, box[3] + margin)))
+    if colors:
+        rgb.quantize(colors=colors, method=Image.Quantize.MEDIANCUT).save(png, optimize=True)
+    else:
+        rgb.save(png)
 
 
 def screenshot_sections(report: Path, out: Path, *, chromium: str, width: int = 1300, height: int = 1600,
-                        samples_view: str = "", budget_ms: int = 10000, timeout_s: float = 120) -> list[Path]:
-    """One PNG per section of ``report`` in ``out``; returns their paths in document order."""
+                        samples_view: str = "", budget_ms: int = 10000, timeout_s: float = 120,
+                        only: tuple[str, ...] = (), colors: int | None = None) -> list[Path]:
+    """One PNG per section of ``report`` (or of the ``only`` ones) in ``out``; their paths in document order."""
     html = report.read_text(encoding="utf-8")
     ids = section_ids(html)
     if not ids:
         raise SystemExit(f"{report}: no <section id=…> found; is it an evalpipe report.html?")
+    unknown = [s for s in only if s not in ids]
+    if unknown:
+        raise SystemExit(f"{report}: no section {', '.join(unknown)} (it has: {', '.join(ids)})")
+    ids = [s for s in ids if not only or s in only]
     out.mkdir(parents=True, exist_ok=True)
     written = []
     with tempfile.TemporaryDirectory(prefix="report-shots-") as tmp:
@@ -99,7 +111,7 @@ def screenshot_sections(report: Path, out: Path, *, chromium: str, width: int = 
             if result.returncode != 0 or not target.is_file():
                 tail = "\n".join(result.stderr.strip().splitlines()[-5:])
                 raise SystemExit(f"chromium failed on section {section_id!r} (exit {result.returncode}):\n{tail}")
-            crop(target)
+            crop(target, colors=colors)
             written.append(target)
     return written
 
@@ -112,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--height", type=int, default=1600, help="window height; a longer section is cut there")
     parser.add_argument("--samples-view", default="", help="fragment query for the sample browser, e.g. 'outcome=missed'")
     parser.add_argument("--chromium", help="path of the Chromium executable")
+    parser.add_argument("--only", action="append", default=[], metavar="SECTION_ID",
+                        help="only this section (repeatable), e.g. section-summary or samples")
+    parser.add_argument("--colors", type=int, help="reduce each PNG to this many colours (smaller files)")
     args = parser.parse_args(argv)
     if not args.report.is_file():
         parser.error(f"{args.report}: no such file")
@@ -119,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if chromium is None:
         parser.error("Chromium not found: install it (Debian: apt-get install chromium) or pass --chromium PATH")
     for path in screenshot_sections(args.report, args.out, chromium=chromium, width=args.width, height=args.height,
-                                    samples_view=args.samples_view):
+                                    samples_view=args.samples_view, only=tuple(args.only), colors=args.colors):
         print(path)
     return 0
 

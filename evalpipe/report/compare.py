@@ -241,8 +241,9 @@ def compare_section(result: CompareResult, section_id: str = "compare",
                 f"A: {d.answer_a if d.answer_a is not None else '(no answer)'}",
                 f"B: {d.answer_b if d.answer_b is not None else '(no answer)'}",
             )))
-    section.blocks.append(Examples(f"{section_id}-disagreements", "Samples where A and B disagree most", tuple(entries),
-                                   hrefs=tuple(hrefs)))
+    title = "Samples where A and B disagree most" + (
+        " (each opens both answers side by side in the sample browser)" if sample_links is not None else "")
+    section.blocks.append(Examples(f"{section_id}-disagreements", title, tuple(entries), hrefs=tuple(hrefs)))
     return section
 
 

@@ -90,3 +90,25 @@ def test_the_whole_report_still_renders_around_the_browser(report):
     sections = [a["id"] for tag, a in dom.tags if tag == "section" and "id" in a]
     assert sections[0] == "section-summary" and "samples" in sections and sections[-1] == "section-method"
     assert len(dom.rows) == PAGE_SIZE  # the browser drew its first page (60 samples × 2 runs)
+
+
+def test_screenshot_script_takes_chosen_sections_of_a_real_report_in_few_colours(report, tmp_path):
+    import subprocess
+    import sys
+
+    from tests.report.test_browser import CHROMIUM, SCRIPT
+
+    result = subprocess.run([sys.executable, str(SCRIPT), str(report), "--out", str(tmp_path), "--chromium", CHROMIUM,
+                             "--only", "samples", "--only", "section-summary", "--colors", "32", "--height", "600",
+                             "--samples-view", "run=r1&outcome=missed"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == [str(tmp_path / "section-summary.png"), str(tmp_path / "samples.png")]
+    from PIL import Image
+
+    for name in ("section-summary.png", "samples.png"):
+        with Image.open(tmp_path / name) as image:
+            assert image.mode == "P" and len(image.getcolors()) <= 32 and image.height <= 600
+    bad = subprocess.run([sys.executable, str(SCRIPT), str(report), "--out", str(tmp_path), "--chromium", CHROMIUM,
+                          "--only", "section-nope"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "no section section-nope" in bad.stderr
