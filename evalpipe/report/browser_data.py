@@ -18,7 +18,10 @@ sample records of the run directories (``ReportRun.records``) and nothing else:
     whose value is undefined (None) gets neither;
   - nothing else for other tasks (ROUGE, BLEU …: the per-sample scores are shown instead);
 * **texts**: gold as text (entities as ``text (type)``), the prediction as text (a ranking as "rank 3
-  of the top 10" or "not in the top 10"), the answer, the inputs as recorded;
+  of the top 10" or "not in the top 10"), the answer, the inputs as recorded — except that a text
+  input longer than :data:`INPUT_CHARS` (a discharge letter, LongHealth's documents) is cut there,
+  saying how much is left out (the whole text is in samples.jsonl): the page carries every sample of
+  every run, and a few such inputs would otherwise make it tens of megabytes;
 * **diagnostics** only where they say something (a flag set, a counter above 0): the rest are
   false/0 for almost every sample and would only make the page heavier;
 * the **judge** rating(s) a sample carries (``judge`` in samples.jsonl), shown as they are.
@@ -43,6 +46,8 @@ __all__ = ["LINKED_OUTCOMES", "SampleLinks", "TaskKind", "browser_data", "correc
 
 #: the outcomes any task can have, besides its own (NER categories, correct/incorrect)
 PARSE_FAILURE, ERROR = "parse_failure", "error"
+#: a text input field longer than this many characters is cut in the page (see the module docstring)
+INPUT_CHARS = 20_000
 
 
 def run_key(index: int) -> str:
@@ -115,6 +120,17 @@ def _json_text(value: Any) -> str:
 def _inputs(record: Mapping[str, Any]) -> Mapping[str, Any]:
     inputs = record.get("inputs")
     return inputs if isinstance(inputs, Mapping) else {}
+
+
+def _shown_inputs(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The inputs for the page: long texts cut at :data:`INPUT_CHARS`, saying so."""
+    shown = {}
+    for key, value in _inputs(record).items():
+        if isinstance(value, str) and len(value) > INPUT_CHARS:
+            value = (f"{value[:INPUT_CHARS]}\n[… {len(value) - INPUT_CHARS:,} more characters not shown here; "
+                     "the whole input is in the run's samples.jsonl]")
+        shown[key] = value
+    return shown
 
 
 def _gold_text(record: Mapping[str, Any], ner: bool) -> str:
@@ -221,7 +237,7 @@ def browser_data(runs: Sequence[ReportRun], infos: Mapping[str, TaskInfo] | None
             sample = samples.get((task, sample_id))
             if sample is None:
                 sample = samples[(task, sample_id)] = {
-                    "task": task, "id": sample_id, "input": dict(_inputs(record)),
+                    "task": task, "id": sample_id, "input": _shown_inputs(record),
                     "gold_text": _gold_text(record, kind == TaskKind.NER), "runs": {},
                 }
             sample["runs"][key] = _result(record, kind, correct_key)

@@ -201,3 +201,16 @@ def test_parse_failures_errors_and_samples_only_one_run_has():
     assert samples["1"]["gold_text"] == '{"k": "v"}' and samples["1"]["runs"]["r0"]["prediction_text"] == ""
     assert samples["2"]["runs"]["r0"]["outcomes"] == ["error"] and samples["2"]["runs"]["r0"]["scores"] == {"s": None}
     assert set(samples["3"]["runs"]) == {"r1"} and set(samples["1"]["runs"]) == {"r0"}
+
+
+def test_a_very_long_input_is_cut_in_the_page_saying_where_the_rest_is():
+    from evalpipe.report.browser_data import INPUT_CHARS
+
+    letter = "word " * (INPUT_CHARS // 5 + 1000)
+    run = hand_run("m", "qa", [{"id": "1", "inputs": {"letter": letter, "question": "Which drug?"}, "answer": "A",
+                                "gold": "A", "parse_failed": False, "error": None, "scores": {}}], {})
+    shown = browser_data([run])["samples"][0]["input"]
+    assert shown["question"] == "Which drug?"
+    assert shown["letter"].startswith(letter[:INPUT_CHARS])
+    assert shown["letter"].endswith(f"[… {len(letter) - INPUT_CHARS:,} more characters not shown here; "
+                                    "the whole input is in the run's samples.jsonl]")
