@@ -176,12 +176,12 @@ def _ner_blocks(task: str, runs: Sequence[ReportRun], per_category: int,
                 if label is not None and total == 0:
                     continue
                 # the "all types" row links each category to the samples holding such entities
-                linked = links is not None and label is None
+                linked = {c: links.outcome(task, key, c) for c in counts if counts[c]} \
+                    if links is not None and label is None else {}
                 rows.append((
                     Cell("gold entities" if side == "gold" else "predicted entities", numeric=False),
                     Cell(label or "all types", numeric=False), Cell(str(total)),
-                    *(Cell(str(counts[c]), href=links.outcome(task, key, c) if linked and counts[c] else "")  # type: ignore[union-attr]
-                      if c in counts else Cell("–") for c in CATEGORIES),
+                    *(Cell(str(counts[c]), href=linked.get(c, "")) if c in counts else Cell("–") for c in CATEGORIES),
                 ))
         slug = f"ner-{_slug(task)}-{i}"
         blocks.append(Table(

@@ -177,3 +177,19 @@ def test_help_at_80_columns_has_every_option_name_whole_and_no_rst(command):
         for name in COMMANDS:
             row = next(line for line in text.splitlines() if line.strip().startswith(name + " "))
             assert not row.rstrip().endswith("..."), row  # each command's one-line summary whole
+
+
+def test_a_capped_run_is_another_run_and_an_uncapped_one_keeps_its_name():
+    import hashlib
+
+    from evalpipe.config import RunConfig
+
+    plain = RunConfig(tasks=("ncbi_disease",), model="m", limit=20)
+    # the name every run had before per-task generation settings existed
+    before = hashlib.sha256(json.dumps({n: getattr(plain, n) for n in RunConfig.ANSWER_FIELDS}, sort_keys=True,
+                                       default=list).encode()).hexdigest()[:10]
+    assert plain.answer_hash() == before
+    capped = RunConfig(tasks=("ncbi_disease",), model="m", limit=20,
+                       generation={"ncbi_disease": {"max_tokens": 192, "stop": ["</response>"]}})
+    assert capped.answer_hash() != before
+    assert RunConfig.from_json(capped.to_json()) == capped  # resumable from config.json
