@@ -40,7 +40,13 @@ from evalpipe.tasks.registry import all_tasks, register_task_file, register_task
 from evalpipe.robustness import plain_metrics
 from evalpipe.terminal import metrics_table, robustness_table, summary_lines
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
+#: what ``evalpipe --help`` says first (plain text: help is not reStructuredText)
+APP_HELP = ("Evaluate LLMs on clinical and biomedical NLP tasks: resumable runs, re-scoring without a model, "
+            "reports with intervals and a sample browser.")
+# Click's plain help layout, not rich's boxes: at 80 columns rich cut option names
+# (--tensor-parallel…); click puts a long option name on its own line and wraps only the help text.
+# Command docstrings start with one sentence of at most ~60 characters: the command list shows it uncut.
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=APP_HELP, rich_markup_mode=None)
 # markup off: paths and metric names contain brackets (bertscore[…]_f1, evalpipe[vllm])
 console = Console(width=None if sys.stdout.isatty() else 160, markup=False)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160, markup=False)
@@ -130,9 +136,32 @@ def _parse_task_args(pairs: list[str]) -> dict[str, str]:
     return args
 
 
-def _report(outcome: RunOutcome, compat: str | None) -> int:
+ParquetOption = Annotated[bool, typer.Option(
+    help="Also write the samples as parquet into the run directory (samples.parquet; needs pyarrow).")]
+
+
+def _check_parquet(parquet: bool) -> None:
+    """Refuse ``--parquet`` without pyarrow before any work is done (not after a long run)."""
+    if parquet:
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise _fail(RuntimeError("--parquet needs the pyarrow package: pip install pyarrow")) from None
+
+
+def _write_parquet(run: RunDir, compat: str | None) -> Path:
+    """The run's samples (``samples.jsonl``, or a compatibility scoring's) as ``samples[.COMPAT].parquet``."""
+    from evalpipe.frames import load_samples, write_parquet
+
+    return write_parquet(load_samples(run.path, compat),
+                         run.path / (f"samples.{compat}.parquet" if compat else "samples.parquet"))
+
+
+def _report(outcome: RunOutcome, compat: str | None, parquet: bool = False) -> int:
     _print_run(outcome.metrics, outcome.run_dir, compat)
     console.print(f"results: {outcome.run_dir.path}  (answers sent {outcome.sent}, from store {outcome.cached})")
+    if parquet:
+        console.print(f"parquet: {_write_parquet(outcome.run_dir, compat)}", highlight=False)
     failed = sum(int(t.metrics.get("errors", 0)) for t in outcome.tasks)
     if failed:
         err.print(f"{failed} sample(s) have no answer (see summary.json); "
@@ -198,10 +227,16 @@ def run(
     prompt_variants: Annotated[Optional[str], typer.Option(help="Evaluate each prompt variant: all, or NAME[,NAME…] (`evalpipe tasks` lists them; 'default' is the canonical prompt). Spread across them: variants.json.")] = None,
     shot_orders: Annotated[int, typer.Option(help="Evaluate K orders of the shots: as selected, and K-1 seeded permutations.")] = 1,
     shots_sweep: Annotated[Optional[str], typer.Option(help="Evaluate several shot counts, e.g. 0,1,3,5 (each the first k of the largest count's shots).")] = None,
+    parquet: ParquetOption = False,
 ) -> None:
-    """Evaluate a model on tasks; resumes if the same run was interrupted. With --judge, then judge its free-text answers."""
+    """Evaluate a model on tasks; the same command resumes a run.
+
+    Re-running an interrupted or partly failed run sends only the prompts without a stored answer.
+    With --judge, its free-text answers are then rated by LLM judges.
+    """
     if engine is not None and engine not in ENGINES:
         raise typer.BadParameter(f"--engine must be one of {', '.join(ENGINES)}", param_hint="--engine")
+    _check_parquet(parquet)
     if not base_url and os.environ.get("EVALPIPE_BASE_URL") and engine is None:
         base_url = os.environ["EVALPIPE_BASE_URL"].split()
     if engine == "llamacpp" and not model:
@@ -259,7 +294,7 @@ def run(
     except ValueError as exc:  # a number or name the run cannot use: bad usage, nothing written yet
         raise typer.BadParameter(str(exc)) from None
     if not (judge or judge_engine):
-        raise typer.Exit(_execute(config, results_dir, startup_timeout))
+        raise typer.Exit(_execute(config, results_dir, startup_timeout, parquet)[0])
     panel, options = _judge_plan(judge, judge_engine, judge_api_key_env, judge_rubric, allow_external_endpoint)
     try:  # the patient-data guard, before the evaluation sends anything anywhere
         from evalpipe.judging.panel import check_patient_data
@@ -267,11 +302,10 @@ def run(
         check_patient_data([s.name for s in specs if s.credentialed and s.answer_kind], panel, allow_external_endpoint)
     except USER_ERRORS as exc:
         raise _fail(exc)
-    ran: list[Path] = []
-    code = _execute(config, results_dir, startup_timeout, ran)
-    if not ran:  # interrupted: nothing to judge yet
+    code, outcome = _execute(config, results_dir, startup_timeout, parquet)
+    if outcome is None:  # interrupted: nothing to judge yet
         raise typer.Exit(code)
-    judged = _judge_run(ran[0], panel, judge_engine, options, startup_timeout)
+    judged = _judge_run(outcome.run_dir.path, panel, judge_engine, options, startup_timeout)
     raise typer.Exit(code or judged)
 
 
@@ -306,9 +340,11 @@ def _metric_options(rouge_stemmer: bool, bertscore_model: str | None, bertscore_
 
 
 def _execute(config: RunConfig, results_dir: Path, startup_timeout: float = 600.0,
-             ran: list[Path] | None = None) -> int:
-    """Run (starting and stopping a local engine if asked) and print the outcome; the run directory is
-    appended to ``ran`` when given."""
+             parquet: bool = False) -> tuple[int, RunOutcome | None]:
+    """Run (starting and stopping a local engine if asked) and print the outcome.
+
+    Returns the exit code and the outcome (None when interrupted).
+    """
     from evalpipe.progress import make_progress
 
     def announce(run: RunDir, total: int, pending: int) -> None:
@@ -333,7 +369,7 @@ def _execute(config: RunConfig, results_dir: Path, startup_timeout: float = 600.
     except KeyboardInterrupt:
         err.print("interrupted: every answer received so far is saved; "
                   "run the same command again to resume", style="yellow")
-        return EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED, None
     except USER_ERRORS as exc:
         raise _fail(exc)
     except OSError as exc:  # writing results: no permission, disk full … (network errors are the backend's)
@@ -341,9 +377,7 @@ def _execute(config: RunConfig, results_dir: Path, startup_timeout: float = 600.
     finally:
         if server is not None:
             server.stop()
-    if ran is not None:
-        ran.append(outcome.run_dir.path)
-    return _report(outcome, config.compat)
+    return _report(outcome, config.compat, parquet), outcome
 
 
 @app.command()
@@ -359,8 +393,10 @@ def score(
     task_file: Annotated[list[Path], typer.Option("--task-file", help="Where a user task's file is now, if it "
                                                   "moved since the run (repeatable).")] = [],
     tasks_dir: TasksDirOption = [],
+    parquet: ParquetOption = False,
 ) -> None:
-    """Re-parse and re-score a run's stored answers (no model needed)."""
+    """Re-score a run's stored answers (no model needed)."""
+    _check_parquet(parquet)
     options = _metric_options(rouge_stemmer, bertscore_model, bertscore_layers, bertscore_idf,
                               bertscore_baseline, umls_extractor)
     try:
@@ -368,7 +404,7 @@ def score(
         outcome = rescore(run_dir, compat, options)
     except USER_ERRORS as exc:
         raise _fail(exc)
-    _report(outcome, compat)
+    _report(outcome, compat, parquet)
 
 
 def _judge_plan(judges: list[str], engine: str | None, api_key_env: str, rubrics: list[str],
@@ -470,7 +506,10 @@ def show(
     run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
     compat: Annotated[Optional[str], typer.Option(help="Show the metrics of a compatibility scoring.")] = None,
 ) -> None:
-    """Print a run's metrics as a table, with what the summary says about them."""
+    """Print a run's metrics and what its summary says about them.
+
+    Warnings (a high parse-failure rate, metrics not computed, notes) go to stderr.
+    """
     run = RunDir(run_dir)
     try:
         _print_run(run.read_metrics(compat), run, compat)
@@ -488,7 +527,12 @@ def report(
     parquet: Annotated[bool, typer.Option(help="Also write the samples as samples.parquet.")] = False,
     top: Annotated[int, typer.Option(help="Examples shown per error category / disagreement list.")] = 10,
 ) -> None:
-    """Write report.md, leaderboard.csv and a self-contained report.html for runs."""
+    """Write a report of runs: HTML, Markdown and CSV.
+
+    report.html is self-contained (open it from a file or an e-mail, no network): summary,
+    leaderboard, per-task metrics with 95 % intervals, NER error analysis, operations, the paired
+    comparison of two runs, every sample behind the numbers, and a metric glossary.
+    """
     from evalpipe.report import build_report
 
     target = out or DEFAULT_ROOT / "report"
@@ -513,7 +557,10 @@ def compare(
     top: Annotated[int, typer.Option(help="Samples shown where the runs disagree most.")] = 10,
     compat: Annotated[Optional[str], typer.Option(help="Compare a compatibility scoring.")] = None,
 ) -> None:
-    """Paired comparison of two runs on the samples they share: differences with CIs and p-values."""
+    """Paired comparison of two runs on their shared samples.
+
+    Differences A - B with paired bootstrap intervals and p-values, and the samples they disagree on most.
+    """
     from evalpipe.report import compare_runs, render_compare_terminal
 
     try:
@@ -531,7 +578,10 @@ def tasks(
     kinds: Annotated[bool, typer.Option("--kinds", help="List the task kinds a task file can use and exit.")] = False,
     tasks_dir: TasksDirOption = [],
 ) -> None:
-    """List tasks and suites; `evalpipe tasks NAME` shows one task whole: data roles, settings, variants, scorings."""
+    """List tasks and suites (`evalpipe tasks NAME`: one task whole).
+
+    One task shows its data roles, settings, prompt variants and scorings.
+    """
     from evalpipe.tasks.kinds.base import all_kinds
     from evalpipe.tasks.taskfile.build import schema_text
 
@@ -653,7 +703,10 @@ def serve(
     engine_arg: EngineArgOption = [],
     startup_timeout: StartupTimeoutOption = 600.0,
 ) -> None:
-    """Start a local OpenAI-compatible server on loopback and keep it running until Ctrl-C."""
+    """Start a local OpenAI-compatible server until Ctrl-C.
+
+    It listens on loopback; the command to evaluate with it is printed.
+    """
     if engine not in ("llamacpp", "vllm"):
         raise typer.BadParameter("--engine must be llamacpp or vllm", param_hint="--engine")
     try:
@@ -675,24 +728,42 @@ def serve(
         raise _fail(exc)
 
 
+def _quick_caps(specs) -> dict[str, dict]:
+    """The demo's per-task generation caps (each task's ``TaskSpec.quick``), as recorded in config.json."""
+    return {s.name: s.quick.to_json() for s in specs if s.quick is not None}
+
+
+def _caps_text(caps: dict[str, dict]) -> str:
+    return "; ".join(f"{task} at most {cap['max_tokens']} new tokens"
+                     + (f", stop at {', '.join(repr(x) for x in cap['stop'])}" if cap.get("stop") else "")
+                     for task, cap in caps.items())
+
+
 @app.command()
 def demo(
     limit: Annotated[int, typer.Option(help="Samples per task.")] = 20,
     model: Annotated[Optional[str], typer.Option(envvar="EVALPIPE_MODEL", help="Model name at --base-url.")] = None,
     base_url: Annotated[Optional[str], typer.Option(envvar="EVALPIPE_BASE_URL", help="Evaluate this OpenAI-compatible endpoint instead of the embedded engine.")] = None,
     results_dir: Annotated[Path, typer.Option(help="Where run directories go.")] = DEFAULT_ROOT,
+    report: Annotated[bool, typer.Option(help="Write the run's report (report.html with the sample browser) when it is done.")] = True,
 ) -> None:
-    """The main job of ./run.sh: the demo suite (tasks whose data ships) on a short limit.
+    """The main job of ./run.sh: the demo suite, then its report.
 
-    With an endpoint (EVALPIPE_BASE_URL + EVALPIPE_MODEL) it uses that; otherwise it starts the
+    Evaluates the tasks whose data ships with evalpipe on a few samples each, with quick generation
+    caps (each task's own: answers stop where the task's answer format ends; said in the output and
+    recorded in config.json), then writes the run's report into RUN/report/ and prints the path to
+    open. With an endpoint (EVALPIPE_BASE_URL + EVALPIPE_MODEL) it uses that; otherwise it starts the
     embedded llama.cpp server with SmolLM2-135M-Instruct on loopback, evaluates, and stops it.
     """
     specs = resolve([], ["demo"])
+    caps = _quick_caps(specs)
+    names = ", ".join(s.name for s in specs)
     if base_url:
         if not model:
             raise typer.BadParameter("EVALPIPE_MODEL (or --model) must name the model at EVALPIPE_BASE_URL")
+        err.print(f"demo: evaluating {model} at {base_url} on {names}, {limit} samples each", highlight=False)
         config = RunConfig(tasks=tuple(s.name for s in specs), suites=("demo",), model=model,
-                           base_url=base_url, limit=limit)
+                           base_url=base_url, limit=limit, generation=caps)
     else:
         from evalpipe.engines.llamacpp import llamacpp_available
 
@@ -701,11 +772,23 @@ def demo(
             raise _fail(RunError(f"no endpoint given and the embedded engine is unavailable: {problem}. "
                                  "Or point evalpipe at a server: EVALPIPE_BASE_URL=… EVALPIPE_MODEL=… ./run.sh"))
         err.print("demo: evaluating the bundled SmolLM2-135M-Instruct (llama.cpp, CPU) on "
-                  f"{', '.join(s.name for s in specs)}, {limit} samples each", highlight=False)
+                  f"{names}, {limit} samples each", highlight=False)
         config = RunConfig(tasks=tuple(s.name for s in specs), suites=("demo",), model="default",
-                           engine="llamacpp", limit=limit, concurrency=LLAMACPP_CONCURRENCY)
-    code = _execute(config, results_dir)
-    console.print("next: ./run.sh report results/<run>  ·  ./run.sh tasks  ·  ./run.sh run --help", highlight=False)
+                           engine="llamacpp", limit=limit, concurrency=LLAMACPP_CONCURRENCY, generation=caps)
+    if caps:
+        err.print(f"demo: quick generation caps (recorded in config.json): {_caps_text(caps)}", highlight=False)
+    code, outcome = _execute(config, results_dir)
+    if outcome is not None and report:
+        from evalpipe.report import build_report
+
+        try:
+            built = build_report([outcome.run_dir.path], outcome.run_dir.path / "report")
+        except (FileNotFoundError, RuntimeError, ValueError) as exc:
+            raise _fail(exc)
+        console.print(f"report: {built.html}  (written in {built.seconds:.1f}s; open it in a browser: "
+                      f"{built.html.resolve().as_uri()})", highlight=False, soft_wrap=True)
+    console.print("next: ./run.sh tasks  ·  ./run.sh run --help  ·  ./run.sh report RUN [RUN …] to compare runs",
+                  highlight=False)
     raise typer.Exit(code)
 
 

@@ -82,6 +82,10 @@ class RunConfig:
     shot_orders: int = 1
     shots_sweep: tuple[int, ...] = ()
 
+    #: ``TASK`` → ``{"max_tokens": N, "stop": [...]}``: per-task generation settings that replace the
+    #: task's own (the demo's caps, :class:`evalpipe.tasks.base.QuickGeneration`)
+    generation: dict[str, dict[str, Any]] = field(default_factory=dict)
+
     def __post_init__(self) -> None:
         for problem in option_problems(self):
             raise ValueError(problem)
@@ -97,6 +101,8 @@ class RunConfig:
         payload = {name: getattr(self, name) for name in self.ANSWER_FIELDS}
         if self.choice_scoring != "generate":  # only then, so runs made before the option keep their names
             payload["choice_scoring"] = self.choice_scoring
+        if self.generation:  # only when set, so runs without per-task settings keep their names
+            payload["generation"] = self.generation
         blob = json.dumps(payload, sort_keys=True, default=list)
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 

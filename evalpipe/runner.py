@@ -174,9 +174,11 @@ def _render_task(spec: TaskSpec, config: RunConfig, data: TaskData, examples: tu
         shots = tuple(shots[i] for i in shot_permutation(k, condition.order, seed))
         if condition.variant != DEFAULT_VARIANT:
             template = variant_templates(spec)[condition.variant]
-    max_tokens = config.max_tokens or spec.max_tokens
+    override = config.generation.get(spec.name, {})  # per-task settings (the demo's caps)
+    max_tokens = override.get("max_tokens") or config.max_tokens or spec.max_tokens
     params = GenerationParams(
-        max_tokens=max_tokens, temperature=config.temperature, top_p=config.top_p, seed=config.seed
+        max_tokens=max_tokens, temperature=config.temperature, top_p=config.top_p, seed=config.seed,
+        stop=tuple(override.get("stop") or ()),
     )
     by_choices = config.choice_scoring == LOGLIKELIHOOD and spec.choice_scoring is not None
     renderer = PromptRenderer(
@@ -446,6 +448,7 @@ def _task_record(p: PreparedTask, config: RunConfig) -> dict[str, Any]:
         "description": p.spec.description,
         "metrics": list(p.spec.metrics),
         "primary_metric": p.spec.primary_metric,
+        "metric_definitions": dict(p.spec.metric_definitions),
         "citation": p.spec.citation,
     }
 

@@ -6,8 +6,11 @@ Entry points (wired into the CLI as ``evalpipe report`` and ``evalpipe compare``
 ``bootstrap`` (intervals, paired test, from the per-sample parts and declared aggregations),
 ``runs`` (a run as the report reads it: its directory only), ``leaderboard``, ``contributions``
 (sections a task family registers, e.g. the CBLUE paper's rows), ``operations`` (failures, tokens,
-latency), ``ner_errors``, ``compare``, ``variants`` (robustness across prompt conditions), ``plots`` (inline SVG), ``document`` (format-neutral
-blocks), ``markdown`` and ``html`` (renderers), ``build``.
+latency), ``ner_errors``, ``compare``, ``variants`` (robustness across prompt conditions),
+``judging`` (judges' ratings, agreement and bias checks), ``summary`` (the plain-language summary at the
+top), ``glossary`` (what each metric means), ``browser`` (the sample browser component) and
+``browser_data`` (the runs' samples as its data, and the links from numbers into it), ``plots``
+(inline SVG), ``document`` (format-neutral blocks), ``markdown`` and ``html`` (renderers), ``build``.
 
 The entry points are imported on first use: importing a light module of this package (a task
 family registering its report section imports ``contributions``) must not load pandas and

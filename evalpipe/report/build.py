@@ -2,8 +2,10 @@
 
 ``build_report`` reads run directories, computes bootstrap intervals, the leaderboard, the
 operations table, the NER error analysis of span tasks and — for exactly two runs — the paired
-comparison, and writes ``report.md``, ``report.html`` (self-contained), ``leaderboard.csv`` and,
-on request, ``samples.parquet`` into one folder. Nothing here knows a task by name; a suite with
+comparison, opens with a plain-language summary, ends with a metric glossary, and writes
+``report.md``, ``report.html`` (self-contained, with the sample browser: every answer behind the
+numbers, which the numbers link to), ``leaderboard.csv`` and, on request, ``samples.parquet`` into
+one folder. Nothing here knows a task by name; a suite with
 published reference rows registers a section (:mod:`evalpipe.report.contributions`) that adds itself
 and marks its rows in leaderboard.csv.
 """
@@ -19,9 +21,14 @@ from pathlib import Path
 import pandas as pd
 
 from evalpipe.report.bootstrap import TaskBootstrap, bootstrap_task
+from evalpipe.report.browser import render_sample_browser
+from evalpipe.report.browser_data import SampleLinks, browser_data, run_key
 from evalpipe.report.contributions import sections as contributed_sections
 from evalpipe.report.compare import CompareResult, compare_loaded, compare_section
-from evalpipe.report.document import Cell, Document, Examples, Paragraph, Plot, Section, Table, fmt, fmt_interval
+from evalpipe.report.document import (
+    Cell, Document, Examples, Html, Paragraph, Plot, Section, Table, fmt, fmt_interval,
+)
+from evalpipe.report.glossary import glossary_section
 from evalpipe.report.html import render_html
 from evalpipe.report.judging import judging_section
 from evalpipe.report.leaderboard import BOOKKEEPING, Leaderboard, build_leaderboard, shown_metrics
@@ -31,6 +38,7 @@ from evalpipe.report.operations import operations_table, task_operations
 from evalpipe.report.plots import metric_bars, parse_failure_bars, score_vs_length
 from evalpipe.report.runs import ReportRun, TaskInfo, load_report_runs
 from evalpipe.report.variants import add_rank_stability, robustness_section
+from evalpipe.report.summary import summary_section
 from evalpipe.tasks.registry import suites
 
 __all__ = ["BuildResult", "build_document", "build_report", "compare_runs", "score_length_plots"]
@@ -85,31 +93,44 @@ def _runs_section(runs: Sequence[ReportRun]) -> Section:
 
 
 def _task_metrics_table(task: str, runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBootstrap]],
-                        spec: TaskInfo | None) -> tuple[Table, list[str]]:
+                        spec: TaskInfo | None, links: SampleLinks | None = None) -> tuple[Table, list[str]]:
     present: list[str] = []
     for run in runs:
         present.extend(m for m in run.metrics.get(task, {}) if m not in present and m not in BOOKKEEPING)
     shown = shown_metrics(spec, present)
     metrics = [*shown, *[m for m in present if m not in shown]]
     rows, methods = [], {}
-    for run in runs:
+    for index, run in enumerate(runs):
         if task not in run.tasks:
             continue
         boot = boots.get(run.label, {}).get(task)
         cells = [Cell(run.label, numeric=False)]
+        if links is not None:
+            key = run_key(index)
+            cells.append(Cell(f"all {links.count(task, key)}", href=links.all(task, key), numeric=False,
+                              links=links.row_links(task, key)))
         for metric in metrics:
             value = run.metrics.get(task, {}).get(metric)
             ci = boot.intervals.get(metric) if boot else None
-            sub = fmt_interval(ci.low, ci.high) if ci and ci.available else ("no interval" if value is not None else "")
-            cells.append(Cell(fmt(value), sub=sub))
+            if value is None:
+                cells.append(Cell(fmt(value)))
+            elif ci is not None and ci.available:
+                cells.append(Cell(fmt(value), sub=fmt_interval(ci.low, ci.high)))
+            else:
+                why = ci.reason if ci is not None and ci.reason else "no bootstrap for this task"
+                cells.append(Cell(fmt(value), sub="no interval", title=why))
             if ci:
                 methods.setdefault(metric, set()).add(
                     f"{ci.method} ({ci.resamples})" if ci.available else f"none: {ci.reason}")
         rows.append(tuple(cells))
     note = "Interval method (resamples): " + "; ".join(
         f"{m}: {', '.join(sorted(v))}" for m, v in methods.items()) if methods else ""
+    if links is not None:
+        note = ("Samples: the run's samples of the task and how many have each kind of error (a sample can have "
+                "several), each a link to them in the sample browser. " + note)
     table = Table(id=f"metrics-{_slug(task)}", title=f"{task}: metrics with 95 % intervals",
-                  columns=("model", *metrics), rows=tuple(rows), note=note)
+                  columns=("model", *(("samples",) if links is not None else ()), *metrics), rows=tuple(rows),
+                  note=note)
     return table, shown
 
 
@@ -140,9 +161,11 @@ def score_length_plots(task: str, runs: Sequence[ReportRun]) -> list[Plot]:
     return plots
 
 
-def _ner_blocks(task: str, runs: Sequence[ReportRun], per_category: int) -> list[Table | Examples]:
+def _ner_blocks(task: str, runs: Sequence[ReportRun], per_category: int,
+                links: SampleLinks | None = None) -> list[Table | Examples]:
     blocks: list[Table | Examples] = []
     for i, run in enumerate(runs):
+        key = run_key(i)
         records = [r for r in run.records if r.get("task") == task]
         if not is_span_task(records):
             continue
@@ -154,26 +177,32 @@ def _ner_blocks(task: str, runs: Sequence[ReportRun], per_category: int) -> list
                 total = sum(counts.values())
                 if label is not None and total == 0:
                     continue
+                # the "all types" row links each category to the samples holding such entities
+                linked = {c: links.outcome(task, key, c) for c in counts if counts[c]} \
+                    if links is not None and label is None else {}
                 rows.append((
                     Cell("gold entities" if side == "gold" else "predicted entities", numeric=False),
                     Cell(label or "all types", numeric=False), Cell(str(total)),
-                    *(Cell(str(counts[c])) if c in counts else Cell("–") for c in CATEGORIES),
+                    *(Cell(str(counts[c]), href=linked.get(c, "")) if c in counts else Cell("–") for c in CATEGORIES),
                 ))
         slug = f"ner-{_slug(task)}-{i}"
         blocks.append(Table(
             id=slug, title=f"{task} — {run.label}: entity outcomes", rows=tuple(rows),
             columns=("side", "type", "total", *CATEGORIES),
             note="Each entity in exactly one category; precedence correct > type > boundary > boundary+type > "
-                 "missed/spurious (see evalpipe.report.ner_errors).",
+                 "missed/spurious (see evalpipe.report.ner_errors)."
+                 + (" The counts of all types link to the samples holding such entities." if links else ""),
         ))
-        entries = []
+        entries, hrefs = [], []
         for category, examples in analysis.examples.items():
             for ex in examples:
                 other = f" | {'gold' if ex.side == 'pred' else 'pred'}: “{ex.counterpart_text}” ({ex.counterpart.label})" \
                     if ex.counterpart else ""
                 entries.append((f"{category} — {ex.sample_id}",
                                 (f"{ex.side}: “{ex.text}” ({ex.span.label}){other}", f"context: {ex.context}")))
-        blocks.append(Examples(f"{slug}-examples", f"{task} — {run.label}: examples of each error", tuple(entries)))
+                hrefs.append(links.sample(task, ex.sample_id, key) if links is not None else "")
+        blocks.append(Examples(f"{slug}-examples", f"{task} — {run.label}: examples of each error", tuple(entries),
+                               hrefs=tuple(hrefs) if links is not None else ()))
     return blocks
 
 
@@ -203,13 +232,30 @@ def _specs(runs: Sequence[ReportRun]) -> dict[str, TaskInfo]:
     return out
 
 
+def _samples_section(runs: Sequence[ReportRun], specs: dict[str, TaskInfo]) -> tuple[Section, SampleLinks]:
+    """The sample browser as a section of its own, and the links into it for the other sections."""
+    data = browser_data(runs, specs)
+    n = len(data["samples"])
+    text = (f"The sample browser ({n} samples × {len(runs)} run{'s' if len(runs) > 1 else ''}) is in report.html: "
+            "open report.html#samples, or a view such as report.html#samples?task=TASK&outcome=missed.")
+    return (Section("samples", "Samples", [Html(render_sample_browser(data), text)], own_element=True),
+            SampleLinks(data))
+
+
 def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBootstrap]], board: Leaderboard,
                    *, resamples: int, seed: int, compare: CompareResult | None = None,
-                   ner_examples: int = 3, level: float = 0.95) -> Document:
-    """Every section of the report, as data (see :mod:`evalpipe.report.document`)."""
+                   ner_examples: int = 3, level: float = 0.95, browser: bool = True) -> Document:
+    """Every section of the report, as data (see :mod:`evalpipe.report.document`).
+
+    ``browser``: include the sample browser (and the links from numbers into it).
+    """
     specs = _specs(runs)
     title = "evalpipe report: " + ", ".join(r.label for r in runs)
     doc = Document(title)
+    samples, links = _samples_section(runs, specs) if browser else (None, None)
+    ops = [task_operations(run, task) for run in runs for task in run.tasks]
+    shared = compare if compare is not None and any(t.shared for t in compare.tasks) else None
+    doc.sections.append(summary_section(runs, boots, shared, specs, ops))
     doc.sections.append(_runs_section(runs))
     leaderboard = Section("leaderboard", "Leaderboard", [board.to_table()])
     doc.sections.append(leaderboard)
@@ -225,7 +271,7 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
         tasks.extend(t for t in run.tasks if t not in tasks)
     for task in tasks:
         section = Section(f"task-{_slug(task)}", f"Task {task}")
-        table, shown = _task_metrics_table(task, runs, boots, specs.get(task))
+        table, shown = _task_metrics_table(task, runs, boots, specs.get(task), links)
         section.blocks.append(table)
         series = {}
         for run in runs:
@@ -240,7 +286,7 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
         section.blocks.append(Plot(f"plot-metrics-{_slug(task)}", f"{task}: metrics with 95 % intervals",
                                    metric_bars(task, shown, series)))
         section.blocks.extend(score_length_plots(task, runs))
-        ner = _ner_blocks(task, runs, ner_examples)
+        ner = _ner_blocks(task, runs, ner_examples, links)
         if ner:
             section.blocks.append(Paragraph("NER error analysis: every gold and every predicted entity classified."))
             section.blocks.extend(ner)
@@ -250,15 +296,17 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
     if judges is not None:
         doc.sections.append(judges)
 
-    ops = [task_operations(run, task) for run in runs for task in run.tasks]
     rates = {r.label: {o.task: o.parse_failures / o.n if o.n else None for o in ops if o.run == r.label} for r in runs}
     errors = {r.label: {o.task: o.error_rate for o in ops if o.run == r.label} for r in runs}
     doc.sections.append(Section("operations", "Operations", [
         operations_table(ops),
         Plot("plot-parse-failures", "Parse failures and request errors", parse_failure_bars(rates, errors)),
     ]))
-    if compare is not None and any(t.shared for t in compare.tasks):
-        doc.sections.append(compare_section(compare))
+    if shared is not None:
+        doc.sections.append(compare_section(shared, sample_links=(run_key(0), run_key(1)) if links else None))
+    if samples is not None:
+        doc.sections.append(samples)
+    doc.sections.append(glossary_section(runs, boots, specs))
     doc.sections.append(Section("method", "Method", [
         Paragraph(METHOD_TEXT.format(resamples=resamples, seed=seed)), _timing_table(runs, boots)]))
     return doc

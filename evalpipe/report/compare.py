@@ -24,6 +24,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table as RichTable
 
+from evalpipe.report.browser import samples_fragment
 from evalpipe.report.bootstrap import PairedDifference, ResampleTask, TaskBootstrap, paired_bootstrap, restrict
 from evalpipe.report.document import Cell, Examples, Section, Table, fmt, fmt_interval
 from evalpipe.report.leaderboard import primary_metric
@@ -207,8 +208,13 @@ def _diff(value: float) -> str:
     return f"{value:+.3f}" if abs(value) < 1 or not float(value).is_integer() else f"{int(value):+d}"
 
 
-def compare_section(result: CompareResult, section_id: str = "compare") -> Section:
-    """The comparison as a report section: one table of differences, then the disagreements."""
+def compare_section(result: CompareResult, section_id: str = "compare",
+                    sample_links: tuple[str, str] | None = None) -> Section:
+    """The comparison as a report section: one table of differences, then the disagreements.
+
+    ``sample_links``: the sample browser's keys of runs A and B, when the page has the browser;
+    each disagreement then links to its sample with both runs side by side.
+    """
     section = Section(section_id, f"Comparison: A = {result.label_a}, B = {result.label_b}")
     rows = []
     for task, d in result.differences:
@@ -224,16 +230,20 @@ def compare_section(result: CompareResult, section_id: str = "compare") -> Secti
         note=(f"Paired bootstrap, {result.resamples} resamples, seed {result.seed}; two-sided p = "
               "min(1, 2 (min(#d*≤0, #d*≥0) + 1) / (B + 1)). Bold: p < 0.05. " + shared),
     ))
-    entries = []
+    entries, hrefs = [], []
     for t in result.tasks:
         for d in t.disagreements:
+            if sample_links is not None:
+                hrefs.append(samples_fragment(task=t.task, sample=d.id, run=sample_links[0], compare=sample_links[1]))
             score = (f"{d.score_key}: A {fmt(d.score_a)} vs B {fmt(d.score_b)}" if d.score_key else "no per-sample score")
             entries.append((f"{t.task} / {d.id} — {score}", (
                 f"input: {d.prompt_excerpt}", f"gold: {d.gold}",
                 f"A: {d.answer_a if d.answer_a is not None else '(no answer)'}",
                 f"B: {d.answer_b if d.answer_b is not None else '(no answer)'}",
             )))
-    section.blocks.append(Examples(f"{section_id}-disagreements", "Samples where A and B disagree most", tuple(entries)))
+    title = "Samples where A and B disagree most" + (
+        " (each opens both answers side by side in the sample browser)" if sample_links is not None else "")
+    section.blocks.append(Examples(f"{section_id}-disagreements", title, tuple(entries), hrefs=tuple(hrefs)))
     return section
 
 

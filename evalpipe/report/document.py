@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["Block", "Cell", "Document", "Examples", "Paragraph", "Plot", "Section", "Table", "fmt", "fmt_interval"]
+__all__ = ["Block", "Cell", "Document", "Examples", "Html", "Paragraph", "Plot", "Section", "Table", "fmt",
+           "fmt_interval"]
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,12 @@ class Cell:
     #: secondary text shown small after the value (a confidence interval)
     sub: str = ""
     numeric: bool = True
+    #: in-page link of the value (``#samples?…``: the answers behind the number); HTML only
+    href: str = ""
+    #: why the value is as it is (a metric without an interval: the reason), shown on hover in HTML
+    title: str = ""
+    #: more in-page links after the value, as (text, href): "missed", "parse failures" …; HTML only
+    links: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -54,9 +61,19 @@ class Examples:
     id: str
     title: str
     entries: tuple[tuple[str, tuple[str, ...]], ...]
+    #: in-page link of each entry's label (same order as ``entries``; empty = no links)
+    hrefs: tuple[str, ...] = ()
 
 
-Block = Table | Plot | Paragraph | Examples
+@dataclass(frozen=True)
+class Html:
+    """HTML made elsewhere and placed as it is (the sample browser); Markdown shows ``text``."""
+
+    html: str
+    text: str = ""
+
+
+Block = Table | Plot | Paragraph | Examples | Html
 
 
 @dataclass
@@ -64,6 +81,15 @@ class Section:
     id: str
     title: str
     blocks: list[Block] = field(default_factory=list)
+    #: the blocks are the section's whole element (an :class:`Html` block with its own
+    #: ``<section id="{id}">``, as the sample browser draws itself): HTML writes them without the
+    #: usual ``<section id="section-{id}">`` wrapper and its heading, and the contents link to ``#{id}``
+    own_element: bool = False
+
+    @property
+    def anchor(self) -> str:
+        """The in-page anchor of the section in report.html."""
+        return self.id if self.own_element else f"section-{self.id}"
 
 
 @dataclass

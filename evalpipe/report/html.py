@@ -1,17 +1,22 @@
 """Render a :class:`~evalpipe.report.document.Document` as one self-contained HTML file.
 
-Self-contained means: styles inline in ``<style>``, figures inline as ``<svg>``, no scripts, no
-fonts, no ``src``/``href`` pointing anywhere but in-page anchors — the file can be mailed or
-opened offline and shows the same thing. All text is escaped.
+Self-contained means: styles inline in ``<style>``, figures inline as ``<svg>``, no fonts, no
+``src``/``href`` pointing anywhere but in-page anchors, and the only script the sample browser's
+own inline one (:mod:`evalpipe.report.browser`, placed as an :class:`Html` block) — the file can be
+mailed or opened offline from a ``file://`` URL and shows the same thing. All text is escaped
+(an :class:`Html` block is HTML its maker escaped).
+
+Numbers link to the answers behind them: a cell's ``href``/``links`` and an example's ``hrefs``
+are ``#samples?…`` fragments the sample browser reads (:func:`evalpipe.report.browser.samples_fragment`).
 """
 
 from __future__ import annotations
 
 from html import escape
 
-from evalpipe.report.document import Document, Examples, Paragraph, Plot, Section, Table
+from evalpipe.report.document import Cell, Document, Examples, Html, Paragraph, Plot, Section, Table
 
-__all__ = ["render_html", "table_html"]
+__all__ = ["cell_html", "render_html", "table_html"]
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1400px;
@@ -28,7 +33,36 @@ figure { margin: 1em 0; } figcaption { color: #555; font-size: .85em; }
 dl.examples dt { font-weight: bold; margin-top: .8em; }
 dl.examples dd { margin-left: 1.2em; white-space: pre-wrap; font-family: ui-monospace, monospace; font-size: .85em; }
 nav ul { columns: 2; }
+td a, dt a { color: inherit; } td a.more { display: block; font-size: .8em; color: #1a5fb4; white-space: nowrap; }
+td abbr { text-decoration: underline dotted; cursor: help; }
+.summary li { margin: .3em 0; }
 """
+
+
+def _link(href: str, text: str, cls: str = "") -> str:
+    klass = f' class="{cls}"' if cls else ""
+    return f'<a href="{escape(href)}"{klass}>{text}</a>'
+
+
+def cell_html(cell: Cell) -> str:
+    """One ``<td>``: the value (a link when the cell has ``href``), bold, its interval or "no interval"
+    (with the reason on hover when ``title`` says it), then its extra links."""
+    text = escape(cell.text)
+    if cell.href:
+        text = _link(cell.href, text)
+    if cell.bold:
+        text = f"<strong>{text}</strong>"
+    if cell.sub:
+        sub = escape(cell.sub)
+        if cell.title:
+            sub = f'<abbr title="{escape(cell.title)}">{sub}</abbr>'
+        text += f'<span class="ci">{sub}</span>'
+    elif cell.title:
+        text = f'<abbr title="{escape(cell.title)}">{text}</abbr>'
+    if cell.links:
+        text += "".join(_link(href, escape(label), "more") for label, href in cell.links)
+    return f'<td class="num">{text}</td>' if cell.numeric else f"<td>{text}</td>"
+
 
 
 def table_html(table: Table) -> str:
@@ -38,15 +72,7 @@ def table_html(table: Table) -> str:
             f'<th colspan="{span}">{escape(group)}</th>' for group, span in table.groups) + "</tr>")
     parts.append("<tr>" + "".join(f"<th>{escape(c)}</th>" for c in table.columns) + "</tr></thead><tbody>")
     for row in table.rows:
-        cells = []
-        for cell in row:
-            text = escape(cell.text)
-            if cell.bold:
-                text = f"<strong>{text}</strong>"
-            if cell.sub:
-                text += f'<span class="ci">{escape(cell.sub)}</span>'
-            cells.append(f'<td class="num">{text}</td>' if cell.numeric else f"<td>{text}</td>")
-        parts.append("<tr>" + "".join(cells) + "</tr>")
+        parts.append("<tr>" + "".join(cell_html(cell) for cell in row) + "</tr>")
     parts.append("</tbody></table></div>")
     if table.note:
         parts.append(f'<p class="note">{escape(table.note)}</p>')
@@ -54,15 +80,19 @@ def table_html(table: Table) -> str:
 
 
 def _examples_html(block: Examples) -> str:
+    hrefs = block.hrefs or ("",) * len(block.entries)
     items = "".join(
-        f"<dt>{escape(label)}</dt>" + "".join(f"<dd>{escape(line)}</dd>" for line in body)
-        for label, body in block.entries
+        f"<dt>{_link(href, escape(label)) if href else escape(label)}</dt>"
+        + "".join(f"<dd>{escape(line)}</dd>" for line in body)
+        for (label, body), href in zip(block.entries, hrefs)
     ) or "<dd>(none)</dd>"
     return f'<h3>{escape(block.title)}</h3><dl class="examples" id="{escape(block.id)}">{items}</dl>'
 
 
 def _section_html(section: Section) -> str:
-    parts = [f'<section id="section-{escape(section.id)}"><h2>{escape(section.title)}</h2>']
+    if section.own_element:
+        return "".join(b.html for b in section.blocks if isinstance(b, Html))
+    parts = [f'<section id="{escape(section.anchor)}"><h2>{escape(section.title)}</h2>']
     for block in section.blocks:
         if isinstance(block, Table):
             parts.append(table_html(block))
@@ -73,12 +103,14 @@ def _section_html(section: Section) -> str:
             parts.append(f"<p>{escape(block.text)}</p>")
         elif isinstance(block, Examples):
             parts.append(_examples_html(block))
+        elif isinstance(block, Html):
+            parts.append(block.html)
     parts.append("</section>")
     return "".join(parts)
 
 
 def render_html(document: Document) -> str:
-    nav = "".join(f'<li><a href="#section-{escape(s.id)}">{escape(s.title)}</a></li>' for s in document.sections)
+    nav = "".join(f'<li><a href="#{escape(s.anchor)}">{escape(s.title)}</a></li>' for s in document.sections)
     body = "".join(_section_html(s) for s in document.sections)
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

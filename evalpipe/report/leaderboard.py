@@ -70,6 +70,8 @@ class Entry:
     high: float | None = None
     #: shown instead of the value (leaderboard.csv keeps the value)
     text: str | None = None
+    #: why a value has no interval (shown as "no interval" with this reason, never as a bare number)
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -123,13 +125,18 @@ class Leaderboard:
             cells = [Cell(row, numeric=False)]
             for column in self.columns:
                 e = self.entry(row, column)
+                interval = fmt_interval(e.low, e.high)
+                missing = e.value is not None and e.text is None and not interval
                 cells.append(Cell(e.text if e.text is not None else fmt(e.value), bold=row in best[column.key],
-                                  sub=fmt_interval(e.low, e.high)))
+                                  sub="no interval" if missing else interval,
+                                  title=(e.reason or "no interval could be computed") if missing else ""))
             rows.append(tuple(cells))
         return Table(
             id=table_id, title="Leaderboard", columns=("model", *(c.metric for c in self.columns)),
             rows=tuple(rows), groups=tuple(groups),
-            note=" ".join(("Bold: best in column. Brackets: 95 % bootstrap interval over samples.", *self.notes)),
+            note=" ".join(("Bold: best in column. Brackets: 95 % bootstrap interval over samples; a value without "
+                           "one says \"no interval\" (the reason shows on hover, and in the task's section).",
+                           *self.notes)),
         )
 
 
@@ -244,15 +251,17 @@ def build_leaderboard(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str
                 value = run.metrics.get(column.group, {}).get(column.metric)
                 interval = run_boots.get(column.group)
                 ci = interval.intervals.get(column.metric) if interval else None
+                why = (ci.reason if ci is not None else "no bootstrap for this task") or ""
                 entries[(run.label, column.key)] = Entry(
-                    value, ci.low if ci else None, ci.high if ci else None) if value is not None else Entry(None)
+                    value, ci.low if ci else None, ci.high if ci else None, reason=why) if value is not None else Entry(None)
             elif column.kind == "aggregate":
                 value = run.metrics.get(column.group, {}).get(column.metric)
                 if column.group in suites and column.group not in suite_reps:
                     suite_reps[column.group] = _aggregate_replicates(suites[column.group], run, run_boots)
                 reps = suite_reps.get(column.group)
                 ci = percentile_interval(reps[column.metric], level) if reps and column.metric in reps else None
-                entries[(run.label, column.key)] = Entry(value, *(ci or (None, None)))
+                entries[(run.label, column.key)] = Entry(value, *(ci or (None, None)), reason="" if ci else (
+                    "the suite aggregate could not be recomputed on resamples of its member tasks"))
             else:
                 members = suites[column.group].tasks
                 if not all(t in run.tasks for t in members):
@@ -265,6 +274,7 @@ def build_leaderboard(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str
                 if all(a is not None and a.size for a in arrays):
                     count = _common(arrays)  # type: ignore[arg-type]
                     ci = percentile_interval(np.mean([a[:count] for a in arrays], axis=0), level)  # type: ignore[index]
-                entries[(run.label, column.key)] = Entry(float(np.mean(values)), *(ci or (None, None)))
+                entries[(run.label, column.key)] = Entry(float(np.mean(values)), *(ci or (None, None)), reason="" if ci else (
+                    "a member task's primary metric has no resamples"))
     return Leaderboard(rows=tuple(r.label for r in runs), runs=tuple(r.path.name for r in runs),
                        columns=tuple(columns), entries=entries)

@@ -1,12 +1,13 @@
 """Render a :class:`~evalpipe.report.document.Document` as GitHub-flavoured Markdown.
 
 Markdown has no column spans, so a grouped header is flattened to ``group / metric``; bold is
-``**…**``; plots are left to the HTML report (a line says so).
+``**…**``; a cell's ``title`` (why a value has no interval) becomes a numbered footnote under its
+table; plots, links and the sample browser are left to the HTML report (a line says so).
 """
 
 from __future__ import annotations
 
-from evalpipe.report.document import Document, Examples, Paragraph, Plot, Table
+from evalpipe.report.document import Document, Examples, Html, Paragraph, Plot, Table
 
 __all__ = ["render_markdown", "table_markdown"]
 
@@ -35,6 +36,7 @@ def table_markdown(table: Table) -> str:
         "| " + " | ".join(_escape(h) for h in header) + " |",
         "| " + " | ".join(align) + " |",
     ]
+    footnotes: dict[str, int] = {}  # a cell's title (why it has no interval …) → its footnote number
     for row in table.rows:
         cells = []
         for cell in row:
@@ -42,10 +44,15 @@ def table_markdown(table: Table) -> str:
             if cell.bold and text not in ("", "–"):
                 text = f"**{text}**"
             if cell.sub:
-                text = f"{text} {cell.sub}"
+                text = f"{text} {_escape(cell.sub)}"
+            if cell.title:
+                number = footnotes.setdefault(cell.title, len(footnotes) + 1)
+                text = f"{text} [{number}]"
             cells.append(text)
         lines.append("| " + " | ".join(cells) + " |")
     out = [f"**{table.title}**", "", *lines]
+    if footnotes:
+        out += ["", *(f"[{number}] {_escape(title)}  " for title, number in footnotes.items())]
     if table.note:
         out += ["", f"_{table.note}_"]
     return "\n".join(out)
@@ -62,6 +69,9 @@ def render_markdown(document: Document) -> str:
                 parts.append(block.text)
             elif isinstance(block, Plot):
                 parts.append(f"_Figure “{block.title}”: see report.html._")
+            elif isinstance(block, Html):
+                if block.text:
+                    parts.append(block.text)
             elif isinstance(block, Examples):
                 lines = [f"**{block.title}**", ""]
                 if not block.entries:

@@ -16,7 +16,8 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-__all__ = ["metric_bars", "parse_failure_bars", "score_vs_length", "to_svg"]
+__all__ = ["metric_bars", "metric_bars_figure", "parse_failure_bars", "parse_failure_figure", "score_vs_length",
+           "to_svg"]
 
 _PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c",
             "#ccb974", "#64b5cd")
@@ -48,36 +49,68 @@ def _slug(text: str) -> str:
 
 def metric_bars(task: str, metrics: Sequence[str],
                 series: Mapping[str, Mapping[str, tuple[float | None, float | None, float | None]]]) -> str:
-    """Grouped bars: one group per metric, one bar per model, whiskers = interval.
+    """:func:`metric_bars_figure` as inline SVG."""
+    return to_svg(metric_bars_figure(task, metrics, series), f"bars-{_slug(task)}")
 
-    ``series``: model → metric → (value, low, high); missing values draw no bar.
+
+def metric_bars_figure(task: str, metrics: Sequence[str],
+                       series: Mapping[str, Mapping[str, tuple[float | None, float | None, float | None]]]) -> Figure:
+    """Grouped bars: one group per metric, one bar per model, whiskers = 95 % interval.
+
+    ``series``: model → metric → (value, low, high); a missing value draws no bar. A value without
+    an interval (low or high None) is drawn **without** a whisker — never as a zero-width one, which
+    would look certain — as a hatched, paler bar marked "no CI" (the table says why).
     """
     models = list(series)
     width = 0.8 / max(1, len(models))
     fig = Figure(figsize=(max(4.0, 1.2 * len(metrics) * max(1, len(models)) ** 0.5 + 2), 3.2))
     ax = fig.add_subplot()
     x = np.arange(len(metrics))
+    missing_any = False
     for i, model in enumerate(models):
-        values, lower, upper = [], [], []
+        offsets = x + (i - (len(models) - 1) / 2) * width
+        values, has_ci = [], []
+        lower, upper = [], []
         for metric in metrics:
             value, low, high = series[model].get(metric, (None, None, None))
-            value = np.nan if value is None else value
+            value = np.nan if value is None else float(value)
+            known = low is not None and high is not None and value == value
             values.append(value)
-            lower.append(0.0 if low is None or value != value else max(0.0, value - low))
-            upper.append(0.0 if high is None or value != value else max(0.0, high - value))
-        ax.bar(x + (i - (len(models) - 1) / 2) * width, values, width, label=model, color=_colour(i),
-               yerr=np.array([lower, upper]), capsize=3, error_kw={"elinewidth": 1})
+            has_ci.append(known)
+            lower.append(max(0.0, value - low) if known else 0.0)  # type: ignore[operator]
+            upper.append(max(0.0, high - value) if known else 0.0)  # type: ignore[operator]
+        with_ci = np.array(has_ci, dtype=bool)
+        heights = np.array(values, dtype=float)
+        ax.bar(offsets[with_ci], heights[with_ci], width, label=model if with_ci.any() else None, color=_colour(i))
+        if with_ci.any():
+            ax.errorbar(offsets[with_ci], heights[with_ci], yerr=np.array([lower, upper])[:, with_ci], fmt="none",
+                        ecolor="black", elinewidth=1, capsize=3)
+        bare = ~with_ci & ~np.isnan(heights)
+        if bare.any():
+            missing_any = True
+            ax.bar(offsets[bare], heights[bare], width, color=_colour(i), alpha=0.45, hatch="//",
+                   edgecolor="white", label=None if with_ci.any() else model)
+            for xpos, height in zip(offsets[bare], heights[bare]):
+                ax.annotate("no CI", (xpos, height), xytext=(0, 2), textcoords="offset points", ha="center",
+                            va="bottom", fontsize=7, color="#555")
     ax.set_xticks(x, metrics, rotation=20 if len(metrics) > 4 else 0)
     ax.set_title(task)
-    ax.set_ylabel("value (95 % CI)")
+    ax.set_ylabel("value (whiskers: 95 % CI)" + ("; hatched: no CI" if missing_any else ""), fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return to_svg(fig, f"bars-{_slug(task)}")
+    return fig
 
 
 def parse_failure_bars(rates: Mapping[str, Mapping[str, float | None]], errors: Mapping[str, Mapping[str, float | None]]) -> str:
+    """:func:`parse_failure_figure` as inline SVG."""
+    return to_svg(parse_failure_figure(rates, errors), "parse-failures")
+
+
+def parse_failure_figure(rates: Mapping[str, Mapping[str, float | None]],
+                         errors: Mapping[str, Mapping[str, float | None]]) -> Figure:
     """Per task, one stacked bar per model: parse failures (solid) and request errors (hatched),
-    both as shares of *all* samples, so the bar is the share without a usable answer.
+    both as shares of *all* samples, so the bar is the share without a usable answer. The axis is
+    always 0–100 %, so a small share looks small.
 
     ``rates`` / ``errors``: model → task → share of all samples (0..1).
     """
@@ -97,11 +130,13 @@ def parse_failure_bars(rates: Mapping[str, Mapping[str, float | None]], errors: 
         ax.bar(offset, failed, width, bottom=parse, label=f"{model}: request errors", color=_colour(i),
                alpha=0.4, hatch="//")
     ax.set_xticks(x, tasks, rotation=20 if len(tasks) > 4 else 0)
+    # a fixed 0-100 % axis: 6 % must look like 6 %, not fill the plot as an autoscaled axis would
+    ax.set_ylim(0, 100)
     ax.set_ylabel("% of samples")
     ax.set_title("Parse failures and request errors")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return to_svg(fig, "parse-failures")
+    return fig
 
 
 def score_vs_length(task: str, score_key: str, points: Mapping[str, tuple[Sequence[float], Sequence[float]]]) -> str:

@@ -48,14 +48,14 @@ class TaskInfo:
     metrics: tuple[str, ...] = ()
     primary_metric: str | None = None
     description: str = ""
-    #: metric → one-line definition (from the metric's aggregation and the task's own words)
-    glossary: Mapping[str, str] = field(default_factory=dict)
+    #: metric name or ``*`` pattern → the task's one-line definition of it (``TaskSpec.metric_definitions``)
+    metric_definitions: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, name: str, record: Mapping[str, Any]) -> TaskInfo:
         return cls(name=name, metrics=tuple(record.get("metrics") or ()),
                    primary_metric=record.get("primary_metric"), description=str(record.get("description") or ""),
-                   glossary=dict(record.get("glossary") or {}))
+                   metric_definitions=dict(record.get("metric_definitions") or {}))
 
 
 @dataclass

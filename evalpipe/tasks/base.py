@@ -154,6 +154,24 @@ LOGLIKELIHOOD = "loglikelihood"
 
 
 @dataclass(frozen=True)
+class QuickGeneration:
+    """Generation caps for a quick look at a task (``evalpipe demo``, the main job of ``./run.sh``).
+
+    A small model's answer often runs on to the task's ``max_tokens`` (a 135M model repeats itself
+    for 512 tokens); for a quick look the answer is cut where the task's answer format ends
+    (``stop``, e.g. NCBI's ``</response>``, which its parser does not need) and capped at a length
+    any correct answer of the task fits in. A run with these caps records them (``config.json``:
+    ``config.generation``) and is a different run from one without them.
+    """
+
+    max_tokens: int
+    stop: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"max_tokens": self.max_tokens, "stop": list(self.stop)}
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     name: str
     description: str
@@ -170,6 +188,10 @@ class TaskSpec:
     default_shots: int = 0
     #: the headline metric (suite averages, ranking disagreements in reports); None = first F1-like
     primary_metric: str | None = None
+    #: metric name (or ``*`` pattern, as in ``metrics``) → one line saying what it measures, for the
+    #: report's glossary: micro or macro, over what units, what an empty answer scores (recorded in
+    #: config.json, so a report needs only the run directory)
+    metric_definitions: Mapping[str, str] = field(default_factory=dict)
     #: static values every render sees as ``task.*`` (entity descriptions, label lists)
     template_vars: Mapping[str, Any] = field(default_factory=dict)
     #: the input field that may be shortened (from the end) to fit the model's context, e.g. a
@@ -224,6 +246,9 @@ class TaskSpec:
     #: ``template``), beside those found in ``prompts/<task>/variants/<name>.j2``; the canonical
     #: ``template`` is always variant ``default`` (``run --prompt-variants``, evalpipe.conditions)
     variants: Mapping[str, str] = field(default_factory=dict)
+
+    #: generation caps for a quick look (the demo); None = the task's own settings
+    quick: QuickGeneration | None = None
 
     def scored_by(self, choice_scoring: str) -> TaskSpec:
         """The spec as a run with ``--mcqa-scoring CHOICE_SCORING`` uses it: with ``loglikelihood``, a

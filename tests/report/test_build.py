@@ -33,11 +33,20 @@ def test_html_is_self_contained_and_has_every_table_and_plot(report):
     html = report.html.read_text(encoding="utf-8")
     table_ids = re.findall(r'<table id="([^"]+)"', html)
     assert table_ids == ["runs", "leaderboard", "metrics-ncbi_disease", "ner-ncbi_disease-0", "ner-ncbi_disease-1",
-                         "operations", "compare-differences", "bootstrap-timing"]
+                         "operations", "compare-differences", "glossary", "bootstrap-timing"]
+    sections = re.findall(r'<section id="([^"]+)"', html)
+    assert sections == ["section-summary", "section-runs", "section-leaderboard", "section-task-ncbi_disease",
+                        "section-operations", "section-compare", "samples", "section-glossary", "section-method"]
+    # the contents list every section by its anchor
+    nav = re.search(r"<nav>(.*?)</nav>", html).group(1)
+    assert re.findall(r'href="#([^"]+)"', nav) == sections
     # one metric bar chart per task + the parse-failure chart; NCBI has no ROUGE, so no length plot
     assert html.count("<svg") == 2
     assert re.findall(r'<figure id="([^"]+)"', html) == ["plot-metrics-ncbi_disease", "plot-parse-failures"]
-    assert "<script" not in html and "<link" not in html and "<img" not in html
+    # the only scripts are the sample browser's data block and program, inside its section
+    browser = re.search(r'<section id="samples".*?</section>', html, re.S).group(0)
+    assert html.count("<script") == browser.count("<script") == 2
+    assert "<link" not in html and "<img" not in html and " src=" not in html
     assert all(ref.startswith("#") for ref in re.findall(r'(?:src|href)="([^"]*)"', html))
     ids = re.findall(r'\sid="([^"]+)"', html)
     assert len(ids) == len(set(ids))  # figures' element ids are prefixed, sections and tables distinct

@@ -65,7 +65,10 @@ def test_aggregate_that_cannot_be_computed_has_no_interval():
     x = run("x", {"a": {"f1": 0.8}, "b": {"acc": 0.6}, "lvl": {"level": 0.7}})
     boots = {"x": {"a": boot("a", f1=[0.7, 0.9]), "b": boot("b", acc=[0.5, 0.7])}}
     board = build_leaderboard([x], boots, {"lvl": SuiteSpec("lvl", ("a", "b"), aggregate=incomplete)}, {})
-    assert board.entry("x", board.columns[2]) == Entry(0.7)
+    assert board.entry("x", board.columns[2]) == Entry(
+        0.7, reason="the suite aggregate could not be recomputed on resamples of its member tasks")
+    cell = board.to_table().rows[0][3]  # says "no interval", and why on hover
+    assert (cell.text, cell.sub, cell.title) == ("0.700", "no interval", board.entry("x", board.columns[2]).reason)
 
 
 def test_lower_is_better_and_single_model_marks_nothing():

@@ -49,6 +49,9 @@ class KindParts:
     ranking: RankingSpec | None = None
     #: set by a kind whose options can be scored by log-likelihood (``--mcqa-scoring loglikelihood``)
     choice_scoring: ChoiceScoring | None = None
+    #: metric → one line for the report's glossary (``*`` patterns allowed); a task file's own
+    #: ``metric_definitions`` win
+    definitions: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -134,6 +134,26 @@ def scoring(task: GenerationTask) -> Scoring:
                    description=metrics)
 
 
+#: what each metric measures, for the report's glossary
+DEFINITIONS = {
+    "rouge1": "unigram overlap F-measure with the reference (rouge-score: lower-cased ASCII words, no "
+              "stemming), mean over samples; an empty answer scores 0",
+    "rouge2": "bigram overlap F-measure with the reference (as rouge1), mean over samples",
+    "rougeL": "longest-common-subsequence F-measure over the whole text (not rougeLsum), mean over samples",
+    "bertscore[*]_precision": "BERTScore precision: mean best cosine similarity of each answer token to a "
+                              "reference token (encoder and layer in the name), mean over samples; empty answer 0",
+    "bertscore[*]_recall": "BERTScore recall: the same from the reference tokens' side, mean over samples",
+    "bertscore[*]_f1": "BERTScore F1: harmonic mean of its precision and recall, mean over samples",
+    "umls[*]_precision": "share of the UMLS concepts named in the answer that the reference also names (extractor "
+                         "in the name), mean over samples; an answer without concepts scores 0",
+    "umls[*]_recall": "share of the reference's UMLS concepts the answer also names, mean over samples",
+    "umls[*]_f1": "harmonic mean of the UMLS-concept precision and recall, mean over samples",
+    "bleu4": "corpus BLEU-4 (sacrebleu, zh tokenizer: one token per Han character) on a 0-1 scale: n-gram "
+             "statistics summed over answers, then brevity penalty and geometric mean",
+    "rouge_l": "character-level ROUGE-L F-measure (one token per Han character), mean over answers",
+}
+
+
 def parts(task: GenerationTask) -> KindParts:
     if task.language == "zh":
         metrics, primary = CHINESE_METRICS, "rouge_l"
@@ -142,7 +162,8 @@ def parts(task: GenerationTask) -> KindParts:
                         if (task.bertscore or not m.startswith("bertscore")) and (task.concepts or not m.startswith("umls")))
         primary = "rougeL"
     return KindParts(scorings={"default": scoring(task)}, shot_target=lambda ex: str(ex.gold),
-                     metrics=metrics, primary_metric=primary)
+                     metrics=metrics, primary_metric=primary,
+                     definitions={m: d for m, d in DEFINITIONS.items() if m in metrics})
 
 
 KIND = register_kind(Kind(

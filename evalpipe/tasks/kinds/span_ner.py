@@ -131,11 +131,31 @@ def scoring(task: SpanNerTask) -> Scoring:
                    description="aligned XML parse, strict entity-level micro P/R/F1")
 
 
+#: what each metric measures, for the report's glossary
+DEFINITIONS = {
+    "precision": "share of predicted mentions that match a gold mention exactly (start, end, type), micro over "
+                 "the corpus",
+    "recall": "share of gold mentions found exactly (start, end, type), micro over the corpus; the gold mentions "
+              "of a failed or unparseable answer count as missed",
+    "f1": "harmonic mean of strict precision and recall (micro: entity counts summed over all sentences)",
+    "partial_f1": "F1 where a predicted mention counts as found when it overlaps a gold mention of the same type "
+                  "(one-to-one matching), micro over the corpus",
+    "accuracy": "share of tokens whose predicted IOB2 tag equals the gold tag, O tokens included (seqeval)",
+    "tp": "predicted mentions that match a gold mention exactly, summed over sentences",
+    "fp": "predicted mentions without an exact gold match, summed over sentences",
+    "fn": "gold mentions without an exact predicted match, summed over sentences",
+    "partial_precision": "share of predicted mentions overlapping a gold mention of the same type (one-to-one), "
+                         "micro over the corpus",
+    "partial_recall": "share of gold mentions overlapped by a predicted mention of the same type (one-to-one), "
+                      "micro over the corpus",
+}
+
+
 def parts(task: SpanNerTask) -> KindParts:
     tag_of = {kind: tag for tag, kind in task.entities.items()}
     return KindParts(scorings={"default": scoring(task)}, shot_target=lambda ex: tagged_answer(ex, tag_of),
                      metrics=METRICS, primary_metric="f1",
-                     template_vars={"entity_tags": list(task.entities)})
+                     template_vars={"entity_tags": list(task.entities)}, definitions=DEFINITIONS)
 
 
 KIND = register_kind(Kind(

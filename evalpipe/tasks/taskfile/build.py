@@ -30,7 +30,7 @@ from typing import Annotated, Any, Union
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from evalpipe.paths import REPO_ROOT
-from evalpipe.tasks.base import EVAL, SHOTS, TaskSpec
+from evalpipe.tasks.base import EVAL, QuickGeneration, SHOTS, TaskSpec
 from evalpipe.tasks.kinds.base import all_kinds, get_kind, select_metrics
 from evalpipe.tasks.taskfile import load as data
 from evalpipe.tasks.taskfile.schema import TaskFile
@@ -181,7 +181,8 @@ def build(source: TaskSource) -> TaskSpec:
         task_file=source.path.resolve(),
         answer_kind=task.answer_kind,
         judge_rubric=task.judge_rubric,
-        metric_definitions=dict(task.metric_definitions),
+        metric_definitions={**parts.definitions, **task.metric_definitions},
+        quick=QuickGeneration(task.quick.max_tokens, tuple(task.quick.stop)) if task.quick is not None else None,
     )
     if task.hook is not None:
         try:

@@ -159,6 +159,11 @@ class GenerationSpec(Strict):
                                     "continues (put back in front of the answer before parsing).")
 
 
+class QuickSpec(Strict):
+    max_tokens: int = Field(ge=1, description="New tokens per answer in the quick demo (`evalpipe demo`).")
+    stop: list[Text] = Field(default_factory=list, description="Stop sequences in the quick demo (every form).")
+
+
 class TaskFile(Strict):
     """Keys every task file has; each kind's model adds its own."""
 
@@ -178,6 +183,8 @@ class TaskFile(Strict):
     template_vars: dict[Text, Any] = Field(default_factory=dict, description="Values every render sees as "
                                            "`task.*` (label lists, entity descriptions).")
     generation: GenerationSpec = Field(default_factory=GenerationSpec)
+    quick: QuickSpec | None = Field(None, description="Generation caps of the quick demo (`./run.sh`), where "
+                                    "small models ramble: the run records them; other runs ignore them.")
     metrics: list[Text] | None = Field(None, description="Metrics in display order (default: the kind's); "
                                        "each must be one the kind computes (`*` matches any text).")
     primary_metric: Text | None = Field(None, description="The headline metric (default: the kind's).")

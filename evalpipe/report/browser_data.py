@@ -1,0 +1,298 @@
+"""The report's runs as the sample browser's data: every answer behind the numbers, with its outcome.
+
+:mod:`evalpipe.report.browser` shows and filters; this module decides what each row says, from the
+sample records of the run directories (``ReportRun.records``) and nothing else:
+
+* **outcomes** of one sample in one run (the browser's ``outcome`` filter):
+
+  - ``parse_failure`` when the answer could not be parsed, ``error`` when the request failed for good
+    (any task);
+  - NER (a task whose gold and predictions read as spans, :func:`~evalpipe.report.ner_errors.is_span_task`):
+    the categories of its entities, :func:`~evalpipe.report.ner_errors.sample_outcomes` — ``correct``,
+    ``type``, ``boundary``, ``boundary+type``, ``missed`` (gold), ``spurious`` (predicted); each entity is
+    listed with its category and offsets, so the page marks it in the sentence;
+  - ``correct`` / ``incorrect`` for a task whose primary metric is a *0/1 mean*: declared as the mean
+    of a per-sample value (``Mean`` aggregation) that is 0 or 1 on every sample of every run — else its
+    ``accuracy``, if that is one (a classification task whose primary metric is macro F1). Other
+    metrics are not used even when their values happen to be 0/1 (a ROUGE of a tiny run). A sample
+    whose value is undefined (None) gets neither;
+  - nothing else for other tasks (ROUGE, BLEU …: the per-sample scores are shown instead);
+* **texts**: gold as text (entities as ``text (type)``), the prediction as text (a ranking as "rank 3
+  of the top 10" or "not in the top 10"), the answer, the inputs as recorded — except that a text
+  input longer than :data:`INPUT_CHARS` (a discharge letter, LongHealth's documents) is cut there,
+  saying how much is left out (the whole text is in samples.jsonl): the page carries every sample of
+  every run, and a few such inputs would otherwise make it tens of megabytes;
+* **diagnostics** only where they say something (a flag set, a counter above 0): the rest are
+  false/0 for almost every sample and would only make the page heavier;
+* the **judge** rating(s) a sample carries (``judge`` in samples.jsonl), shown as they are.
+
+Run keys are ``r0``, ``r1`` … in the order the runs were given (A = ``r0`` in a comparison):
+:func:`run_key`; links into the page are built with :func:`evalpipe.report.browser.samples_fragment`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evalpipe.metrics.aggregation import Mean
+from evalpipe.report.browser import samples_fragment
+from evalpipe.report.leaderboard import primary_metric
+from evalpipe.report.ner_errors import gold_spans, is_span_task, prediction_spans, sample_outcomes, span_text
+from evalpipe.report.runs import ReportRun, TaskInfo
+
+__all__ = ["LINKED_OUTCOMES", "SampleLinks", "TaskKind", "browser_data", "correctness_key", "run_key", "task_kinds"]
+
+#: the outcomes any task can have, besides its own (NER categories, correct/incorrect)
+PARSE_FAILURE, ERROR = "parse_failure", "error"
+#: a text input field longer than this many characters is cut in the page (see the module docstring)
+INPUT_CHARS = 20_000
+
+
+def run_key(index: int) -> str:
+    """The browser's key of the ``index``-th run of a report (``r0``, ``r1`` …)."""
+    return f"r{index}"
+
+
+class TaskKind:
+    """How the browser classifies a task's samples (see the module docstring)."""
+
+    NER = "NER"
+    SCORED = "scored"
+
+    @staticmethod
+    def correctness(key: str) -> str:
+        return f"correct = {key} is 1"
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+#: the metric tried after the primary one (see the module docstring)
+ACCURACY = "accuracy"
+
+
+def correctness_key(task: str, runs: Sequence[ReportRun], info: TaskInfo | None) -> str | None:
+    """The per-sample 0/1 value that says whether a sample of ``task`` is correct, or None.
+
+    The primary metric, else ``accuracy``, qualifies when every run that has it declares it as the mean
+    of one per-sample key and that key is 0 or 1 (or undefined) on every sample.
+    """
+    records = [r for run in runs for r in run.records if r.get("task") == task]
+    corpus = list(dict.fromkeys(m for run in runs for m in run.metrics.get(task, {})))
+    if not records or not corpus:
+        return None
+    for metric in dict.fromkeys((primary_metric(info, corpus), ACCURACY)):
+        keys = {a.key if isinstance(a, Mean) else None
+                for run in runs if (a := run.resample[task].aggregations.get(metric) if task in run.resample else None)}
+        if len(keys) != 1 or None in keys:
+            continue
+        key = keys.pop()
+        values = [(r.get("scores") or {}).get(key) for r in records]
+        defined = [v for v in values if v is not None]
+        if defined and all(_number(v) in (0.0, 1.0) for v in defined):
+            return key
+    return None
+
+
+def task_kinds(runs: Sequence[ReportRun], infos: Mapping[str, TaskInfo]) -> dict[str, tuple[str, str | None]]:
+    """task → (kind, correctness key): NER when every run's records of it read as spans."""
+    tasks: list[str] = []
+    for run in runs:
+        tasks.extend(t for t in run.tasks if t not in tasks)
+    kinds: dict[str, tuple[str, str | None]] = {}
+    for task in tasks:
+        per_run = [[r for r in run.records if r.get("task") == task] for run in runs if task in run.tasks]
+        if per_run and all(is_span_task(records) for records in per_run if records) and any(per_run):
+            kinds[task] = (TaskKind.NER, None)
+            continue
+        key = correctness_key(task, runs, infos.get(task))
+        kinds[task] = (TaskKind.correctness(key), key) if key else (TaskKind.SCORED, None)
+    return kinds
+
+
+def _json_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _inputs(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    inputs = record.get("inputs")
+    return inputs if isinstance(inputs, Mapping) else {}
+
+
+def _shown_inputs(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The inputs for the page: long texts cut at :data:`INPUT_CHARS`, saying so."""
+    shown = {}
+    for key, value in _inputs(record).items():
+        if isinstance(value, str) and len(value) > INPUT_CHARS:
+            value = (f"{value[:INPUT_CHARS]}\n[… {len(value) - INPUT_CHARS:,} more characters not shown here; "
+                     "the whole input is in the run's samples.jsonl]")
+        shown[key] = value
+    return shown
+
+
+def _gold_text(record: Mapping[str, Any], ner: bool) -> str:
+    gold = record.get("gold")
+    if ner:
+        spans = gold_spans(gold) or ()
+        return "; ".join(f"{span_text(_inputs(record), s)} ({s.label})" for s in spans) or "(no entity)"
+    if gold is None:
+        return ""
+    return _json_text(gold)
+
+
+def _prediction_text(record: Mapping[str, Any], ner: bool) -> str:
+    prediction = record.get("prediction")
+    if prediction is None:
+        return ""
+    if ner:
+        spans = prediction_spans(prediction, record.get("gold")) or ()
+        return "; ".join(f"{span_text(_inputs(record), s)} ({s.label})" for s in spans) or "(no entity)"
+    if isinstance(prediction, Mapping) and "rank" in prediction and "depth" in prediction:
+        # a ranking: where the gold candidate came, within the ranked depth
+        rank, depth = prediction.get("rank"), prediction.get("depth")
+        where = f"rank {rank} of the top {depth}" if rank is not None else f"not in the top {depth}"
+        return f"{where}; ranked: {_json_text(prediction.get('top'))}"
+    return _json_text(prediction)
+
+
+def _diagnostics(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The parse diagnostics that say something (a set flag, a count above 0, a non-empty list)."""
+    found = record.get("diagnostics")
+    if not isinstance(found, Mapping):
+        return {}
+    return {k: v for k, v in found.items()
+            if v not in (False, 0, None, "", [], {}) and not (k.endswith("coverage") and v == 1.0)}
+
+
+def _entities(record: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    gold_out, pred_out = sample_outcomes(record)
+    inputs = _inputs(record)
+    entities = [{"side": o.side, "text": span_text(inputs, o.span), "label": o.span.label, "category": o.category,
+                 "start": o.span.start, "end": o.span.end} for o in (*gold_out, *pred_out)]
+    return entities, list(dict.fromkeys(o.category for o in (*gold_out, *pred_out)))
+
+
+def _result(record: Mapping[str, Any], kind: str, key: str | None) -> dict[str, Any]:
+    ner = kind == TaskKind.NER
+    outcomes: list[str] = []
+    result: dict[str, Any] = {
+        "answer": record.get("answer"),
+        "prediction_text": _prediction_text(record, ner),
+        "scores": dict(record.get("scores") or {}),
+        "parse_failed": record.get("parse_failed"),
+        "error": record.get("error"),
+    }
+    diagnostics = _diagnostics(record)
+    if diagnostics:
+        result["diagnostics"] = diagnostics
+    if ner:
+        result["entities"], outcomes = _entities(record)
+    elif key is not None:
+        value = _number((record.get("scores") or {}).get(key))
+        if value is not None:
+            outcomes.append("correct" if value == 1.0 else "incorrect")
+    if record.get("parse_failed") is True:
+        outcomes.append(PARSE_FAILURE)
+    if record.get("error"):
+        outcomes.append(ERROR)
+    result["outcomes"] = outcomes
+    judge = record.get("judge")
+    if judge is not None:
+        result["judge"] = dict(judge) if isinstance(judge, Mapping) else {"judge": judge}
+    return result
+
+
+def _score_keys(task: str, runs: Sequence[ReportRun], info: TaskInfo | None) -> list[str]:
+    """Per-sample score keys in the task's metric order (the browser puts the rest after them)."""
+    present: set[str] = set()
+    for run in runs:
+        for record in run.records:
+            if record.get("task") == task:
+                present.update((record.get("scores") or {}).keys())
+                break
+    declared = [m for m in (info.metrics if info else ()) if m in present]
+    return declared
+
+
+def browser_data(runs: Sequence[ReportRun], infos: Mapping[str, TaskInfo] | None = None) -> dict[str, Any]:
+    """Every sample of every run in the browser's data contract (:class:`evalpipe.report.browser.BrowserData`).
+
+    Samples are keyed by (task, id); a sample only some runs evaluated has only their results. Order:
+    tasks as the runs list them, samples in the first run's order, then samples only later runs have.
+    """
+    infos = infos or {}
+    kinds = task_kinds(runs, infos)
+    samples: dict[tuple[str, str], dict[str, Any]] = {}
+    for index, run in enumerate(runs):
+        key = run_key(index)
+        for record in run.records:
+            task = str(record.get("task"))
+            if task not in kinds:
+                continue
+            kind, correct_key = kinds[task]
+            sample_id = str(record.get("id"))
+            sample = samples.get((task, sample_id))
+            if sample is None:
+                sample = samples[(task, sample_id)] = {
+                    "task": task, "id": sample_id, "input": _shown_inputs(record),
+                    "gold_text": _gold_text(record, kind == TaskKind.NER), "runs": {},
+                }
+            sample["runs"][key] = _result(record, kind, correct_key)
+    order = {task: i for i, task in enumerate(kinds)}
+    ordered = sorted(samples.values(), key=lambda s: order[s["task"]])  # stable: keeps the runs' order
+    return {
+        "runs": [{"key": run_key(i), "label": run.label, "path": str(run.path)} for i, run in enumerate(runs)],
+        "tasks": [{"name": task, "kind": kind,
+                   "score_keys": _score_keys(task, runs, infos.get(task))} for task, (kind, _) in kinds.items()],
+        "samples": ordered,
+    }
+
+
+#: outcomes a metrics row links to, in this order, with the words its link shows
+LINKED_OUTCOMES = (("missed", "missed"), ("spurious", "spurious"), ("boundary", "boundary"), ("type", "type"),
+                   ("boundary+type", "boundary+type"), ("incorrect", "incorrect"),
+                   (PARSE_FAILURE, "parse failures"), (ERROR, "errors"))
+
+
+class SampleLinks:
+    """Links from the report's numbers to the rows behind them in the sample browser, with the row counts.
+
+    Counts are samples (rows), not entities: a sentence with two missed entities is one row.
+    """
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self.samples: dict[tuple[str, str], int] = {}
+        self.outcomes: dict[tuple[str, str], dict[str, int]] = {}
+        for sample in data["samples"]:
+            for key, result in sample["runs"].items():
+                where = (sample["task"], key)
+                self.samples[where] = self.samples.get(where, 0) + 1
+                counts = self.outcomes.setdefault(where, {})
+                for outcome in result.get("outcomes") or ():
+                    counts[outcome] = counts.get(outcome, 0) + 1
+
+    def all(self, task: str, run: str) -> str:
+        """``#samples?task=…&run=…``: every sample of the task in the run."""
+        return samples_fragment(task=task, run=run)
+
+    def outcome(self, task: str, run: str, outcome: str) -> str:
+        return samples_fragment(task=task, run=run, outcome=outcome)
+
+    def count(self, task: str, run: str, outcome: str | None = None) -> int:
+        if outcome is None:
+            return self.samples.get((task, run), 0)
+        return self.outcomes.get((task, run), {}).get(outcome, 0)
+
+    def row_links(self, task: str, run: str) -> tuple[tuple[str, str], ...]:
+        """(text, href) of each outcome the task's samples in this run have, e.g. ("missed: 12", …)."""
+        counts = self.outcomes.get((task, run), {})
+        return tuple((f"{words}: {counts[outcome]}", self.outcome(task, run, outcome))
+                     for outcome, words in LINKED_OUTCOMES if counts.get(outcome))
+
+    @staticmethod
+    def sample(task: str, sample_id: str, run: str, compare: str | None = None) -> str:
+        """One sample of one run (``compare``: another run beside it)."""
+        return samples_fragment(task=task, sample=sample_id, run=run, compare=compare)
