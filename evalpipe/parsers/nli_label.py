@@ -27,21 +27,23 @@ from evalpipe.records import Prediction
 LABELS = ("entailment", "contradiction", "neutral")
 
 _LABEL = r"(entailment|contradiction|neutral)"
+# Blank and noise runs are possessive (``*+``): what follows them never starts with what they
+# take, so no match changes, but "answer" + n blanks is no longer O(n²) backtracking.
 _LEAD_IN = (
-    r"(?:(?:final\s+)?answer|label|prediction|relation(?:ship)?|output)\s*(?:is\s*)?[:=\-]?"
+    r"(?:(?:final\s+)?answer|label|prediction|relation(?:ship)?|output)\s*+(?:is\s*+)?[:=\-]?"
     r"|the\s+(?:final\s+|correct\s+)?answer\s+is"
     r"|the\s+(?:logical\s+)?relation(?:ship)?(?:\s+between\s+the\s+(?:two\s+)?sentences)?\s+is"
     r"|it\s+is|this\s+is"
 )
-_NOISE = r"[\s*_`'\"\[\](){}#>.:\-]*"
+_NOISE = r"[\s*_`'\"\[\](){}#>.:\-]*+"
 _LEADING = re.compile(rf"^{_NOISE}(?:(?:{_LEAD_IN}){_NOISE})?{_LABEL}\b", re.IGNORECASE)
 _COMMITTING = re.compile(rf"(?:{_LEAD_IN}){_NOISE}{_LABEL}\b", re.IGNORECASE)
 _MENTION = re.compile(rf"\b{_LABEL}\b", re.IGNORECASE)
 _NEGATION = re.compile(r"\b(?:not|no|isn't|is\s+not|neither|nor)\s*$", re.IGNORECASE)
-_HEDGE = re.compile(rf"^[\s*_`'\"]*(?:or|/|and\s*/\s*or)[\s*_`'\"]*{_LABEL}\b", re.IGNORECASE)
+_HEDGE = re.compile(rf"^[\s*_`'\"]*+(?:or|/|and\s*+/\s*+or)[\s*_`'\"]*+{_LABEL}\b", re.IGNORECASE)
 
 
-_REJECTED = re.compile(r"^[\s*_`'\"]*(?:is|would\s+be|seems)?\s*(?:wrong|incorrect|not\b|isn't|unlikely)",
+_REJECTED = re.compile(r"^[\s*_`'\"]*+(?:is|would\s+be|seems)?\s*+(?:wrong|incorrect|not\b|isn't|unlikely)",
                        re.IGNORECASE)
 
 
