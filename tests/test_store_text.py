@@ -12,10 +12,13 @@ import json
 import sqlite3
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from evalpipe.cache import ResponseStore, cache_key
 from evalpipe.records import Completion, GenerationParams, Message, Prediction, Prompt, Usage
 from evalpipe.results import RunDir
+from tests.fuzz.strategies import fuzz_settings
 
 LONE = "\udcff"
 ANSWERS = [
@@ -197,3 +200,34 @@ def test_a_run_with_a_surrogate_answer_finishes_and_resumes_without_asking_again
     resumed = asyncio.run(execute(config, lambda _: again, tmp_path))
     assert resumed.metrics == outcome.metrics and again.calls == []
     assert rescore(outcome.run_dir.path).metrics == outcome.metrics
+
+
+# ---- any text at all
+
+
+@fuzz_settings(150)
+@given(texts=st.lists(st.text(st.characters(), max_size=40), min_size=1, max_size=6))
+def test_any_text_round_trips_through_the_store(tmp_path_factory, texts):
+    store = ResponseStore(tmp_path_factory.mktemp("store") / "r.sqlite")
+    for i, text in enumerate(texts):
+        store.put(f"k{i}", "m", _completion(text, finish=text[:3]))
+    found = store.get_many([f"k{i}" for i in range(len(texts))])
+    assert [found[f"k{i}"].text for i in range(len(texts))] == texts
+    assert [found[f"k{i}"].finish_reason for i in range(len(texts))] == [t[:3] for t in texts]
+    store.close()
+
+
+@fuzz_settings(150)
+@given(record=st.dictionaries(st.text(st.characters(), max_size=5), st.text(st.characters(), max_size=30), max_size=4))
+def test_any_text_is_written_as_valid_utf8_json(tmp_path_factory, record):
+    run_dir = RunDir(tmp_path_factory.mktemp("run"))
+    run_dir.write_samples([record])
+    raw = run_dir.samples_path().read_bytes().decode("utf-8")  # strict: valid UTF-8
+    (back,) = run_dir.read_samples()
+
+    def units(text: str) -> bytes:  # UTF-16 code units: a split surrogate pair reads back joined
+        return text.encode("utf-16-le", "surrogatepass")
+
+    assert raw.endswith("\n")
+    assert sorted(map(units, back)) == sorted(map(units, record))
+    assert sorted(map(units, back.values())) == sorted(map(units, record.values()))

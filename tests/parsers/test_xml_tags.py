@@ -398,7 +398,7 @@ def test_absurd_source_costs_bounded_time_and_memory():
     import tracemalloc
 
     answer = f"<response>{TAGGED}</response>"
-    medium, huge = _truncated_source(100_000), _truncated_source(400_000)  # ~0.9 MB, ~3.4 MB
+    medium, huge = _truncated_source(50_000), _truncated_source(200_000)  # ~0.4 MB, ~1.7 MB
 
     def peak(source: str) -> int:
         tracemalloc.start()
