@@ -110,6 +110,7 @@ _TAG_RE = re.compile(r"<([ \t]{0,4})(/?)([ \t]{0,4})(" + _NAME + r")([^<>\n]{0,2
 _FENCE_RE = re.compile(r"```(?:[A-Za-z0-9_+-]{0,20}[ \t]{0,20}\r?\n)?")
 _NON_BLANK = re.compile(r"\S")
 _BLANKS = re.compile(r"\s+")  # \s is exactly str.isspace
+_WORD_RUN = re.compile(r"\S+")
 #: every character for which str.isspace() is True (tests check the list is complete)
 WHITESPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + (
     "\u2028\u2029\u202f\u205f\u3000")
@@ -487,8 +488,22 @@ class _Alignment:
         return (lo, hi) if hi - lo + 1 <= 2 * (k1 - k0) + 2 else None
 
 
+class _Words:
+    """Where the non-blank runs of a text are, so "does text[a:b] hold anything but blanks?" is
+    one bisect — not a slice per entity, which is quadratic for thousands of nested tags."""
+
+    def __init__(self, text: str) -> None:
+        runs = [m.span() for m in _WORD_RUN.finditer(text)]
+        self.starts = [a for a, _ in runs]
+        self.ends = [b for _, b in runs]
+
+    def has_text(self, start: int, end: int) -> bool:
+        k = bisect_right(self.ends, start)  # first run ending after start
+        return k < len(self.starts) and max(self.starts[k], start) < end
+
+
 def _align_entities(stripped: str, source: str, entities: list[tuple[int, int, str]],
-                    diag: dict[str, Any]) -> list[Span]:
+                    diag: dict[str, Any], words: _Words) -> list[Span]:
     """Carry entity spans over the stripped answer onto the source (rules 6, 7 and 9)."""
     s_keys, s_off, diag["source_truncated"] = _keys(source, MAX_SOURCE_KEYS)
     a_keys, a_off, _ = _keys(stripped, 2 * len(s_keys) + 1000)
@@ -510,7 +525,7 @@ def _align_entities(stripped: str, source: str, entities: list[tuple[int, int, s
     alignment = _Alignment(len(a_keys), len(s_keys), blocks)
     spans: set[Span] = set()
     for (e0, e1, label), (k0, k1) in zip(entities, ranges):
-        if not stripped[e0:e1].strip():
+        if not words.has_text(e0, e1):
             continue  # whitespace-only entity: nothing to find
         mapped = alignment.map_entity(k0, k1) if k1 > k0 else None
         if mapped is None:
@@ -575,9 +590,10 @@ def parse_tagged_answer(answer: str | None, source_text: str, tag_map: Mapping[s
         diag["empty"] = True
         return TaggedParse(spans=(), diagnostics=diag, failed=True)
     diag["text_altered"] = _differs_beyond_blanks(stripped, source)
-    spans = _align_entities(stripped, source, entities, diag)
+    words = _Words(stripped if entities else "")  # only entities ask it anything
+    spans = _align_entities(stripped, source, entities, diag, words)
     # rule 8: the answer's own coverage vouches for it only when it tags something
-    tagged = any(stripped[e0:e1].strip() for e0, e1, _ in entities)
+    tagged = any(words.has_text(e0, e1) for e0, e1, _ in entities)
     explained = diag["source_coverage"] >= MIN_COVERAGE or (tagged and diag["answer_coverage"] >= MIN_COVERAGE)
     failed = not explained
     return TaggedParse(spans=() if failed else tuple(spans), diagnostics=diag, failed=failed)
