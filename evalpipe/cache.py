@@ -16,6 +16,14 @@ a restarted server on another port must not invalidate finished work).
 The same file keeps the replies of LLM judges (table ``judgements``, :mod:`evalpipe.judging`), one
 committed row per reply, keyed by judge model, rubric sha256, task, sample, the judged answer's
 sha256 and attempt — usable or not, so judging resumes without asking a judge twice.
+
+Text that UTF-8 cannot encode is stored losslessly. A JSON answer may carry a lone surrogate
+(``"\\udcff"`` is valid JSON, and ``json.loads`` gives a Python string holding U+DCFF); SQLite's
+driver refuses such a string, and one refused answer would stop every re-run at the same place.
+So a string that does not encode is stored as a BLOB of its ``surrogatepass`` UTF-8 bytes in the
+same column (SQLite keeps a BLOB as it is in a TEXT column; no schema change), and every read
+decodes a BLOB back to the very same string (:func:`to_db_text`, :func:`from_db_text`). Ordinary
+text keeps the TEXT storage class, byte for byte as before.
 """
 
 from __future__ import annotations
@@ -79,6 +87,28 @@ CREATE TABLE IF NOT EXISTS plan (
 """
 
 
+def to_db_text(value: str | None) -> str | bytes | None:
+    """``value`` as SQLite can store it: itself, or (when UTF-8 cannot encode it) its bytes.
+
+    The bytes are UTF-8 with lone surrogates written as their three-byte forms
+    (``surrogatepass``), so :func:`from_db_text` gives back exactly ``value``.
+    """
+    if value is None:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogatepass")
+    return value
+
+
+def from_db_text(value: str | bytes | None) -> str | None:
+    """The string :func:`to_db_text` stored (a BLOB is decoded with ``surrogatepass``)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogatepass")
+    return value
+
+
 @dataclass(frozen=True)
 class StoredJudgement:
     """One judge reply as the store keeps it (see :meth:`ResponseStore.put_judgement`).
@@ -113,7 +143,8 @@ def cache_key(model: str, prompt: Prompt) -> str:
     if prompt.choices is not None:  # only then: keys of prompts without choices stay as they were
         payload["choices"] = list(prompt.choices)
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    # surrogatepass: a prompt holding a lone surrogate gets a key too; other text encodes as before
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class StoreError(RuntimeError):
@@ -153,12 +184,12 @@ class ResponseStore:
     def _completion(row: tuple) -> Completion:
         _, text, finish, p_tok, c_tok, latency, attempts, endpoint = row
         return Completion(
-            text=text,
-            finish_reason=finish,
+            text=from_db_text(text),
+            finish_reason=from_db_text(finish),
             usage=Usage(p_tok, c_tok),
             latency_s=latency or 0.0,
             attempts=attempts or 1,
-            endpoint_url=endpoint,
+            endpoint_url=from_db_text(endpoint),
         )
 
     def get(self, key: str) -> Completion | None:
@@ -180,7 +211,8 @@ class ResponseStore:
         """Store a successful answer in its own committed transaction.
 
         The endpoint that answered is kept without credentials (``redact_url``), so a sample can
-        be traced to the replica that served it.
+        be traced to the replica that served it. Text UTF-8 cannot encode (a lone surrogate) is
+        stored losslessly as bytes (see the module docstring), never refused.
         """
         if not completion.ok:
             raise ValueError("only successful completions are stored")
@@ -189,15 +221,15 @@ class ResponseStore:
             " completion_tokens, latency_s, attempts, created, endpoint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 key,
-                model,
-                completion.text,
-                completion.finish_reason,
+                to_db_text(model),
+                to_db_text(completion.text),
+                to_db_text(completion.finish_reason),
                 completion.usage.prompt_tokens,
                 completion.usage.completion_tokens,
                 completion.latency_s,
                 completion.attempts,
                 time.time(),
-                redact_url(completion.endpoint_url) if completion.endpoint_url else None,
+                to_db_text(redact_url(completion.endpoint_url)) if completion.endpoint_url else None,
             ),
         )
 
@@ -211,8 +243,8 @@ class ResponseStore:
         """
         infos = infos or [{} for _ in rows]
         wanted = [(sid, key, json.dumps(info)) for (sid, key, _), info in zip(rows, infos)]
-        recorded = self._db.execute(
-            "SELECT sample_id, key, info FROM plan WHERE task = ? ORDER BY position", (task,)).fetchall()
+        recorded = [(from_db_text(sid), key, info) for sid, key, info in self._db.execute(
+            "SELECT sample_id, key, info FROM plan WHERE task = ? ORDER BY position", (task,))]
         if recorded == wanted:
             return
         with self._db:
@@ -220,7 +252,7 @@ class ResponseStore:
             self._db.execute("DELETE FROM plan WHERE task = ?", (task,))
             self._db.executemany(
                 "INSERT INTO plan VALUES (?, ?, ?, ?, ?, ?)",
-                [(task, sid, i, key, prompt, info_json)
+                [(task, to_db_text(sid), i, key, to_db_text(prompt), info_json)
                  for i, ((sid, key, prompt), (_, _, info_json)) in enumerate(zip(rows, wanted))],
             )
 
@@ -233,7 +265,7 @@ class ResponseStore:
         rows = self._db.execute(
             "SELECT sample_id, key, prompt, info FROM plan WHERE task = ? ORDER BY position", (task,)
         )
-        return [(sid, key, prompt, json.loads(info)) for sid, key, prompt, info in rows]
+        return [(from_db_text(sid), key, from_db_text(prompt), json.loads(info)) for sid, key, prompt, info in rows]
 
     def get_vectors(self, keys: list[str]) -> dict[str, bytes]:
         """Stored embedding vectors (float32 bytes) among ``keys`` (retrieval tasks' candidate pools)."""

@@ -20,6 +20,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import subprocess
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -229,10 +230,10 @@ class RunDir:
             handle.close()
 
     def write_json(self, path: Path, data: Any) -> None:
-        _atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+        _atomic_write(path, _dumps(data, indent=2, sort_keys=False) + "\n")
 
     def write_samples(self, records: Iterable[Mapping[str, Any]], compat: str | None = None) -> None:
-        lines = (json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        lines = (_dumps(r) + "\n" for r in records)
         _atomic_write(self.samples_path(compat), "".join(lines))
 
     def read_json(self, path: Path) -> Any:
@@ -291,6 +292,19 @@ class RunDir:
         path = self.samples_path(compat)
         with path.open(encoding="utf-8") as handle:
             return [json.loads(line) for line in handle if line.strip()]
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _dumps(data: Any, **kwargs: Any) -> str:
+    """``json.dumps(ensure_ascii=False)``, but a lone surrogate (which UTF-8 cannot encode; a model
+    answer may hold one) is written as its ``\\uXXXX`` escape: valid UTF-8, read back as the same
+    string (except that a high surrogate directly followed by a low one is read back as the one
+    character the pair encodes). Surrogates can only occur inside JSON strings, so the
+    substitution is safe."""
+    text = json.dumps(data, ensure_ascii=False, **kwargs)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -26,8 +26,11 @@ from collections.abc import Mapping
 from evalpipe.records import Prediction
 
 _LETTER = r"(?:\(\s*([A-Za-z])\s*\)|\[\s*([A-Za-z])\s*\]|\**([A-Z])\**)"
+# Runs of blanks and stars are matched possessively (``*+``): no element after them can start
+# with what they take, so this changes no match, but "answer" + 200 blanks no longer costs
+# O(n⁴) backtracking (2.6 s for 160 blanks before).
 _STATED = re.compile(
-    rf"\banswer\b\s*(?:is|would\s+be|:)?\s*[:\-]?\s*\**\s*(?:option\s+)?{_LETTER}(?![A-Za-z0-9])",
+    rf"\banswer\b\s*+(?:is|would\s++be|:)?\s*+[:\-]?\s*+\**+\s*+(?:option\s++)?{_LETTER}(?![A-Za-z0-9])",
     re.IGNORECASE,
 )
 _LEADING = re.compile(
@@ -35,7 +38,7 @@ _LEADING = re.compile(
     r"(?:\(\s*([A-Za-z])\s*\)|\[\s*([A-Za-z])\s*\]|([A-Z])(?=\s*(?:[:.)\-]|$|\*)))",
     re.IGNORECASE,
 )
-_BOLD = re.compile(r"\*\*\s*\(?([A-Z])\)?\s*[:.]?\s*\*\*")
+_BOLD = re.compile(r"\*\*\s*+\(?([A-Z])\)?\s*+[:.]?\s*+\*\*")
 
 
 def _letter(match: re.Match[str]) -> str:

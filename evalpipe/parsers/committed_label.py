@@ -29,14 +29,16 @@ from functools import lru_cache
 from evalpipe.records import Prediction
 
 _LEAD_IN = (
-    r"(?:(?:final\s+)?answer|label|prediction|relation(?:ship)?|output)\s*(?:is\s*)?[:=\-]?"
+    r"(?:(?:final\s+)?answer|label|prediction|relation(?:ship)?|output)\s*+(?:is\s*+)?[:=\-]?"
     r"|the\s+(?:final\s+|correct\s+)?answer\s+is"
     r"|the\s+(?:logical\s+)?relation(?:ship)?(?:\s+between\s+the\s+(?:two\s+)?sentences)?\s+is"
     r"|it\s+is|this\s+is"
 )
-_NOISE = r"[\s*_`'\"\[\](){}#>.:\-]*"
+# blank and noise runs are possessive (``*+``): what follows them never starts with what they take,
+# so no match changes, but "answer" + n blanks is no longer O(n²) backtracking
+_NOISE = r"[\s*_`'\"\[\](){}#>.:\-]*+"
 _NEGATION = re.compile(r"\b(?:not|no|isn't|is\s+not|neither|nor)\s*$", re.IGNORECASE)
-_REJECTED = re.compile(r"^[\s*_`'\"]*(?:is|would\s+be|seems)?\s*(?:wrong|incorrect|not\b|isn't|unlikely)",
+_REJECTED = re.compile(r"^[\s*_`'\"]*+(?:is|would\s+be|seems)?\s*+(?:wrong|incorrect|not\b|isn't|unlikely)",
                        re.IGNORECASE)
 
 
@@ -55,7 +57,7 @@ class CommittedLabels:
         self.leading = re.compile(rf"^{_NOISE}(?:(?:{_LEAD_IN}){_NOISE})?{label}\b", re.IGNORECASE)
         self.committing = re.compile(rf"(?:{_LEAD_IN}){_NOISE}{label}\b", re.IGNORECASE)
         self.mention = re.compile(rf"\b{label}\b", re.IGNORECASE)
-        self.hedge = re.compile(rf"^[\s*_`'\"]*(?:or|/|and\s*/\s*or)[\s*_`'\"]*{label}\b", re.IGNORECASE)
+        self.hedge = re.compile(rf"^[\s*_`'\"]*+(?:or|/|and\s*+/\s*+or)[\s*_`'\"]*+{label}\b", re.IGNORECASE)
 
     def canonical(self, spelling: str) -> str:
         return self.spellings[spelling.casefold()]

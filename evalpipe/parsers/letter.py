@@ -54,12 +54,14 @@ _STATED = re.compile(
     r"(?:\s+(?i:is|would\s+be|will\s+be|should\s+be|must\s+be))?\s*(?:[:\-=]\s*)?"
     r"(?:(?i:option|choice|letter)\s+)?" + _TOKEN.format(n="s")
 )
-_ALONE = re.compile(r"^\s*(?:(?i:option|choice)\s+)?" + _TOKEN.format(n="a") + r"\s*[.:)]?\s*$")
+# blank runs are possessive (``*+``) where what follows cannot start with a blank: the same matches,
+# without quadratic backtracking on long runs of blanks (a fuzz finding)
+_ALONE = re.compile(r"^\s*(?:(?i:option|choice)\s+)?" + _TOKEN.format(n="a") + r"\s*+[.:)]?\s*+$")
 _LEADING = re.compile(r"^\s*(?:(?i:option|choice)\s+)?"
                       r"(?:\(\s*(?P<p>[A-Za-z])\s*\)|\[\s*(?P<b>[A-Za-z])\s*\]|(?P<u>[A-Za-z])\s*[.:)])")
 _HEDGE = re.compile(
     r"(?:(?i:either)\s+)?(?:(?i:option)\s+)?" + _TOKEN.format(n="x")
-    + r"\s*(?:,?\s*(?i:or)|/|(?i:and)\s*/\s*(?i:or))\s*(?:(?i:option)\s+)?" + _TOKEN.format(n="y")
+    + r"\s*+(?:,?\s*+(?i:or)|/|(?i:and)\s*+/\s*+(?i:or))\s*+(?:(?i:option)\s+)?" + _TOKEN.format(n="y")
 )
 _REFUSAL = re.compile(
     r"\b(?:I\s+(?:can(?:no|')t|am\s+(?:not\s+able|unable)|won't|will\s+not)|I'm\s+(?:sorry|not\s+able|unable)|"

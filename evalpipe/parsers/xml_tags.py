@@ -42,25 +42,37 @@ for Chinese); :func:`char_spans_to_token_spans` snaps the result onto a task's t
    no more than a normal one). Because the alignment is positional, an entity whose text occurs
    twice in the source maps to the occurrence at its place in the answer. When the texts are too
    big for that (product of lengths > 4·10⁶) each entity's key text is searched in the source in
-   answer order instead, and the coverages of rule 8 are the share of each text's 16-character
-   chunks found in the other (a cheap stand-in for aligned characters).
+   answer order instead (an entity nested in one already found is placed by it), and the
+   coverages of rule 8 are the share of each text's 16-character chunks found in the other (a
+   cheap stand-in for aligned characters).
 7. **Entity mapping.** An entity is kept if at least half of its key characters are aligned; its
    span runs from its first to its last aligned character, extended at either end over as many
    *unaligned* source characters as it had unaligned characters there (so ``tumour`` vs source
    ``tumor`` covers the whole word), and must not be more than about twice the entity's length.
    Other entities are dropped and counted in ``unaligned_entities``.
 8. **Failure.** ``failed`` is True when the tag-stripped content is empty (``empty``) or when
-   neither text is mostly explained by the other: aligned characters cover < 50 % of the
-   source's *and* < 50 % of the answer's key characters. So "I'm sorry, I can't help" fails,
-   while an untagged verbatim copy (no entities), a truncated copy or a bare list of entities
-   that all occur in the source are valid predictions. A failed parse has no spans.
+   the answer is not explained by the source: aligned characters cover < 50 % of the source's
+   key characters, and the answer either tags no entity or has < 50 % of its own key characters
+   aligned. So "I'm sorry, I can't help" fails, and so does an untagged answer that merely
+   occurs in the source (``cancer``, ``No``, an untagged copy of less than half the text): it
+   is not a copy of the text, so it cannot stand for "no entity here". An untagged copy of most
+   of the text (no entities), a tagged copy even if truncated, and a bare list of tagged
+   entities that occur in the source (``<disease>colon cancer</disease>``) are valid
+   predictions. A failed parse has no spans.
+9. **Bounds.** Parsing is linear in the answer and the source (time and memory) whatever they
+   hold: tags, references and nesting are read in one pass, each entity is mapped in O(1), and
+   only the first ``MAX_SOURCE_KEYS`` (100,000) key characters of the source are aligned — a
+   longer (absurd) source sets ``source_truncated`` and its entities past that point are
+   ``unaligned_entities``; its coverage is measured on the aligned part. The search of rule 6
+   gives up after scanning ``SEARCH_WORK_FACTOR·(|answer| + |source|)`` key characters in all
+   (only many failed searches reach that); entities it has not reached are unaligned.
 
 ``text_altered`` is True whenever the tag-stripped content differs from the source other than in
 whitespace (before normalisation). Diagnostics always hold the same keys so run summaries can
 aggregate them: ``empty``, ``wrapper_missing``, ``code_fence`` (bool), ``tags_unbalanced``,
 ``unknown_tags``, ``unaligned_entities`` (int), ``text_altered`` (bool), ``unknown_tag_names``
 (sorted tuple, at most 20), ``source_coverage`` and ``answer_coverage`` (floats in [0, 1]),
-``fullwidth_tags`` (int).
+``fullwidth_tags`` (int), ``source_truncated`` (bool).
 """
 
 from __future__ import annotations
@@ -71,6 +83,7 @@ import html
 import re
 import unicodedata
 from bisect import bisect_left, bisect_right
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -84,11 +97,23 @@ MIN_BLOCK = 3  # shorter matching blocks are treated as coincidence
 MIN_COVERAGE = 0.5  # below this on both sides the answer is not a copy of the source
 MAX_NAMES = 20  # unknown tag names kept in diagnostics
 SEQUENCE_MATCHER_BUDGET = 4_000_000  # len(answer keys) * len(source keys) above which we search instead
+#: key characters of the source that are aligned at most (rule 9); ~50 times a PubMed abstract
+MAX_SOURCE_KEYS = 100_000
+#: characters scanned per key character wanted, at most, when reading keys (whitespace-only junk)
+SCAN_FACTOR = 8
+#: the search fallback scans at most this many characters per key character of both texts
+SEARCH_WORK_FACTOR = 64
 
 # Every quantifier is bounded or followed by a disjoint class, so matching stays linear on 1 MB junk.
 _NAME = r"[A-Za-z][A-Za-z0-9_.:-]{0,63}(?![A-Za-z0-9_.:-])"
 _TAG_RE = re.compile(r"<([ \t]{0,4})(/?)([ \t]{0,4})(" + _NAME + r")([^<>\n]{0,256})>")
 _FENCE_RE = re.compile(r"```(?:[A-Za-z0-9_+-]{0,20}[ \t]{0,20}\r?\n)?")
+_NON_BLANK = re.compile(r"\S")
+_BLANKS = re.compile(r"\s+")  # \s is exactly str.isspace
+_WORD_RUN = re.compile(r"\S+")
+#: every character for which str.isspace() is True (tests check the list is complete)
+WHITESPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + (
+    "\u2028\u2029\u202f\u205f\u3000")
 _ENTITY_RE = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 _NORM_CACHE: dict[str, str] = {}
 
@@ -112,6 +137,7 @@ def _diagnostics() -> dict[str, Any]:
         "empty": False, "wrapper_missing": False, "code_fence": False, "tags_unbalanced": 0,
         "unknown_tags": 0, "unaligned_entities": 0, "text_altered": False,
         "unknown_tag_names": (), "source_coverage": 0.0, "answer_coverage": 0.0, "fullwidth_tags": 0,
+        "source_truncated": False,
     }
 
 
@@ -152,14 +178,42 @@ def _extract_content(text: str, wrapper: str, diag: dict[str, Any]) -> str:
     return _FENCE_RE.sub("", content)
 
 
-def _unescape(piece: str, source: str) -> str:
+class _SourceRefs:
+    """Answers to "does the source hold this character / this reference literally?" (rule 5).
+
+    Worked out once per parse from the source, so each ``&…;`` in the answer costs O(1) instead of
+    a search of the whole source (an answer of 100,000 references against a long source).
+    """
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self._chars: set[str] | None = None
+        self._refs: set[str] | None = None
+        self._texts: dict[str, bool] = {}
+
+    def has_text(self, text: str) -> bool:
+        if len(text) == 1:
+            if self._chars is None:
+                self._chars = set(self.source)
+            return text in self._chars
+        if text not in self._texts:  # multi-character results: a few named references only
+            self._texts[text] = text in self.source
+        return self._texts[text]
+
+    def has_reference(self, ref: str) -> bool:
+        if self._refs is None:  # references cannot overlap (no & or ; inside), so finditer sees all
+            self._refs = {m.group(0) for m in _ENTITY_RE.finditer(self.source)} if "&" in self.source else set()
+        return ref in self._refs
+
+
+def _unescape(piece: str, refs: _SourceRefs) -> str:
     """Unescape ``&amp;``-style references only where the source has the raw character."""
     if "&" not in piece:
         return piece
 
     def repl(m: re.Match[str]) -> str:
         raw = html.unescape(m.group(0))
-        return raw if raw != m.group(0) and raw in source and m.group(0) not in source else m.group(0)
+        return raw if raw != m.group(0) and refs.has_text(raw) and not refs.has_reference(m.group(0)) else m.group(0)
 
     return _ENTITY_RE.sub(repl, piece)
 
@@ -208,6 +262,7 @@ def _read_tags(content: str, tag_map: Mapping[str, str], ignore: set[str], sourc
     stack = _OpenElements(tag_map)
     entities: list[tuple[int, int, str]] = []
     unknown: set[str] = set()
+    refs = _SourceRefs(source)
     last = 0
 
     def note_unknown(name: str) -> None:
@@ -220,7 +275,7 @@ def _read_tags(content: str, tag_map: Mapping[str, str], ignore: set[str], sourc
         known = name in tag_map
         if not known and (blank_before or blank_after) and name not in ignore:
             continue  # "< b" is more likely text than a tag: leave it in the text
-        piece = _unescape(content[last:m.start()], source)
+        piece = _unescape(content[last:m.start()], refs)
         pieces.append(piece)
         length += len(piece)
         last = m.end()
@@ -235,7 +290,7 @@ def _read_tags(content: str, tag_map: Mapping[str, str], ignore: set[str], sourc
             stack.push(name, length)
             if not known:
                 note_unknown(name)
-    pieces.append(_unescape(content[last:], source))
+    pieces.append(_unescape(content[last:], refs))
     diag["tags_unbalanced"] += len(stack.known)
     diag["unknown_tag_names"] = tuple(sorted(unknown))[:MAX_NAMES]
     return "".join(pieces), entities
@@ -272,28 +327,46 @@ def _norm(ch: str) -> str:
     return key
 
 
-def _keys(text: str, limit: int | None = None) -> tuple[str, list[int]]:
-    """Whitespace-free normalised key of ``text`` and each key character's offset in ``text``."""
+def _keys(text: str, limit: int) -> tuple[str, list[int], bool]:
+    """Whitespace-free normalised key of ``text``, each key character's offset in ``text``, and
+    whether reading stopped before the end of the text's non-blank content.
+
+    Reading stops once ``limit`` key characters are read or ``SCAN_FACTOR * limit`` characters
+    are scanned (so a megabyte of blanks costs no more than a short text).
+    """
     keys: list[str] = []
     offsets: list[int] = []
-    for i, ch in enumerate(text):
+    stop = min(len(text), SCAN_FACTOR * limit)
+    for i in range(stop):
+        ch = text[i]
         if ch.isspace():
             continue
         for k in _norm(ch):
             keys.append(k)
             offsets.append(i)
-        if limit is not None and len(keys) >= limit:
+        if len(keys) >= limit:
+            stop = i + 1
             break
-    return "".join(keys), offsets
+    return "".join(keys), offsets, _NON_BLANK.search(text, stop) is not None
 
 
 def _ngram_coverage(x: str, y: str, n: int = 16) -> float:
-    """Share of ``x``'s n-character chunks found in ``y``: a cheap coverage for big texts."""
+    """Share of ``x``'s n-character chunks (every n-th position) found anywhere in ``y``.
+
+    A cheap coverage for big texts: O(|x| + |y|) time, and memory for ``x``'s chunks only.
+    """
     if len(x) < n or len(y) < n:
         return 1.0 if x and x in y else 0.0
-    grams = {y[i:i + n] for i in range(len(y) - n + 1)}
-    chunks = [x[i:i + n] for i in range(0, len(x) - n + 1, n)]
-    return sum(c in grams for c in chunks) / len(chunks)
+    chunks = Counter(x[i:i + n] for i in range(0, len(x) - n + 1, n))
+    total = sum(chunks.values())
+    found = 0
+    for i in range(len(y) - n + 1):
+        count = chunks.pop(y[i:i + n], 0)
+        if count:
+            found += count
+            if not chunks:
+                break
+    return found / total
 
 
 def _align_blocks(a: str, s: str) -> list[tuple[int, int, int]]:
@@ -302,41 +375,138 @@ def _align_blocks(a: str, s: str) -> list[tuple[int, int, int]]:
             if n >= MIN_BLOCK or (n and n in (len(a), len(s)))]
 
 
+class _Grams:
+    """The source's substrings of up to ``Q`` characters, to rule out most absent entity texts
+    without scanning the source: a text of at most ``Q`` characters occurs iff it is in the set
+    of its length; a longer one can occur only if each of its ``Q``-grams does."""
+
+    Q = 4
+
+    def __init__(self, s: str) -> None:
+        self.s = s
+        self._sets: dict[int, set[str]] = {}
+
+    def _grams(self, q: int) -> set[str]:
+        if q not in self._sets:
+            self._sets[q] = {self.s[i:i + q] for i in range(len(self.s) - q + 1)}
+        return self._sets[q]
+
+    def may_occur(self, needle: str) -> tuple[bool, int]:
+        """(False if ``needle`` surely does not occur, characters examined)."""
+        if len(needle) <= self.Q:
+            return needle in self._grams(len(needle)), len(needle)
+        grams = self._grams(self.Q)
+        for i in range(len(needle) - self.Q + 1):
+            if needle[i:i + self.Q] not in grams:
+                return False, i + self.Q
+        return True, len(needle)
+
+
 def _align_search(a: str, s: str, ranges: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
-    """Fallback for big texts: find each entity's key in the source, in answer order."""
+    """Fallback for big texts: find each entity's key in the source, in answer order.
+
+    Each search starts where the previous hit started. An entity inside one already found (a
+    nested tag) is placed by it, not searched again. Successful searches cost O(|a| + |s|) in
+    all (each scans from the last hit to the next). A text that cannot occur is mostly ruled
+    out by the source's 4-grams (:class:`_Grams`) without a scan; the rest of the failed
+    searches scan to the end, so they are remembered per text, and the whole search stops after
+    ``SEARCH_WORK_FACTOR * (|a| + |s|)`` characters of work: entities it did not reach stay
+    unaligned (and are counted so).
+    """
     blocks: list[tuple[int, int, int]] = []
-    cursor = 0
-    for k0, k1 in sorted(ranges, key=lambda r: (r[0], -r[1])):
-        if k1 > k0:
-            j = s.find(a[k0:k1], cursor)
-            if j >= 0:
-                blocks.append((k0, j, k1 - k0))
-                cursor = j
+    cursor = covered = 0
+    budget = SEARCH_WORK_FACTOR * (len(a) + len(s))
+    grams = _Grams(s)
+    absent: dict[str, int] = {}  # text -> cursor from which it was not found (cursors only grow)
+    for k0, k1 in sorted(set(ranges), key=lambda r: (r[0], -r[1])):
+        if k1 <= k0 or k1 <= covered:
+            continue
+        if budget <= 0:
+            break
+        needle = a[k0:k1]
+        if absent.get(needle, len(s) + 1) <= cursor:
+            continue
+        possible, examined = grams.may_occur(needle)
+        budget -= examined
+        if not possible:
+            continue
+        j = s.find(needle, cursor)
+        if j < 0:
+            budget -= len(s) - cursor + len(needle)
+            if len(needle) <= 256:
+                absent[needle] = cursor
+            continue
+        budget -= j - cursor + len(needle)
+        blocks.append((k0, j, k1 - k0))
+        cursor, covered = j, k1
     return blocks
 
 
-def _map_entity(k0: int, k1: int, a2s: list[int], s_used: list[bool]) -> tuple[int, int] | None:
-    """Key range of an entity in the answer → inclusive key range in the source (rule 7)."""
-    hits = [k for k in range(k0, k1) if a2s[k] >= 0]
-    if not hits or 2 * len(hits) < k1 - k0:
-        return None
-    lo, hi = a2s[hits[0]], a2s[hits[-1]]
-    for _ in range(hits[0] - k0):
-        if lo == 0 or s_used[lo - 1]:
-            break
-        lo -= 1
-    for _ in range(k1 - 1 - hits[-1]):
-        if hi + 1 >= len(s_used) or s_used[hi + 1]:
-            break
-        hi += 1
-    return (lo, hi) if hi - lo + 1 <= 2 * (k1 - k0) + 2 else None
+class _Alignment:
+    """Answer key → source key map built from matching blocks, with the running counts that let
+    each entity be mapped in O(1) (rule 7), however many entities nest over the same text."""
+
+    def __init__(self, a_len: int, s_len: int, blocks: Iterable[tuple[int, int, int]]) -> None:
+        a2s = [-1] * a_len
+        s_used = bytearray(s_len)
+        for i, j, n in blocks:
+            for d in range(n):
+                if a2s[i + d] < 0 and not s_used[j + d]:
+                    a2s[i + d] = j + d
+                    s_used[j + d] = 1
+        self.a2s = a2s
+        self.s_len = s_len
+        count = [0] * (a_len + 1)  # aligned answer keys before k
+        prev_hit = [-1] * (a_len + 1)  # last aligned answer key < k
+        for k, target in enumerate(a2s):
+            count[k + 1] = count[k] + (target >= 0)
+            prev_hit[k + 1] = k if target >= 0 else prev_hit[k]
+        next_hit = [a_len] * (a_len + 1)  # first aligned answer key >= k
+        for k in range(a_len - 1, -1, -1):
+            next_hit[k] = k if a2s[k] >= 0 else next_hit[k + 1]
+        prev_used = [-1] * (s_len + 1)  # last used source key < x
+        for x in range(s_len):
+            prev_used[x + 1] = x if s_used[x] else prev_used[x]
+        next_used = [s_len] * (s_len + 1)  # first used source key >= x
+        for x in range(s_len - 1, -1, -1):
+            next_used[x] = x if s_used[x] else next_used[x + 1]
+        self.count, self.prev_hit, self.next_hit = count, prev_hit, next_hit
+        self.prev_used, self.next_used = prev_used, next_used
+
+    def map_entity(self, k0: int, k1: int) -> tuple[int, int] | None:
+        """Key range of an entity in the answer → inclusive key range in the source (rule 7)."""
+        hits = self.count[k1] - self.count[k0]
+        if not hits or 2 * hits < k1 - k0:
+            return None
+        first, last = self.next_hit[k0], self.prev_hit[k1]
+        lo, hi = self.a2s[first], self.a2s[last]
+        # extend over as many unaligned source keys as the entity had unaligned keys at each end
+        if first > k0 and lo > 0:
+            lo = max(lo - (first - k0), self.prev_used[lo] + 1)
+        if k1 - 1 > last and hi + 1 < self.s_len:
+            hi = min(hi + (k1 - 1 - last), self.next_used[hi + 1] - 1)
+        return (lo, hi) if hi - lo + 1 <= 2 * (k1 - k0) + 2 else None
+
+
+class _Words:
+    """Where the non-blank runs of a text are, so "does text[a:b] hold anything but blanks?" is
+    one bisect — not a slice per entity, which is quadratic for thousands of nested tags."""
+
+    def __init__(self, text: str) -> None:
+        runs = [m.span() for m in _WORD_RUN.finditer(text)]
+        self.starts = [a for a, _ in runs]
+        self.ends = [b for _, b in runs]
+
+    def has_text(self, start: int, end: int) -> bool:
+        k = bisect_right(self.ends, start)  # first run ending after start
+        return k < len(self.starts) and max(self.starts[k], start) < end
 
 
 def _align_entities(stripped: str, source: str, entities: list[tuple[int, int, str]],
-                    diag: dict[str, Any]) -> list[Span]:
-    """Carry entity spans over the stripped answer onto the source (rules 6-7)."""
-    s_keys, s_off = _keys(source)
-    a_keys, a_off = _keys(stripped, 2 * len(s_keys) + 1000)
+                    diag: dict[str, Any], words: _Words) -> list[Span]:
+    """Carry entity spans over the stripped answer onto the source (rules 6, 7 and 9)."""
+    s_keys, s_off, diag["source_truncated"] = _keys(source, MAX_SOURCE_KEYS)
+    a_keys, a_off, _ = _keys(stripped, 2 * len(s_keys) + 1000)
     ranges = [(bisect_left(a_off, e0), bisect_left(a_off, e1)) for e0, e1, _ in entities]
     if a_keys == s_keys:
         blocks = [(0, 0, len(a_keys))]
@@ -350,18 +520,14 @@ def _align_entities(stripped: str, source: str, entities: list[tuple[int, int, s
         blocks = _align_search(a_keys, s_keys, ranges)
         diag["source_coverage"] = _ngram_coverage(s_keys, a_keys)
         diag["answer_coverage"] = _ngram_coverage(a_keys, s_keys)
-    a2s = [-1] * len(a_keys)
-    s_used = [False] * len(s_keys)
-    for i, j, n in blocks:
-        for d in range(n):
-            if a2s[i + d] < 0 and not s_used[j + d]:
-                a2s[i + d] = j + d
-                s_used[j + d] = True
+    if not entities:
+        return []
+    alignment = _Alignment(len(a_keys), len(s_keys), blocks)
     spans: set[Span] = set()
     for (e0, e1, label), (k0, k1) in zip(entities, ranges):
-        if not stripped[e0:e1].strip():
+        if not words.has_text(e0, e1):
             continue  # whitespace-only entity: nothing to find
-        mapped = _map_entity(k0, k1, a2s, s_used) if k1 > k0 else None
+        mapped = alignment.map_entity(k0, k1) if k1 > k0 else None
         if mapped is None:
             diag["unaligned_entities"] += 1
         else:
@@ -391,6 +557,18 @@ def _fold_fullwidth_tags(text: str, names: set[str], diag: dict[str, Any]) -> st
     return _FULLWIDTH_TAG_RE.sub(repl, text)
 
 
+def _blank_free_length(text: str) -> int:
+    return len(text) - sum(text.count(ch) for ch in WHITESPACE)
+
+
+def _differs_beyond_blanks(a: str, b: str) -> bool:
+    """``a`` and ``b`` differ other than in whitespace. The lengths are compared first (counting
+    in C, no copies), so a short answer against an absurdly long source costs next to nothing."""
+    if _blank_free_length(a) != _blank_free_length(b):
+        return True
+    return _BLANKS.sub("", a) != _BLANKS.sub("", b)
+
+
 def parse_tagged_answer(answer: str | None, source_text: str, tag_map: Mapping[str, str], *,
                         wrapper: str = "response") -> TaggedParse:
     """Parse ``answer`` into entity spans over ``source_text`` (see the module docstring).
@@ -411,9 +589,13 @@ def parse_tagged_answer(answer: str | None, source_text: str, tag_map: Mapping[s
     if not stripped.strip():
         diag["empty"] = True
         return TaggedParse(spans=(), diagnostics=diag, failed=True)
-    diag["text_altered"] = "".join(stripped.split()) != "".join(source.split())
-    spans = _align_entities(stripped, source, entities, diag)
-    failed = max(diag["source_coverage"], diag["answer_coverage"]) < MIN_COVERAGE
+    diag["text_altered"] = _differs_beyond_blanks(stripped, source)
+    words = _Words(stripped if entities else "")  # only entities ask it anything
+    spans = _align_entities(stripped, source, entities, diag, words)
+    # rule 8: the answer's own coverage vouches for it only when it tags something
+    tagged = any(words.has_text(e0, e1) for e0, e1, _ in entities)
+    explained = diag["source_coverage"] >= MIN_COVERAGE or (tagged and diag["answer_coverage"] >= MIN_COVERAGE)
+    failed = not explained
     return TaggedParse(spans=() if failed else tuple(spans), diagnostics=diag, failed=failed)
 
 

@@ -82,17 +82,21 @@ def label_key(text: str) -> str:
     still compare equal to their own key.
     """
     key = match_key(text)
+    # the key is key[lo:hi]; moving the ends instead of slicing keeps deep wrappers linear
+    lo, hi = 0, len(key)
     changed = True
-    while key and changed:
+    while lo < hi and changed:
         changed = False
-        stripped = key.rstrip(_TRAILING_PUNCT)
-        if stripped != key:
-            key, changed = stripped, True
+        end = hi
+        while end > lo and key[end - 1] in _TRAILING_PUNCT:
+            end -= 1
+        if end != hi:
+            hi, changed = end, True
         for left, right in _WRAPPERS:
-            if len(key) >= 2 and key.startswith(left) and key.endswith(right):
-                key, changed = key[len(left):-len(right)], True
+            if hi - lo >= 2 and key.startswith(left, lo, hi) and key.endswith(right, lo, hi):
+                lo, hi, changed = lo + len(left), hi - len(right), True
                 break
-    return key
+    return key[lo:hi]
 
 
 def _kind(ch: str) -> str:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 
 from evalpipe.parsers.xml_tags import (
+    MAX_SOURCE_KEYS,
+    WHITESPACE,
     TaggedParse,
     char_spans_to_token_spans,
     parse_tagged_answer,
@@ -15,6 +16,7 @@ from evalpipe.parsers.xml_tags import (
     token_offsets,
 )
 from evalpipe.records import Prediction, Span
+from tests.parsers.scaling import assert_linear
 
 SRC = "Clustering of missense mutations in the ataxia - telangiectasia gene in a sporadic T - cell leukaemia ."
 TAGGED = (
@@ -50,6 +52,7 @@ def test_clean_answer():
         "empty": False, "wrapper_missing": False, "code_fence": False, "tags_unbalanced": 0,
         "unknown_tags": 0, "unaligned_entities": 0, "text_altered": False,
         "unknown_tag_names": (), "source_coverage": 1.0, "answer_coverage": 1.0, "fullwidth_tags": 0,
+        "source_truncated": False,
     }
 
 
@@ -262,41 +265,157 @@ def test_empty_answers_fail(answer):
     assert KEYS <= set(p.diagnostics)
 
 
-# 11. scale
-def test_megabyte_repeated_answer_is_fast():
-    answer = "<response>" + (TAGGED + " ") * (1_000_000 // len(TAGGED)) + "</response>"
-    start = time.perf_counter()
+# 8. failure: the answer's own coverage counts only when it tags something
+@pytest.mark.parametrize("answer", ["gene", "<response>leukaemia</response>", "Clustering of missense",
+                                    "<response><b>ataxia</b></response>", "```\nsporadic\n```"])
+def test_untagged_answer_that_merely_occurs_in_the_source_fails(answer):
     p = parse(answer)
-    assert time.perf_counter() - start < 5
+    assert p.diagnostics["answer_coverage"] == 1.0  # every character of it is in the source …
+    assert p.diagnostics["source_coverage"] < 0.5  # … but it is no copy of the source
+    assert p.failed and p.spans == ()
+
+
+def test_tagged_single_word_is_a_valid_bare_list():
+    p = parse("<disease>leukaemia</disease>")
+    assert not p.failed and texts(p) == ["leukaemia"]
+
+
+def test_untagged_copy_must_cover_half_the_source():
+    words = SRC.split(" ")
+    most, little = " ".join(words[: len(words) * 2 // 3]), " ".join(words[: len(words) // 3])
+    assert not parse(f"<response>{most}</response>").failed
+    assert parse(f"<response>{little}</response>").failed
+    # tagged, the same short copy is a truncated answer: its entity is a prediction
+    tagged = parse(f"<response>{little.replace('missense', '<disease>missense</disease>')}")
+    assert not tagged.failed and texts(tagged) == ["missense"]
+
+
+def test_whitespace_only_entity_does_not_make_an_answer_tagged():
+    assert parse("gene <disease> </disease>").failed
+
+
+# 9. bounds (no absolute times: each input against one four times larger)
+def test_megabyte_repeated_answer():
+    answer = "<response>" + (TAGGED + " ") * (1_000_000 // len(TAGGED)) + "</response>"
+    p = parse(answer)
     assert p.spans == (AT, TCL) and not p.failed
     assert p.diagnostics["unaligned_entities"] > 1000  # copies past the aligned window
 
+    def repeated(n: int) -> str:
+        return "<response>" + (TAGGED + " ") * n + "</response>"
 
-def test_megabyte_of_junk_tags_is_fast():
+    assert_linear(parse, repeated(1_000), repeated(4_000))
+
+
+def test_megabyte_of_junk_tags():
     rnd = random.Random(7)
     parts = ["<disease>", "</disease>", "<b>", "</x>", "<", ">", "&amp;", "leukaemia ", "<gene", "</diseases>"]
     answer = "".join(rnd.choice(parts) for _ in range(150_000))
-    start = time.perf_counter()
     p = parse(answer)
-    assert time.perf_counter() - start < 5
     assert all(0 <= s.start < s.end <= len(SRC) for s in p.spans)
+    assert_linear(parse, answer[:100_000], answer[:400_000])
 
 
-@pytest.mark.parametrize("answer", ["<" * 1_000_000, "<a" * 500_000, "< " * 500_000,
-                                    "<disease " + "a" * 1_000_000, "```" * 300_000, "&" + "a" * 1_000_000])
-def test_pathological_megabyte_inputs(answer):
-    start = time.perf_counter()
-    parse(answer)
-    assert time.perf_counter() - start < 5
+PATHOLOGICAL = {  # unit of a hostile answer: repeated n times
+    "lt": "<", "lt-a": "<a", "lt-blank": "< ", "fences": "```", "entity-refs": "&#%d;", "amp": "&a",
+    "open-disease": "<disease>x ", "nested-disease": "<disease>", "nested-response": "<response>",
+    "crossed": "<disease><b></disease></b>", "near-miss": "<disease>x</diseasex%d>", "blank": "  \n",
+    "think": "<think>", "fullwidth": "＜disease＞", "closing": "</disease>", "junk-close": "<disease>x</q%dq>",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PATHOLOGICAL))
+def test_pathological_answers_cost_grows_linearly(name):
+    unit = PATHOLOGICAL[name]
+
+    def answer(n: int) -> str:
+        body = "".join(unit % i if "%d" in unit else unit for i in range(n))
+        return body + "leukaemia" + "</disease>" * n if name == "nested-disease" else body
+
+    p = parse(answer(1000))
+    assert isinstance(p.failed, bool) and all(0 <= s.start < s.end <= len(SRC) for s in p.spans)
+    assert_linear(parse, answer(5_000), answer(20_000))
+
+
+def test_nested_entities_are_mapped_in_constant_time_each():
+    """n nested tags around a text of n words: each entity maps in O(1), not O(its length)."""
+    def case(n: int) -> tuple[str, str]:
+        text = " ".join(f"w{i}" for i in range(n))
+        return "<response>" + "<disease>" * n + text + "</disease>" * n + "</response>", text
+
+    answer, text = case(2_000)
+    p = parse(answer, source=text)
+    assert p.spans == (Span(0, len(text), "Disease"),) and not p.failed
+    assert_linear(lambda c: parse(c[0], source=c[1]), case(1_500), case(6_000))
 
 
 def test_large_source_uses_search_fallback():
     src = " ".join(f"word{i}" for i in range(3000))  # ~26k chars
     answer = src.replace("word1500 word1501", "<disease>word1500  word1501</disease>").replace("word7 ", "")
-    start = time.perf_counter()
     p = parse(answer, source=src)
-    assert time.perf_counter() - start < 5
     assert texts(p, src) == ["word1500 word1501"] and not p.failed
+
+
+def test_search_fallback_with_thousands_of_absent_entities_grows_linearly():
+    """Entities the source does not hold are ruled out without scanning the source each time."""
+    def case(n: int) -> tuple[str, str]:
+        src = " ".join(f"word{i}" for i in range(n))
+        junk = "".join(f"<disease>zz{i}</disease> " for i in range(n // 2))
+        return src.replace(f"word{n // 2} ", junk + f"<disease>word{n // 2}</disease> "), src
+
+    answer, src = case(3_000)
+    p = parse(answer, source=src)
+    assert texts(p, src) == ["word1500"] and p.diagnostics["unaligned_entities"] == 1_500
+    assert_linear(lambda c: parse(c[0], source=c[1]), case(3_000), case(12_000))
+
+
+def test_nested_entities_in_the_search_fallback_are_placed_by_the_outer_one():
+    src = " ".join(f"word{i}" for i in range(3000))
+    answer = src.replace("word10 word11 word12", "<sym>word10 <disease>word11</disease> word12</sym>")
+    p = parse(answer, source=src, tag_map={"disease": "Disease", "sym": "sym"})
+    assert texts(p, src) == ["word10 word11 word12", "word11"]
+
+
+def _truncated_source(extra_words: int) -> str:
+    return SRC + " " + " ".join(f"filler{i % 97}" for i in range(extra_words)) + " lastword"
+
+
+def test_absurd_source_is_aligned_on_its_first_part_only():
+    """Past MAX_SOURCE_KEYS key characters the source is not aligned: an entity there is counted
+    as unaligned, and the parse says the source was truncated."""
+    src = _truncated_source(30_000)  # ~250,000 characters
+    assert len("".join(src.split())) > MAX_SOURCE_KEYS
+    p = parse(f"<response>{TAGGED} <disease>lastword</disease></response>", source=src)
+    assert p.spans == (AT, TCL) and not p.failed
+    assert p.diagnostics["source_truncated"] is True and p.diagnostics["unaligned_entities"] == 1
+    short = parse(f"<response>{TAGGED}</response>")
+    assert short.diagnostics["source_truncated"] is False
+
+
+def test_absurd_source_costs_bounded_time_and_memory():
+    """Beyond the aligned part, a longer source adds only C-speed scans: four times the source
+    costs well under four times the time, and peak memory does not grow with it."""
+    import tracemalloc
+
+    answer = f"<response>{TAGGED}</response>"
+    medium, huge = _truncated_source(50_000), _truncated_source(200_000)  # ~0.4 MB, ~1.7 MB
+
+    def peak(source: str) -> int:
+        tracemalloc.start()
+        try:
+            parse(answer, source=source)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    assert peak(huge) < 1.5 * peak(medium)
+    assert_linear(lambda s: parse(answer, source=s), medium, huge)
+
+
+def test_whitespace_list_is_every_isspace_character():
+    import sys
+
+    assert set(WHITESPACE) == {chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()}
 
 
 # 12. nesting and normalisation
