@@ -301,9 +301,10 @@ class ResponseStore:
         self._db.execute(
             f"INSERT OR REPLACE INTO judgements ({self._JUDGEMENT_COLUMNS}, created)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (row.judge, row.rubric_sha256, row.task, row.sample_id, row.answer_sha256, row.attempt,
-             row.request_key, row.text, json.dumps(dict(row.ratings)) if row.ratings is not None else None,
-             row.problem, row.prompt_tokens, row.completion_tokens, row.latency_s,
+            (to_db_text(row.judge), row.rubric_sha256, row.task, to_db_text(row.sample_id), row.answer_sha256,
+             row.attempt, row.request_key, to_db_text(row.text),
+             json.dumps(dict(row.ratings)) if row.ratings is not None else None,
+             to_db_text(row.problem), row.prompt_tokens, row.completion_tokens, row.latency_s,
              redact_url(row.endpoint) if row.endpoint else None, time.time()),
         )
 
@@ -317,13 +318,14 @@ class ResponseStore:
             args.append(rubric_sha256)
         rows = self._db.execute(query + " ORDER BY sample_id, judge, attempt", args).fetchall()
         wanted = set(judges) if judges is not None else None
+        # a judge's reply may hold a lone surrogate, as a model's answer may: stored as bytes, read back whole
         return [StoredJudgement(
-            judge=judge, rubric_sha256=rubric, task=name, sample_id=sid, answer_sha256=answer, attempt=attempt,
-            request_key=request_key, text=text, ratings=json.loads(ratings) if ratings is not None else None,
-            problem=problem, prompt_tokens=p_tok, completion_tokens=c_tok, latency_s=latency or 0.0,
-            endpoint=endpoint,
+            judge=from_db_text(judge), rubric_sha256=rubric, task=name, sample_id=from_db_text(sid),
+            answer_sha256=answer, attempt=attempt, request_key=request_key, text=from_db_text(text),
+            ratings=json.loads(ratings) if ratings is not None else None, problem=from_db_text(problem),
+            prompt_tokens=p_tok, completion_tokens=c_tok, latency_s=latency or 0.0, endpoint=endpoint,
         ) for (judge, rubric, name, sid, answer, attempt, request_key, text, ratings, problem, p_tok, c_tok,
-               latency, endpoint) in rows if wanted is None or judge in wanted]
+               latency, endpoint) in rows if wanted is None or from_db_text(judge) in wanted]
 
     def __len__(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])

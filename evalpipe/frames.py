@@ -71,19 +71,30 @@ def _truncated_tokens(record: Mapping[str, Any]) -> float:
     return float("nan")
 
 
+def _text(value: Any) -> Any:
+    """A string pandas can hold: a lone surrogate (a model answer may carry one; the store keeps it
+    exactly) becomes U+FFFD here, for display; other values unchanged."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return value
+
+
 def _row(record: Mapping[str, Any], identity: Mapping[str, Any], compat: str | None) -> dict[str, Any]:
-    answer = record.get("answer")
+    answer = _text(record.get("answer"))
     row: dict[str, Any] = {
         "run": identity["run"],
         "model": identity["model"],
         "compat": compat or "default",
         "task": record.get("task"),
-        "id": record.get("id"),
+        "id": _text(record.get("id")),
         "answer": answer,
         "answer_chars": len(answer) if isinstance(answer, str) else float("nan"),
         # None (no answer) stays missing rather than becoming False
         "parse_failed": record.get("parse_failed"),
-        "error": record.get("error"),
+        "error": _text(record.get("error")),
         "latency_s": record.get("latency_s"),
         "attempts": record.get("attempts"),
         "prompt_tokens": _usage(record, "prompt_tokens"),

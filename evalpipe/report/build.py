@@ -312,6 +312,12 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
     return doc
 
 
+def _write_text(path: Path, text: str) -> None:
+    """A report file as UTF-8; a lone surrogate of a model's answer (kept exactly in the run) is shown
+    as U+FFFD — a report is for reading, and UTF-8 cannot hold the surrogate itself."""
+    path.write_bytes(text.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8"))
+
+
 def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed: int = 0,
                  compat: str | None = None, parquet: bool = False, level: float = 0.95,
                  top: int = 10) -> BuildResult:
@@ -344,8 +350,8 @@ def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     html_path, md_path, csv_path = out / "report.html", out / "report.md", out / "leaderboard.csv"
-    html_path.write_text(render_html(doc), encoding="utf-8")
-    md_path.write_text(render_markdown(doc), encoding="utf-8")
+    _write_text(html_path, render_html(doc))
+    _write_text(md_path, render_markdown(doc))
     frame = board.to_frame()
     for contribution in contributed_sections():
         if contribution.reference_rows is not None and contribution.applies(loaded):
@@ -370,6 +376,6 @@ def compare_runs(a: Path, b: Path, *, resamples: int = 1000, seed: int = 0, top:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         doc = Document(f"evalpipe compare: {result.label_a} vs {result.label_b}", [compare_section(result)])
-        (out / "compare.html").write_text(render_html(doc), encoding="utf-8")
-        (out / "compare.md").write_text(render_markdown(doc), encoding="utf-8")
+        _write_text(out / "compare.html", render_html(doc))
+        _write_text(out / "compare.md", render_markdown(doc))
     return result

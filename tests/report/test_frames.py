@@ -63,3 +63,17 @@ def test_parquet_round_trip(two_runs, tmp_path):
     back = pd.read_parquet(write_parquet(frame, tmp_path / "s.parquet"))
     assert back.shape == frame.shape
     assert json.loads(back["gold"][0]) == frame["gold"][0]
+
+
+def test_a_report_of_a_run_whose_answers_hold_lone_surrogates(tmp_path):
+    """The store keeps such an answer exactly; the frames (pandas refuses lone surrogates in its
+    string columns) show it with U+FFFD, and the report is written."""
+    from evalpipe.report import build_report
+    from tests.report.support import make_run
+
+    run = make_run(tmp_path, "m", lambda prompt: "<response>bad \udcff answer</response>", limit=3)
+    assert "\\udcff" in run.joinpath("samples.jsonl").read_text(encoding="utf-8")  # kept, escaped
+    frame = load_samples(run)
+    assert frame["answer"].str.contains("\ufffd").all()
+    built = build_report([run], tmp_path / "report", resamples=20)
+    assert built.html.is_file()
