@@ -47,7 +47,13 @@ DEFAULT_ENCODER_NAME = "all-MiniLM-L6-v2"
 DEFAULT_LAYERS = 6
 #: ``bertscore_baseline`` value meaning "the baseline file bert-score ships for this hub model"
 AUTO_BASELINE = "auto"
-BATCH_SIZE = 32
+#: samples per call of the encoder: bert-score de-duplicates a call's texts through a ``set`` and
+#: batches them in that set's (hash-seed dependent) order, so with more texts than one batch the
+#: batches — and their padding, and the last bits of every score — changed from process to process.
+#: Calling it on CHUNK samples at a time with room for all their texts in one batch makes every
+#: number depend only on the samples and their order: the same in a run and in its re-scoring.
+CHUNK = 16
+BATCH_SIZE = 2 * CHUNK
 
 
 class BertScoreSetupError(ValueError):
@@ -164,10 +170,12 @@ def bertscore_per_sample(
                 warnings.simplefilter("ignore")  # "overwriting the previous importance weights"
                 scorer.compute_idf(list(references))
         with torch.no_grad():
-            p, r, f = scorer.score([predictions[i] for i in live], [references[i] for i in live],
-                                   batch_size=BATCH_SIZE)
-        for j, i in enumerate(live):
-            raw[i] = (float(p[j]), float(r[j]), float(f[j]))
+            for start in range(0, len(live), CHUNK):
+                chunk = live[start:start + CHUNK]
+                p, r, f = scorer.score([predictions[i] for i in chunk], [references[i] for i in chunk],
+                                       batch_size=BATCH_SIZE)
+                for j, i in enumerate(chunk):
+                    raw[i] = (float(p[j]), float(r[j]), float(f[j]))
     if settings.baseline is not None:
         base = _baseline(settings)
         raw = [tuple((x - b) / (1 - b) for x, b in zip(values, base)) for values in raw]

@@ -46,3 +46,22 @@ def test_summary_sheet_notes_a_metric_it_did_not_compute(minilm_rows):
     assert not any(k.startswith("umls") for k in sheet.corpus)
     assert "turned off" in sheet.notes["umls"]
     assert sheet.corpus["rougeL"] == 1.0 and sheet.per_sample[0]["bertscore[all-MiniLM-L6-v2@L6]_f1"] > 0.999
+
+
+def test_scores_do_not_depend_on_the_process_hash_seed():
+    """bert-score batches a call's texts in a set's order; evalpipe calls it per chunk with room for
+    every text in one batch, so a run and its re-scoring (another process, another hash seed) agree
+    to the last bit — also with more texts than one batch holds."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json; from evalpipe.metrics.bertscore import bertscore_per_sample, resolve_settings; "
+            "from evalpipe.metrics.options import MetricOptions; "
+            "preds = [f'patient {i} has fever ' + 'and cough ' * (i % 5) for i in range(40)]; "
+            "refs = [f'patient {i} reports fever ' + 'and pain ' * (i % 3) for i in range(40)]; "
+            "print(json.dumps(bertscore_per_sample(preds, refs, resolve_settings(MetricOptions()))))")
+    outputs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed, "HF_HUB_OFFLINE": "1"}).stdout
+               for seed in ("1", "2")}
+    assert len(outputs) == 1
