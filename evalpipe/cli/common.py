@@ -1,0 +1,84 @@
+"""What every command shares: the app, its consoles, exit codes, one-line errors, shared options."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from evalpipe.backends.base import BackendError
+from evalpipe.data.errors import DataError
+from evalpipe.engines.llamacpp import EngineUnavailable
+from evalpipe.engines.server import ServerStartError
+from evalpipe.prompting import TemplateError
+from evalpipe.cache import StoreError
+from evalpipe.results import RunDirBusy, RunDirError
+from evalpipe.outcome import RunError
+from evalpipe.tasks.registry import register_task_file, register_tasks_dir
+
+
+#: what ``evalpipe --help`` says first (plain text: help is not reStructuredText)
+APP_HELP = ("Evaluate LLMs on clinical and biomedical NLP tasks: resumable runs, re-scoring without a model, "
+            "reports with intervals and a sample browser.")
+# Click's plain help layout, not rich's boxes: at 80 columns rich cut option names
+# (--tensor-parallel…); click puts a long option name on its own line and wraps only the help text.
+# Command docstrings start with one sentence of at most ~60 characters: the command list shows it uncut.
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=APP_HELP, rich_markup_mode=None)
+# markup off: paths and metric names contain brackets (bertscore[…]_f1, evalpipe[vllm])
+console = Console(width=None if sys.stdout.isatty() else 160, markup=False)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160, markup=False)
+
+EXIT_FAILED_REQUESTS = 3
+EXIT_INTERRUPTED = 130
+USER_ERRORS = (RunError, BackendError, DataError, TemplateError, FileNotFoundError, KeyError, ValueError,
+               EngineUnavailable, ServerStartError, RunDirBusy, RunDirError, StoreError)
+
+
+def _fail(exc: BaseException) -> typer.Exit:
+    message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    err.print(Text("error: ", style="bold red") + Text(message), highlight=False, soft_wrap=True)
+    return typer.Exit(1)
+
+
+# engine options shared by `run` and `serve`
+TensorParallelOption = Annotated[Optional[int], typer.Option(help="vLLM: GPUs per model.")]
+DtypeOption = Annotated[Optional[str], typer.Option(help="vLLM: dtype (auto, bfloat16, …).")]
+GpuMemoryOption = Annotated[Optional[float], typer.Option(help="vLLM: share of GPU memory to use.")]
+RevisionOption = Annotated[Optional[str], typer.Option(help="vLLM: model revision.")]
+EngineArgOption = Annotated[list[str], typer.Option(
+    "--engine-arg", help="Any other engine option, KEY=VALUE (repeatable), passed through: vLLM e.g. "
+    "max-num-seqs=256, quantization=awq, enforce-eager=true; llama.cpp e.g. n_gpu_layers=20.")]
+StartupTimeoutOption = Annotated[float, typer.Option(help="Seconds to wait for an engine evalpipe starts to answer.")]
+# judging options shared by `judge` and `run` (see evalpipe.judging)
+JudgeOption = Annotated[list[str], typer.Option("--judge", help="A judge of free-text answers: MODEL=URL (an OpenAI-compatible /v1 endpoint serving MODEL); repeat for a jury.")]
+JudgeEngineOption = Annotated[Optional[str], typer.Option("--judge-engine", help="Also judge with a local engine evalpipe starts: llamacpp (the bundled SmolLM2-135M; an offline demo, not a useful judge).")]
+JudgeKeyOption = Annotated[str, typer.Option("--judge-api-key-env", help="Environment variable holding the judges' API key (never written anywhere).")]
+JudgeRubricOption = Annotated[list[str], typer.Option("--judge-rubric", help="A rubric template FILE for every judged task, or TASK=FILE for one (repeatable; default: each task's own, see prompts/judge/).")]
+
+# ---- user task files (run, score, tasks) ----------------------------------------------------
+TaskFileOption = Annotated[list[Path], typer.Option(
+    "--task-file", help="A task file (YAML) to run (repeatable); see docs/tasks.md and `evalpipe new-task`.")]
+TasksDirOption = Annotated[list[Path], typer.Option(
+    "--tasks-dir", help="A folder of task files (*.yaml) to make available as --task NAME (repeatable; "
+    "$EVALPIPE_TASKS_DIR is always loaded).")]
+
+
+def _user_tasks(task_files: list[Path], tasks_dirs: list[Path]) -> list[str]:
+    """Register the user's task folders and files; the names of the files' tasks (they are run)."""
+    for folder in tasks_dirs:
+        register_tasks_dir(folder)
+    return [register_task_file(path).name for path in task_files]
+
+
+DEFAULT_CONCURRENCY = 64
+#: the in-process engine is fed in batches of up to 2 × concurrency prompts (see
+#: backends/vllm_inprocess.py): large batches keep a GPU busy, and vLLM schedules them itself
+INPROCESS_CONCURRENCY = 256
+#: the llama.cpp server evalpipe starts answers one request at a time: more in flight only queue
+#: there until they pass --timeout (measured: 64 in flight on SmolLM2 → answers waiting ~2 minutes)
+LLAMACPP_CONCURRENCY = 2

@@ -1,0 +1,352 @@
+"""Evaluating a model: ``run``, ``score`` and ``show`` (and what they print)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from evalpipe.backends.factory import make_backend
+from evalpipe.config import RunConfig, local_model_fingerprint
+from evalpipe.data.errors import DataError
+from evalpipe.engines.launch import ENGINES, VLLM_NAMED, engine_options, server_spec
+from evalpipe.engines.server import ManagedServer
+from evalpipe.results import DEFAULT_ROOT, RunDir, RunDirError, os_problem
+from evalpipe.rescoring import rescore
+from evalpipe.outcome import RunOutcome
+from evalpipe.runner import execute
+from evalpipe.tasks.registry import resolve, suites
+from evalpipe.robustness import plain_metrics
+from evalpipe.terminal import metrics_table, robustness_table, summary_lines
+
+from evalpipe.cli.common import DEFAULT_CONCURRENCY, DtypeOption, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, EngineArgOption, GpuMemoryOption, INPROCESS_CONCURRENCY, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, LLAMACPP_CONCURRENCY, RevisionOption, StartupTimeoutOption, TaskFileOption, TasksDirOption, TensorParallelOption, USER_ERRORS, _fail, _user_tasks, app, console, err
+
+
+def _parse_data(pairs: list[str]) -> dict[str, str]:
+    data: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, path = pair.partition("=")
+        if not sep or not key or not path:
+            raise typer.BadParameter(f"--data expects TASK=PATH or TASK:ROLE=PATH, got {pair!r}", param_hint="--data")
+        data[key] = str(Path(path).resolve())
+    return data
+
+
+def _print_run(metrics: dict[str, dict[str, float]], run: RunDir, compat: str | None) -> None:
+    """The metrics table and what the summary says about them: one rendering for run, score, show."""
+    variants = run.read_variants(compat)  # prompt conditions: their spread in a table of its own
+    shown = {task: plain_metrics(values) for task, values in metrics.items()} if variants else metrics
+    console.print(metrics_table(shown, title=f"{run.path}" + (f" [{compat}]" if compat else "")))
+    if variants:
+        console.print(robustness_table(variants, metrics))
+    for level, text in summary_lines(metrics, run.read_summary(compat), compat):
+        if level == "warn":
+            err.print(text, style="yellow", highlight=False)
+        else:
+            console.print(text, highlight=False)
+
+
+def _parse_task_args(pairs: list[str]) -> dict[str, str]:
+    args: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or ":" not in key or not key.partition(":")[2]:
+            raise typer.BadParameter(f"--task-arg expects TASK:NAME=VALUE, got {pair!r}", param_hint="--task-arg")
+        args[key] = value
+    return args
+
+
+ParquetOption = Annotated[bool, typer.Option(
+    help="Also write the samples as parquet into the run directory (samples.parquet; needs pyarrow).")]
+
+
+def _check_parquet(parquet: bool) -> None:
+    """Refuse ``--parquet`` without pyarrow before any work is done (not after a long run)."""
+    if parquet:
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise _fail(RuntimeError("--parquet needs the pyarrow package: pip install pyarrow")) from None
+
+
+def _write_parquet(run: RunDir, compat: str | None) -> Path:
+    """The run's samples (``samples.jsonl``, or a compatibility scoring's) as ``samples[.COMPAT].parquet``."""
+    from evalpipe.frames import load_samples, write_parquet
+
+    return write_parquet(load_samples(run.path, compat),
+                         run.path / (f"samples.{compat}.parquet" if compat else "samples.parquet"))
+
+
+def _report(outcome: RunOutcome, compat: str | None, parquet: bool = False) -> int:
+    _print_run(outcome.metrics, outcome.run_dir, compat)
+    console.print(f"results: {outcome.run_dir.path}  (answers sent {outcome.sent}, from store {outcome.cached})")
+    if parquet:
+        console.print(f"parquet: {_write_parquet(outcome.run_dir, compat)}", highlight=False)
+    failed = sum(int(t.metrics.get("errors", 0)) for t in outcome.tasks)
+    if failed:
+        err.print(f"{failed} sample(s) have no answer (see summary.json); "
+                  "re-run the same command to retry only those", style="yellow")
+        return EXIT_FAILED_REQUESTS
+    return 0
+
+
+@app.command()
+def run(
+    task: Annotated[list[str], typer.Option("--task", "-t", help="Task name (repeatable); see `evalpipe tasks`.")] = [],
+    suite: Annotated[list[str], typer.Option("--suite", help="Suite name (repeatable).")] = [],
+    task_file: TaskFileOption = [],
+    tasks_dir: TasksDirOption = [],
+    model: Annotated[Optional[str], typer.Option(envvar="EVALPIPE_MODEL", help="Model name as the endpoint serves it.")] = None,
+    base_url: Annotated[list[str], typer.Option(help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1; repeat for replicas of the same model (default: $EVALPIPE_BASE_URL).")] = [],
+    engine: Annotated[Optional[str], typer.Option(help="Start a local engine: llamacpp (default model: the bundled SmolLM2-135M), vllm (server), vllm-inprocess.")] = None,
+    tensor_parallel_size: TensorParallelOption = None,
+    dtype: DtypeOption = None,
+    gpu_memory_utilization: GpuMemoryOption = None,
+    revision: RevisionOption = None,
+    engine_arg: EngineArgOption = [],
+    startup_timeout: StartupTimeoutOption = 600.0,
+    endpoint: Annotated[str, typer.Option(help="chat (instruction-tuned models) or completions (base models).")] = "chat",
+    api_key_env: Annotated[str, typer.Option(help="Name of the environment variable holding the API key (its value is never written anywhere). Unset = 'EMPTY', fine for local servers.")] = "OPENAI_API_KEY",
+    shots: Annotated[Optional[int], typer.Option(help="Few-shot examples (default: each task's own; `evalpipe tasks` lists them).")] = None,
+    fewshot_seed: Annotated[Optional[int], typer.Option(help="Draw shots at random from the train split with this seed (default: the first K).")] = None,
+    fewshot_as_turns: Annotated[bool, typer.Option(help="Give shots as user/assistant chat turns instead of one message.")] = False,
+    system_role: Annotated[bool, typer.Option(help="Send the system prompt as a system message (--no-system-role merges it into the first user turn).")] = True,
+    temperature: Annotated[float, typer.Option(help="0 = greedy (default).")] = 0.0,
+    top_p: Annotated[Optional[float], typer.Option()] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Sampling seed passed to the endpoint.")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option(help="Override the task's max_tokens.")] = None,
+    split: Annotated[Optional[str], typer.Option(help="Evaluated split (default: the task's test split).")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N samples, in file order.")] = None,
+    ids: Annotated[Optional[str], typer.Option(help="Comma-separated sample ids to evaluate.")] = None,
+    data: Annotated[list[str], typer.Option("--data", help="TASK=PATH: the task's evaluated file; TASK:ROLE=PATH another file it reads (its roles: `evalpipe tasks`; repeatable).")] = [],
+    context_length: Annotated[Optional[int], typer.Option(help="Model context in tokens for budgeting long inputs (default: ask the server).")] = None,
+    data_dir: Annotated[Optional[str], typer.Option(help="Folder holding the data files under their distributed names.")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(help="Requests in flight at most (default 64; with --engine vllm-inprocess 256, so a batch holds up to 512 prompts; with --engine llamacpp 2).")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds per request attempt.")] = 120.0,
+    max_retries: Annotated[int, typer.Option(help="Retries per request for retryable failures.")] = 6,
+    compat: Annotated[Optional[str], typer.Option(help="Score like a reference implementation, e.g. evalscope.")] = None,
+    rouge_stemmer: Annotated[bool, typer.Option(help="ROUGE with Porter stemming.")] = False,
+    bertscore_model: Annotated[Optional[str], typer.Option(help="BERTScore encoder (local path or hub name).")] = None,
+    bertscore_layers: Annotated[Optional[int], typer.Option(help="BERTScore layer (required for an unknown local encoder).")] = None,
+    bertscore_idf: Annotated[bool, typer.Option(help="BERTScore with idf weighting.")] = False,
+    bertscore_baseline: Annotated[Optional[str], typer.Option(help="BERTScore baseline file for rescaling.")] = None,
+    umls_extractor: Annotated[Optional[str], typer.Option(help="UMLS concept extractor: scispacy, or none.")] = None,
+    allow_external_endpoint: Annotated[bool, typer.Option(help="Allow credentialed (PhysioNet) data to go to a non-local endpoint.")] = False,
+    run_name: Annotated[Optional[str], typer.Option(help="Run directory name (default: derived from the options, so the same command resumes).")] = None,
+    results_dir: Annotated[Path, typer.Option(help="Where run directories go.")] = DEFAULT_ROOT,
+    task_arg: Annotated[list[str], typer.Option("--task-arg", help="A task's own setting, TASK:NAME=VALUE (repeatable; `evalpipe tasks` lists each task's settings).")] = [],
+    embeddings_url: Annotated[Optional[str], typer.Option(help="Retrieval tasks: an OpenAI-compatible /v1 URL serving an embedding model.")] = None,
+    embeddings_model: Annotated[Optional[str], typer.Option(help="Retrieval tasks: the embedding model's name at --embeddings-url.")] = None,
+    embeddings_path: Annotated[Optional[str], typer.Option(help="Retrieval tasks: a local sentence-transformers model folder instead of a URL.")] = None,
+    embeddings_batch_size: Annotated[Optional[int], typer.Option(help="Retrieval tasks: texts per embedding request.")] = None,
+    judge: JudgeOption = [],
+    judge_engine: JudgeEngineOption = None,
+    judge_api_key_env: JudgeKeyOption = "OPENAI_API_KEY",
+    judge_rubric: JudgeRubricOption = [],
+    mcqa_scoring: Annotated[str, typer.Option("--mcqa-scoring", help="Multiple-choice tasks: generate (parse the letter of a generated answer) or loglikelihood (score each option's letter by its log-probability after the prompt; needs /v1/completions with echo and logprobs, as vLLM serves).")] = "generate",
+    prompt_variants: Annotated[Optional[str], typer.Option(help="Evaluate each prompt variant: all, or NAME[,NAME…] (`evalpipe tasks` lists them; 'default' is the canonical prompt). Spread across them: variants.json.")] = None,
+    shot_orders: Annotated[int, typer.Option(help="Evaluate K orders of the shots: as selected, and K-1 seeded permutations.")] = 1,
+    shots_sweep: Annotated[Optional[str], typer.Option(help="Evaluate several shot counts, e.g. 0,1,3,5 (each the first k of the largest count's shots).")] = None,
+    parquet: ParquetOption = False,
+) -> None:
+    """Evaluate a model on tasks; the same command resumes a run.
+
+    Re-running an interrupted or partly failed run sends only the prompts without a stored answer.
+    With --judge, its free-text answers are then rated by LLM judges.
+    """
+    if engine is not None and engine not in ENGINES:
+        raise typer.BadParameter(f"--engine must be one of {', '.join(ENGINES)}", param_hint="--engine")
+    _check_parquet(parquet)
+    if not base_url and os.environ.get("EVALPIPE_BASE_URL") and engine is None:
+        base_url = os.environ["EVALPIPE_BASE_URL"].split()
+    if engine == "llamacpp" and not model:
+        model = "default"
+    try:
+        task = [*task, *_user_tasks(task_file, tasks_dir)]
+        specs = resolve(task, suite)
+    except (KeyError, DataError, ValueError) as exc:
+        raise _fail(exc)
+    if (embeddings_url is None) == (embeddings_path is None) and any(s.ranking for s in specs):
+        raise typer.BadParameter("retrieval tasks need --embeddings-url URL --embeddings-model NAME, or "
+                                 "--embeddings-path DIR (not both)", param_hint="--embeddings-url")
+    if embeddings_url and not embeddings_model:
+        raise typer.BadParameter("--embeddings-url needs --embeddings-model", param_hint="--embeddings-model")
+    if not model and specs and all(s.ranking for s in specs):
+        # only retrieval tasks: the embedding model is the model of the run (it names the run directory)
+        model = embeddings_model or Path(embeddings_path or "embedder").name
+    if not model:
+        raise typer.BadParameter("--model is required (or set EVALPIPE_MODEL)", param_hint="--model")
+    if engine and base_url:
+        raise typer.BadParameter("give either --engine (evalpipe starts the server) or --base-url", param_hint="--engine")
+    if endpoint not in ("chat", "completions"):
+        raise typer.BadParameter("--endpoint must be chat or completions", param_hint="--endpoint")
+    if limit is not None and limit < 1:
+        raise typer.BadParameter("--limit must be at least 1", param_hint="--limit")
+    if concurrency is None:
+        concurrency = {"vllm-inprocess": INPROCESS_CONCURRENCY, "llamacpp": LLAMACPP_CONCURRENCY}.get(
+            engine or "", DEFAULT_CONCURRENCY)
+    if concurrency < 1:
+        raise typer.BadParameter("--concurrency must be at least 1", param_hint="--concurrency")
+    try:
+        options = engine_options(engine, dict(zip(VLLM_NAMED, (tensor_parallel_size, dtype, gpu_memory_utilization,
+                                                               revision))), engine_arg)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--engine") from None
+    try:
+        config = RunConfig(
+            tasks=tuple(s.name for s in specs), suites=tuple(suite), model=model,
+            base_url=base_url[0] if base_url else None, replicas=tuple(base_url[1:]), endpoint=endpoint,
+            engine=engine, engine_options=options,
+            api_key_env=api_key_env, shots=shots, fewshot_seed=fewshot_seed, fewshot_as_turns=fewshot_as_turns,
+            system_role=system_role, temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_tokens,
+            split=split, limit=limit, ids=tuple(i.strip() for i in ids.split(",") if i.strip()) if ids else None,
+            data=_parse_data(data), data_dir=str(Path(data_dir).resolve()) if data_dir else None,
+            context_length=context_length, concurrency=concurrency, timeout_s=timeout,
+            max_retries=max_retries, compat=compat, allow_external_endpoint=allow_external_endpoint,
+            run_name=run_name,
+            metric_options=_metric_options(rouge_stemmer, bertscore_model, bertscore_layers, bertscore_idf,
+                                           bertscore_baseline, umls_extractor),
+            task_args=_parse_task_args(task_arg), embeddings_url=embeddings_url, embeddings_model=embeddings_model,
+            embeddings_path=str(Path(embeddings_path).resolve()) if embeddings_path else None,
+            embeddings_batch_size=embeddings_batch_size, choice_scoring=mcqa_scoring,
+            **_condition_options(prompt_variants, shot_orders, shots_sweep),
+        )
+    except ValueError as exc:  # a number or name the run cannot use: bad usage, nothing written yet
+        raise typer.BadParameter(str(exc)) from None
+    if not (judge or judge_engine):
+        raise typer.Exit(execute_run(config, results_dir, startup_timeout, parquet)[0])
+    from evalpipe.cli.judging import judge_plan, judge_run  # (judging registers its command after these)
+
+    panel, options = judge_plan(judge, judge_engine, judge_api_key_env, judge_rubric, allow_external_endpoint)
+    try:  # the patient-data guard, before the evaluation sends anything anywhere
+        from evalpipe.judging.panel import check_patient_data
+
+        check_patient_data([s.name for s in specs if s.credentialed and s.answer_kind], panel, allow_external_endpoint)
+    except USER_ERRORS as exc:
+        raise _fail(exc)
+    code, outcome = execute_run(config, results_dir, startup_timeout, parquet)
+    if outcome is None:  # interrupted: nothing to judge yet
+        raise typer.Exit(code)
+    judged = judge_run(outcome.run_dir.path, panel, judge_engine, options, startup_timeout)
+    raise typer.Exit(code or judged)
+
+
+def _condition_options(prompt_variants: str | None, shot_orders: int, shots_sweep: str | None) -> dict:
+    """``--prompt-variants``, ``--shot-orders``, ``--shots-sweep`` as RunConfig fields (evalpipe.conditions)."""
+    variants = tuple(v.strip() for v in (prompt_variants or "").split(",") if v.strip())
+    if prompt_variants is not None and not variants:
+        raise typer.BadParameter("expects all or NAME[,NAME…]", param_hint="--prompt-variants")
+    if shot_orders < 1:
+        raise typer.BadParameter("must be at least 1", param_hint="--shot-orders")
+    try:
+        counts = tuple(int(k) for k in (shots_sweep or "").split(",") if k.strip())
+    except ValueError:
+        raise typer.BadParameter(f"expects shot counts like 0,1,3,5, got {shots_sweep!r}", param_hint="--shots-sweep") from None
+    if shots_sweep is not None and (not counts or min(counts) < 0):
+        raise typer.BadParameter(f"expects shot counts ≥ 0 like 0,1,3,5, got {shots_sweep!r}", param_hint="--shots-sweep")
+    return {"prompt_variants": variants, "shot_orders": shot_orders, "shots_sweep": counts}
+
+
+def _metric_options(rouge_stemmer: bool, bertscore_model: str | None, bertscore_layers: int | None,
+                    bertscore_idf: bool, bertscore_baseline: str | None, umls_extractor: str | None) -> dict:
+    """Only the options the user set, so config.json shows what was asked for."""
+    given = {
+        "rouge_stemmer": rouge_stemmer or None,
+        "bertscore_model": bertscore_model,
+        "bertscore_num_layers": bertscore_layers,
+        "bertscore_idf": bertscore_idf or None,
+        "bertscore_baseline": bertscore_baseline,
+        "umls_extractor": umls_extractor,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def execute_run(config: RunConfig, results_dir: Path, startup_timeout: float = 600.0,
+             parquet: bool = False) -> tuple[int, RunOutcome | None]:
+    """Run (starting and stopping a local engine if asked) and print the outcome.
+
+    Returns the exit code and the outcome (None when interrupted).
+    """
+    from evalpipe.progress import make_progress
+
+    def announce(run: RunDir, total: int, pending: int) -> None:
+        err.print(f"run {run.path}: {total} prompts, {total - pending} already answered, {pending} to send",
+                  highlight=False)
+
+    server: ManagedServer | None = None
+    try:
+        if config.engine is not None and config.model != "default":
+            config = replace(config, model_fingerprint=local_model_fingerprint(config.model))
+        if config.engine in ("llamacpp", "vllm"):
+            spec = server_spec(config.engine, None if config.model == "default" else config.model,
+                               config.context_length, dict(config.engine_options))
+            config = replace(config, base_url=spec.base_url, model=spec.model,
+                             context_length=config.context_length or spec.context_length)
+            err.print(f"starting {spec.name} ({spec.model}) on {spec.base_url} …", highlight=False)
+            server = ManagedServer(spec, startup_timeout_s=startup_timeout)
+            started = time.monotonic()
+            server.start()
+            err.print(f"{spec.name} server ready in {time.monotonic() - started:.1f}s", highlight=False)
+        outcome = asyncio.run(execute(config, make_backend, results_dir, make_progress(err), announce))
+    except KeyboardInterrupt:
+        err.print("interrupted: every answer received so far is saved; "
+                  "run the same command again to resume", style="yellow")
+        return EXIT_INTERRUPTED, None
+    except USER_ERRORS as exc:
+        raise _fail(exc)
+    except OSError as exc:  # writing results: no permission, disk full … (network errors are the backend's)
+        raise _fail(RunDirError(os_problem(exc)))
+    finally:
+        if server is not None:
+            server.stop()
+    return _report(outcome, config.compat, parquet), outcome
+
+
+@app.command()
+def score(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory (results/<run>).")],
+    compat: Annotated[Optional[str], typer.Option(help="Score like a reference implementation, e.g. evalscope.")] = None,
+    rouge_stemmer: Annotated[bool, typer.Option(help="ROUGE with Porter stemming.")] = False,
+    bertscore_model: Annotated[Optional[str], typer.Option(help="BERTScore encoder (local path or hub name).")] = None,
+    bertscore_layers: Annotated[Optional[int], typer.Option(help="BERTScore layer.")] = None,
+    bertscore_idf: Annotated[bool, typer.Option(help="BERTScore with idf weighting.")] = False,
+    bertscore_baseline: Annotated[Optional[str], typer.Option(help="BERTScore baseline file for rescaling.")] = None,
+    umls_extractor: Annotated[Optional[str], typer.Option(help="UMLS concept extractor: scispacy, or none.")] = None,
+    task_file: Annotated[list[Path], typer.Option("--task-file", help="Where a user task's file is now, if it "
+                                                  "moved since the run (repeatable).")] = [],
+    tasks_dir: TasksDirOption = [],
+    parquet: ParquetOption = False,
+) -> None:
+    """Re-score a run's stored answers (no model needed)."""
+    _check_parquet(parquet)
+    options = _metric_options(rouge_stemmer, bertscore_model, bertscore_layers, bertscore_idf,
+                              bertscore_baseline, umls_extractor)
+    try:
+        _user_tasks(task_file, tasks_dir)
+        outcome = rescore(run_dir, compat, options)
+    except USER_ERRORS as exc:
+        raise _fail(exc)
+    _report(outcome, compat, parquet)
+
+
+
+
+@app.command()
+def show(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+    compat: Annotated[Optional[str], typer.Option(help="Show the metrics of a compatibility scoring.")] = None,
+) -> None:
+    """Print a run's metrics and what its summary says about them.
+
+    Warnings (a high parse-failure rate, metrics not computed, notes) go to stderr.
+    """
+    run = RunDir(run_dir)
+    try:
+        _print_run(run.read_metrics(compat), run, compat)
+    except (FileNotFoundError, ValueError) as exc:
+        raise _fail(exc)
