@@ -221,3 +221,30 @@ def test_other_multiple_choice_tasks_run_under_every_variant_with_default_only(t
 
 def math_finite(value: float) -> bool:
     return value == value and value not in (float("inf"), float("-inf"))
+
+
+def test_every_variants_completion_form_scores_options_by_log_likelihood(medqa_file, tmp_path):
+    """``--mcqa-scoring loglikelihood --prompt-variants all``: each variant's completion form ends in
+    its answer cue, so each letter is scored as its continuation; the fake server prefers, after each
+    question, the letter the script names (wrong on the opioid question), under every variant alike."""
+    from evalpipe.backends.factory import make_backend
+    from tests.support.fake_openai import ScriptedResponder
+    from tests.tasks.test_loglikelihood import PREFERRED
+
+    async def go():
+        server = FakeOpenAIServer(responder=ScriptedResponder(PREFERRED))
+        await server.serve_async()
+        config = RunConfig(tasks=("medqa",), model=server.models[0], base_url=server.url,
+                           data={"medqa": str(medqa_file)}, choice_scoring="loglikelihood", prompt_variants=("all",))
+        try:
+            return await execute(config, make_backend, tmp_path / "results"), server.total_requests
+        finally:
+            await server.close_async()
+
+    outcome, requests = asyncio.run(go())
+    doc = json.loads((outcome.run_dir.path / "variants.json").read_text())["tasks"]["medqa"]
+    assert {v: m["accuracy"] for v, m in doc["by_variant"].items()} == {v: pytest.approx(4 / 5) for v in VARIANTS}
+    assert requests == 1 + len(TEST) * len(VARIANTS)  # the capability probe, then one request per prompt
+    records = [json.loads(line) for line in (outcome.run_dir.path / "samples.jsonl").read_text().splitlines()]
+    assert all(r["prompt"]["choices"] == [" A", " B", " C", " D"] for r in records)
+    assert {r["prompt"]["text"].rsplit("\n", 1)[-1] for r in records} == {"Answer:", "Correct answer:"}
