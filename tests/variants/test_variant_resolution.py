@@ -32,6 +32,7 @@ from evalpipe.prompting import (
 from evalpipe.records import GenerationParams
 from evalpipe.runner import execute
 from evalpipe.tasks import registry
+from evalpipe.tasks.base import LoadOptions
 from evalpipe.tasks.registry import all_tasks, get_task
 from evalpipe.tasks.taskfile.build import load_task_file
 from tests.support.scripted_backend import ScriptedBackend, last_user_text
@@ -138,7 +139,7 @@ def test_a_user_task_files_variants_live_beside_it_and_import_its_template(tmp_p
     folder = (tmp_path / "mine").resolve()
     found = variant_templates(spec)
     assert list(found) == ["default", "shout", "terse"]
-    example = spec.load(__import__("evalpipe.tasks.base", fromlist=["LoadOptions"]).LoadOptions()).examples[0]
+    example = spec.load(LoadOptions()).examples[0]
     canonical = PromptRenderer(spec, (), PARAMS).render(example)
     # default: the canonical template beside the task file (not a file of that name under prompts/)
     assert PromptRenderer(spec, (), PARAMS, template=found["default"]).render(example) == canonical
@@ -150,8 +151,8 @@ def test_a_user_task_files_variants_live_beside_it_and_import_its_template(tmp_p
     assert template_sha256(spec, template=found["shout"]) == hashlib.sha256(SHOUT.encode()).hexdigest()
     for form, options in FORMS.items():
         if options.endpoint == "chat":
-            assert text_of(PromptRenderer(spec, (), PARAMS, options, template=found["shout"]).render(example)).startswith(
-                "DOES THE PATIENT SMOKE?"), form
+            shout = PromptRenderer(spec, (), PARAMS, options, template=found["shout"]).render(example)
+            assert text_of(shout).startswith("DOES THE PATIENT SMOKE?"), form
     # the variant lacks `completion`: one line naming its file, as for any template
     with pytest.raises(TemplateError, match=r"terse\.j2: the template has no `completion` macro"):
         PromptRenderer(spec, (), PARAMS, PromptOptions(endpoint="completions"), template=found["terse"])
@@ -161,7 +162,7 @@ def test_an_inline_template_task_has_default_and_its_folders_variants(tmp_path):
     spec = load_task_file(user_task(tmp_path / "inline", inline=True))
     found = variant_templates(spec)
     assert list(found) == ["default", "shout"]
-    example = spec.load(__import__("evalpipe.tasks.base", fromlist=["LoadOptions"]).LoadOptions()).examples[0]
+    example = spec.load(LoadOptions()).examples[0]
     assert (PromptRenderer(spec, (), PARAMS, template=found["default"]).render(example)
             == PromptRenderer(spec, (), PARAMS).render(example))
     assert template_sha256(spec, template=found["default"]) == template_sha256(spec)
