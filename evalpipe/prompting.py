@@ -67,9 +67,11 @@ def sandboxed_environment(folder: Path) -> ImmutableSandboxedEnvironment:
 
 def template_path(spec: TaskSpec, prompts_dir: Path = PROMPTS_DIR, template: str | None = None) -> Path:
     """The task's canonical template file (a task file's own folder, else ``prompts/``; for an inline
-    template, the task file it is written in), or ``template`` (a prompt variant's, under ``prompts_dir``)."""
+    template, the task file it is written in), or ``template`` (a prompt variant's, as
+    :func:`variant_templates` names it: under ``prompts_dir``, or an absolute path beside a user's
+    task file)."""
     if template is not None:
-        return prompts_dir / template
+        return Path(template) if Path(template).is_absolute() else prompts_dir / template
     if spec.template_source is not None and spec.task_file is not None:
         return spec.task_file
     return (spec.template_dir or prompts_dir) / spec.template
@@ -89,21 +91,42 @@ VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 VARIANTS_FOLDER = "variants"
 
 
-def variant_templates(spec: TaskSpec, prompts_dir: Path = PROMPTS_DIR) -> dict[str, str]:
-    """Every prompt variant of a task: name → template path under ``prompts_dir``.
+def _own_folder(spec: TaskSpec, prompts_dir: Path) -> Path | None:
+    """A user's task file's folder (its template beside it, or inline in it) when it lies outside
+    ``prompts_dir``; None for shipped tasks, whose templates are named relative to ``prompts_dir``."""
+    folder = spec.template_dir
+    if folder is None and spec.template_source is not None and spec.task_file is not None:
+        folder = spec.task_file.parent
+    if folder is None or folder.resolve().is_relative_to(prompts_dir.resolve()):
+        return None
+    return folder.resolve()
 
-    ``default`` is the canonical template (``spec.template``), so a run without variants and the
-    ``default`` variant render the very same prompts. Then the files ``prompts/<task>/variants/*.j2``
-    (by name), then ``spec.variants`` (a task file's declared mapping, which wins over a file of
-    the same name). A variant is a whole template with the same macro contract (``prompt``, and
-    optionally ``system``, ``turn``, ``completion``): wording, answer-format cue and shot layout may
-    all change, the shots' answers (``shot_target``) and the parser may not.
+
+def variant_templates(spec: TaskSpec, prompts_dir: Path = PROMPTS_DIR) -> dict[str, str | None]:
+    """Every prompt variant of a task: name → its template for ``PromptRenderer(template=…)``,
+    :func:`template_path` and :func:`template_sha256`.
+
+    ``default`` is None: the canonical template wherever it lives (under ``prompts/``, beside a task
+    file, inline in one), so a run without variants and the ``default`` variant render the very same
+    prompts. Then the files ``prompts/<task>/variants/*.j2`` (paths under ``prompts_dir``); for a
+    user's task file outside ``prompts_dir``, also ``<its folder>/<task>/variants/*.j2`` (absolute
+    paths; they win over a file of the same name under ``prompts/``) — the same layout, rooted where
+    its template is, so a variant imports the task's template by the name it has there; then
+    ``spec.variants`` (a Python task's declared mapping, which wins over a file of the same name).
+    A variant is a whole template with the same macro contract (``prompt``, and optionally
+    ``system``, ``turn``, ``completion``): wording, answer-format cue and shot layout may all
+    change, the shots' answers (``shot_target``) and the parser may not.
     """
-    found = {DEFAULT_VARIANT: spec.template}
+    found: dict[str, str | None] = {DEFAULT_VARIANT: None}
+    files: dict[str, str] = {}
     folder = prompts_dir / spec.name / VARIANTS_FOLDER
-    files = sorted(folder.glob("*.j2")) if folder.is_dir() else []
+    if folder.is_dir():
+        files.update((f.stem, f"{spec.name}/{VARIANTS_FOLDER}/{f.name}") for f in folder.glob("*.j2"))
+    own = _own_folder(spec, prompts_dir)
+    if own is not None and (own / spec.name / VARIANTS_FOLDER).is_dir():
+        files.update((f.stem, str(f)) for f in (own / spec.name / VARIANTS_FOLDER).glob("*.j2"))
     declared = dict(spec.variants)
-    for name, template in [*((f.stem, f"{spec.name}/{VARIANTS_FOLDER}/{f.name}") for f in files), *declared.items()]:
+    for name, template in [*sorted(files.items()), *declared.items()]:
         where = f"{prompts_dir / template}" if name not in declared else f"task {spec.name}: variants"
         if name == DEFAULT_VARIANT:
             raise TemplateError(f"{where}: the variant name {DEFAULT_VARIANT!r} is reserved for the task's "
@@ -112,6 +135,18 @@ def variant_templates(spec: TaskSpec, prompts_dir: Path = PROMPTS_DIR) -> dict[s
             raise TemplateError(f"{where}: variant name {name!r} must be letters, digits, '_' or '-'")
         found[name] = template
     return found
+
+
+def _variant_loader(spec: TaskSpec, prompts_dir: Path, template: str) -> tuple[Path, str]:
+    """The folder whose environment loads a variant's template, and its name there: ``prompts_dir``
+    for a prompts-relative name; for an absolute path, the task's own folder when the file is in it
+    (so ``{% from "<task>.j2" import … %}`` finds the template beside the task file), else its folder."""
+    path = Path(template)
+    if not path.is_absolute():
+        return prompts_dir, template
+    own = _own_folder(spec, prompts_dir)
+    root = own if own is not None and path.is_relative_to(own) else path.parent
+    return root, path.relative_to(root).as_posix()
 
 
 def inputs_fingerprint(example: Example) -> str:
@@ -166,8 +201,9 @@ class PromptRenderer:
         if (template is not None or spec.template_source is None) and not path.is_file():
             raise TemplateError(f"{path}: template for task {spec.name!r} not found")
         try:
-            if template is not None:  # a prompt variant: under prompts/<task>/variants/
-                compiled = _environment(prompts_dir).get_template(template)
+            if template is not None:  # a prompt variant (variant_templates)
+                root, name = _variant_loader(spec, prompts_dir, template)
+                compiled = _environment(root).get_template(name)
             else:
                 environment = _environment(spec.template_dir or prompts_dir)
                 compiled = (environment.from_string(spec.template_source) if spec.template_source is not None

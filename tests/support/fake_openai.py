@@ -216,6 +216,14 @@ def fake_token_count(body: Mapping[str, Any]) -> int:
     return len(str(body["prompt"] if "prompt" in body else body["input"]).split())
 
 
+def _utf8_encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _estimate_tokens(text: str) -> int:
     """Rough token count (4 characters a token) so usage fields look like a real server's."""
     return max(1, math.ceil(len(text) / 4)) if text else 0
@@ -443,6 +451,7 @@ class FakeOpenAIServer:
         self._requests: list[FakeRequest] = []
         self._connections = 0
         self._timeline: list[tuple[float, float]] = []
+        self._delivered: list[tuple[str, str | None]] = []
 
     # -- counters -----------------------------------------------------------------------------
 
@@ -500,6 +509,13 @@ class FakeOpenAIServer:
         """``(arrival, reply)`` monotonic times of every generation request, in arrival order."""
         with self._lock:
             return list(self._timeline)
+
+    def delivered(self) -> list[tuple[str, str | None]]:
+        """``(prompt_key, content)`` of every chat/completions reply that carried a whole completion
+        (no fault, or ``empty_content``, ``null_content``, ``lone_surrogate``, ``chunked``, ``slow``),
+        in reply order (needs ``record=True``): what a client that stored an answer can have stored."""
+        with self._lock:
+            return list(self._delivered)
 
     def stats(self) -> JSONDict:
         """All counters as plain JSON (what ``GET /_admin/stats`` returns)."""
@@ -728,6 +744,7 @@ class FakeOpenAIServer:
             return invalid
         if kind == "wrong_shape":
             return _json_response(200, {"object": "chat.completion", "choices": []})
+        completion: str | None = None  # the content of a generated completion, if this reply is one
         if endpoint == "embeddings":
             payload = self._embeddings_json(body)
         elif endpoint == "completions" and body.get("echo") and body.get("logprobs") is not None and self.logprobs:
@@ -741,7 +758,14 @@ class FakeOpenAIServer:
                 text = self.responder(body)
                 text = _apply_stop(text, body.get("stop")) if text is not None else None
             payload = self._completion_json(endpoint, body, text)
-        encoded = json.dumps(payload, ensure_ascii=kind == "lone_surrogate", separators=(",", ":")).encode("utf-8")
+            completion = text
+            if self.record and kind not in ("malformed_json", "drop_mid"):
+                with self._lock:
+                    self._delivered.append((prompt_key(body), text))
+        # ASCII escapes where UTF-8 cannot carry the text (a responder's lone surrogate): valid JSON,
+        # as a real server sends it
+        ascii_only = kind == "lone_surrogate" or (completion is not None and not _utf8_encodable(completion))
+        encoded = json.dumps(payload, ensure_ascii=ascii_only, separators=(",", ":")).encode("utf-8")
         if kind == "malformed_json":
             encoded = encoded[: max(1, len(encoded) // 2)]
         if kind in ("drop_mid", "chunked"):

@@ -210,6 +210,30 @@ def test_hostile_answers(server: FakeOpenAIServer) -> None:
     assert status == 200 and body["choices"] == []
 
 
+def test_a_responders_lone_surrogate_is_sent_as_its_json_escape_and_whole_replies_are_recorded() -> None:
+    """A scripted answer UTF-8 cannot carry goes out as valid JSON (``\\udcff``), not as a server
+    error; ``delivered()`` lists the replies that carried a whole completion, not the cut ones."""
+    with FakeOpenAIServer(models=("m1",), responder=lambda body: "x \udcff y") as srv:
+        srv.plan_faults(["drop_mid", "malformed_json", "empty_content", "ok"])
+        port = srv.port or 0
+        with pytest.raises(http.client.IncompleteRead):  # drop_mid: half a reply, then the connection is cut
+            call(port, "POST", "/v1/chat/completions", chat_body("a"))
+        status, _, body = call(port, "POST", "/v1/chat/completions", chat_body("a"))
+        assert status == 200 and isinstance(body, str)  # malformed_json: not JSON
+        assert call(port, "POST", "/v1/chat/completions", chat_body("b"))[2]["choices"][0]["message"]["content"] == ""
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn.request("POST", "/v1/chat/completions", body=json.dumps(chat_body("c")),
+                     headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        raw = response.read()
+        conn.close()
+        assert response.status == 200 and b"\\udcff" in raw
+        assert json.loads(raw)["choices"][0]["message"]["content"] == "x \udcff y"
+        assert srv.delivered() == [(prompt_key(chat_body("b")), ""), (prompt_key(chat_body("c")), "x \udcff y")]
+        srv.reset_counters()
+        assert srv.delivered() == []
+
+
 def test_chunked_and_drop_mid_framing(server: FakeOpenAIServer) -> None:
     server.plan_faults(["chunked", "drop_mid"])
     status, headers, body = call(server.port or 0, "POST", "/v1/chat/completions", chat_body("Text to process:\nHi."))
