@@ -46,7 +46,7 @@ from hypothesis import strategies as st
 
 from evalpipe.backends.openai_compat import OpenAICompatBackend, OpenAICompatConfig
 from evalpipe.cache import ResponseStore
-from evalpipe.cli import _report
+from evalpipe.cli.evaluate import _report
 from evalpipe.config import RunConfig
 from evalpipe.rescoring import rescore
 from evalpipe.runner import execute
