@@ -71,9 +71,9 @@ def load() -> float:
 
 
 def ncbi_task() -> Any:
-    from evalpipe.tasks.ncbi.disease import SPEC
+    from evalpipe.tasks.registry import get_task
 
-    return SPEC
+    return get_task("ncbi_disease")
 
 
 def ncbi_prompts(n: int) -> list[Prompt]:
