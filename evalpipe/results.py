@@ -297,11 +297,22 @@ class RunDir:
         return self.add_prompts(records) if prompts else records
 
     def iter_samples(self, compat: str | None = None) -> Iterator[dict[str, Any]]:
-        """The sample records one at a time (a reader that keeps only what it needs stays small)."""
+        """The sample records one at a time (a reader that keeps only what it needs stays small).
+
+        Lines are decoded :data:`DECODE_LINES` at a time as one JSON array: the decoder then makes
+        each key string once per batch instead of once per record — records kept in memory are a
+        third smaller, and decoding is faster. A batch that does not decode is decoded line by line,
+        so an error names its line as before.
+        """
         with self.samples_path(compat).open(encoding="utf-8") as handle:
+            batch: list[str] = []
             for line in handle:
                 if line.strip():
-                    yield json.loads(line)
+                    batch.append(line)
+                    if len(batch) == DECODE_LINES:
+                        yield from _decode_lines(batch)
+                        batch = []
+            yield from _decode_lines(batch)
 
     def add_prompts(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Give each record its ``prompt`` (JSON form) from the run's store, by its request ``key``.
@@ -321,6 +332,22 @@ class RunDir:
             if "prompt" not in record:
                 record["prompt"] = found.get(record.get("key"))  # type: ignore[arg-type]
         return records
+
+
+#: sample lines decoded as one JSON array (see RunDir.iter_samples)
+DECODE_LINES = 512
+
+
+def _decode_lines(lines: list[str]) -> list[dict[str, Any]]:
+    if not lines:
+        return []
+    try:
+        decoded = json.loads("[" + ",".join(lines) + "]")
+    except ValueError:
+        decoded = None
+    if not isinstance(decoded, list) or len(decoded) != len(lines):  # a line that is no one value
+        decoded = [json.loads(line) for line in lines]
+    return decoded
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -549,6 +549,19 @@ def write_config(run: RunDir, config: RunConfig, prepared: Sequence[PreparedTask
 PromptSource = Callable[[], Prompt]
 
 
+class _PromptAt:
+    """The prompt of one example of a prepared task, rendered when called (a small object: one per
+    pending request)."""
+
+    __slots__ = ("task", "index")
+
+    def __init__(self, task: PreparedTask, index: int) -> None:
+        self.task, self.index = task, index
+
+    def __call__(self) -> Prompt:
+        return self.task.prompt(self.index)
+
+
 async def fetch_answers(
     pending: Mapping[str, PromptSource],
     backend: Backend,
@@ -556,6 +569,7 @@ async def fetch_answers(
     progress: ProgressSink,
     workers: int = 128,
     writer: AnswerWriter | None = None,
+    results: dict[str, Completion] | None = None,
 ) -> dict[str, Completion]:
     """Send every pending prompt once; commit each good answer to the store on arrival.
 
@@ -564,9 +578,10 @@ async def fetch_answers(
     A fixed pool of worker coroutines (not one task per prompt) pulls prompts from a shared
     iterator: with tens of thousands of prompts, one task each makes every garbage collection walk
     them all (measured: ~20 % more client CPU per request). The backend still decides how many
-    requests are really in flight; ``workers`` only has to be at least that.
+    requests are really in flight; ``workers`` only has to be at least that. Answers go into
+    ``results`` (a new dict unless given), which is returned.
     """
-    results: dict[str, Completion] = {}
+    results = {} if results is None else results
     items = iter(pending.items())
     writer = writer if writer is not None else AnswerWriter(store, backend.model)
 
@@ -659,7 +674,7 @@ async def _execute_locked(
         for p in prepared:
             for i, key in enumerate(p.keys):
                 if key not in answers and key not in pending:
-                    pending[key] = functools.partial(p.prompt, i)
+                    pending[key] = _PromptAt(p, i)
         if on_prepared is not None:
             on_prepared(run, len(all_keys), len(pending))
         scored_by_choices = [p for p in prepared if p.examples and p.prompt(0).choices is not None]
@@ -677,9 +692,8 @@ async def _execute_locked(
             fetch_started = time.monotonic()
             try:
                 for backend, todo in backends:
-                    fresh = await fetch_answers(todo, backend, store, progress,
-                                                workers=2 * max(config.concurrency, 1) * (1 + len(config.replicas)))
-                    answers.update(fresh)
+                    await fetch_answers(todo, backend, store, progress, results=answers,
+                                        workers=2 * max(config.concurrency, 1) * (1 + len(config.replicas)))
                     if isinstance(backend, RankingBackend):
                         stats.setdefault("ranking", {}).update(backend.stats())
                     else:

@@ -49,6 +49,37 @@ RUNNER_AGGREGATIONS: Mapping[str, Aggregation] = {
 FIXED_METRICS = {"n": "the number of evaluated samples, fixed by the run (not an estimate)"}
 
 
+class SampleParts(Mapping[str, float]):
+    """One sample's parts: the scorer's row and the runner's three, read through without a copy."""
+
+    __slots__ = ("_row", "_answered", "_failed")
+
+    def __init__(self, row: Mapping[str, float], answered: bool, failed: bool) -> None:
+        self._row, self._answered, self._failed = row, answered, failed
+
+    def __getitem__(self, key: str) -> float:
+        if key == ANSWERED:
+            return int(self._answered)
+        if key == PARSE_FAILED:
+            return int(self._failed)
+        if key == ERROR:
+            return int(not self._answered)
+        return self._row[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __iter__(self) -> Iterator[str]:
+        yield from (k for k in self._row if k not in (ANSWERED, PARSE_FAILED, ERROR))
+        yield from (ANSWERED, PARSE_FAILED, ERROR)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 @dataclass(frozen=True, eq=False)
 class SampleRecords(Sequence[dict[str, Any]]):
     """A task's per-sample records (as in ``samples.jsonl``), each built when it is read.
@@ -63,8 +94,9 @@ class SampleRecords(Sequence[dict[str, Any]]):
     predictions: Sequence[Prediction]
     answered: Sequence[bool]
     per_sample: Sequence[Mapping[str, Any]]
-    #: the parts each record carries (sparse: what the aggregations read, zeros left out)
     parts: Sequence[Mapping[str, float]]
+    #: the parts a record carries: those the aggregations read (zeros are left out too)
+    parts_read: frozenset[str]
     truncated: Sequence[int]
 
     def __len__(self) -> int:
@@ -99,7 +131,7 @@ class SampleRecords(Sequence[dict[str, Any]]):
             "parse_failed": prediction.failed if ok else None,
             "gold": to_jsonable(example.gold),
             "scores": dict(self.per_sample[i]) if i < len(self.per_sample) else {},
-            "parts": dict(self.parts[i]),
+            "parts": _sparse(self.parts[i], self.parts_read),
             "diagnostics": to_jsonable(prediction.diagnostics),
             "error": None if ok else (completion.error if completion is not None else "not sent yet"),
             "usage": to_jsonable(completion.usage) if completion is not None else None,
@@ -177,13 +209,10 @@ def score_task(
     metrics["n"] = n
     metrics["errors"] = errors
 
-    # per-sample parts: the scorer's, plus the runner's three
+    # per-sample parts: the scorer's, plus the runner's three (views, not copies: see SampleParts)
     task_parts = sheet.sample_parts()
-    parts: list[dict[str, Any]] = []
-    for i, (ok, failed) in enumerate(zip(answered_flags, failed_flags)):
-        row = dict(task_parts[i]) if i < len(task_parts) else {}
-        row.update({ANSWERED: int(ok), PARSE_FAILED: int(failed), ERROR: int(not ok)})
-        parts.append(row)
+    parts = [SampleParts(task_parts[i] if i < len(task_parts) else {}, ok, failed)
+             for i, (ok, failed) in enumerate(zip(answered_flags, failed_flags))]
     declared: dict[str, Aggregation] = {**sheet.aggregations, **RUNNER_AGGREGATIONS}
     problems = check_reproduces(metrics, declared, parts)
     if problems and os.environ.get("EVALPIPE_STRICT_AGGREGATIONS"):
@@ -206,7 +235,7 @@ def score_task(
                     diagnostics[key] = diagnostics.get(key, 0) + value
     records = SampleRecords(
         task=spec.name, examples=examples, keys=keys, answers=answers, predictions=predictions,
-        answered=answered_flags, per_sample=sheet.per_sample, parts=[_sparse(row, keys_read) for row in parts],
+        answered=answered_flags, per_sample=sheet.per_sample, parts=parts, parts_read=keys_read,
         truncated=truncated,
     )
     ok_answers = [c for c in answers if c is not None and c.ok]

@@ -33,7 +33,7 @@ from evalpipe.report.html import render_html
 from evalpipe.report.judging import judging_section
 from evalpipe.report.leaderboard import BOOKKEEPING, Leaderboard, build_leaderboard, shown_metrics
 from evalpipe.report.markdown import render_markdown
-from evalpipe.report.ner_errors import CATEGORIES, GOLD_CATEGORIES, PRED_CATEGORIES, analyse, is_span_task
+from evalpipe.report.ner_errors import CATEGORIES, GOLD_CATEGORIES, PRED_CATEGORIES, analyse
 from evalpipe.report.operations import operations_table, task_operations
 from evalpipe.report.plots import metric_bars, parse_failure_bars, score_vs_length
 from evalpipe.report.runs import ReportRun, TaskInfo, load_report_runs
@@ -166,10 +166,10 @@ def _ner_blocks(task: str, runs: Sequence[ReportRun], per_category: int,
     blocks: list[Table | Examples] = []
     for i, run in enumerate(runs):
         key = run_key(i)
-        records = [r for r in run.records if r.get("task") == task]
-        if not is_span_task(records):
+        outcomes = run.span_outcomes(task) if task in run.tasks else None
+        if outcomes is None:
             continue
-        analysis = analyse(task, records, per_category=per_category)
+        analysis = analyse(task, run.task_records(task), per_category=per_category, outcomes=outcomes)
         rows = []
         for side, categories in (("gold", GOLD_CATEGORIES), ("pred", PRED_CATEGORIES)):
             for label in [None, *analysis.labels()]:
@@ -315,7 +315,11 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
 def _write_text(path: Path, text: str) -> None:
     """A report file as UTF-8; a lone surrogate of a model's answer (kept exactly in the run) is shown
     as U+FFFD — a report is for reading, and UTF-8 cannot hold the surrogate itself."""
-    path.write_bytes(text.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8"))
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:  # only then the copies (a report is tens of MB)
+        data = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
+    path.write_bytes(data)
 
 
 def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed: int = 0,
