@@ -46,13 +46,13 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from evalpipe.endpoints import redact_url
-from evalpipe.prompt_pack import LEARN, Packer, referenced, unpack
+from evalpipe.prompt_pack import referenced, unpack
 from evalpipe.records import Completion, Prompt, Usage, to_jsonable
 
 SCHEMA = """
@@ -267,17 +267,17 @@ class ResponseStore:
                 rows,
             )
 
-    def write_plan(self, task: str, rows: Sequence[tuple[str, str]], prompt_of: Callable[[int], Mapping[str, Any]],
-                   infos: Sequence[Mapping[str, Any]] | None = None) -> None:
+    def write_plan(self, task: str, rows: Sequence[tuple[str, str]], packed: Sequence[str],
+                   texts: Mapping[str, str], infos: Sequence[Mapping[str, Any]] | None = None) -> None:
         """Record which key each sample of ``task`` asks (``rows``: sample id, key), replacing an older plan.
 
-        ``prompt_of(i)`` is the JSON form of row ``i``'s prompt; it is asked only for keys whose
-        prompt the store does not hold yet, so a resumed run with the same plan renders nothing
-        here. Written before the first request, in one transaction (plan, prompts, shared texts),
-        so a run directory can be re-scored later from the store alone — even if it was killed,
-        and even if the template has changed since. A resumed run usually has the very same plan:
-        then nothing is written (the key is a hash of the prompt, so equal ids, keys and infos mean
-        equal rows).
+        ``packed[i]`` is row ``i``'s prompt packed by a :class:`~evalpipe.prompt_pack.Packer` (JSON
+        text) and ``texts`` the packer's shared texts; a key whose prompt the store holds already is
+        not stored again. Written before the first request, in one transaction (plan, prompts, shared
+        texts), so a run directory can be re-scored later from the store alone — even if it was
+        killed, and even if the template has changed since. A resumed run usually has the very same
+        plan: then nothing is written (the key is a hash of the prompt, so equal ids, keys and infos
+        mean equal rows).
         """
         infos_json = [json.dumps(dict(info)) for info in infos] if infos is not None else ["{}"] * len(rows)
         if self._plan_is(task, rows, infos_json):
@@ -287,8 +287,6 @@ class ResponseStore:
             first.setdefault(key, i)
         stored = self._keys_with_prompts(list(first))
         wanted = [i for key, i in first.items() if key not in stored]
-        packer = Packer()
-        packer.learn(prompt_of(i) for i in wanted[:LEARN])
         with self._db:
             self._db.execute("BEGIN")
             self._db.execute("DELETE FROM plan WHERE task = ?", (task,))
@@ -296,12 +294,10 @@ class ResponseStore:
                 "INSERT INTO plan VALUES (?, ?, ?, ?, '', ?)",
                 ((task, to_db_text(sid), i, key, info) for i, ((sid, key), info) in enumerate(zip(rows, infos_json))),
             )
-            self._db.executemany(
-                "INSERT OR REPLACE INTO prompts (key, prompt) VALUES (?, ?)",
-                ((rows[i][1], to_db_text(json.dumps(packer.pack(prompt_of(i)), ensure_ascii=False))) for i in wanted),
-            )
+            self._db.executemany("INSERT OR REPLACE INTO prompts (key, prompt) VALUES (?, ?)",
+                                 ((rows[i][1], to_db_text(packed[i])) for i in wanted))
             self._db.executemany("INSERT OR IGNORE INTO texts (key, text) VALUES (?, ?)",
-                                 [(key, to_db_text(text)) for key, text in packer.texts.items()])
+                                 [(key, to_db_text(text)) for key, text in texts.items()])
 
     def _plan_is(self, task: str, rows: Sequence[tuple[str, str]], infos_json: Sequence[str]) -> bool:
         """Whether the recorded plan of ``task`` is exactly these rows (compared as they stream by)."""

@@ -5,7 +5,7 @@ the same in every prompt of the task; only the sentence differs. Stored whole, 4
 130 MB of one repeated prefix. So the store keeps each prompt *packed*: every long string of the
 prompt's JSON (a message's content, a completion prompt's text) becomes a list of pieces, where a
 piece is either the prompt's own text or a reference to a shared text kept once in the store
-(table ``texts``, keyed by the text's sha256)::
+(table ``texts``, keyed by the text's sha256 — its first 32 hex digits)::
 
     {"params": {…}, "messages": [{"role": "user", "content": {"$pieces": [["9f2c…"], "Clustering of … [0]\\n"]}}]}
 
@@ -43,8 +43,10 @@ Path = tuple[str | int, ...]
 
 
 def text_key(text: str) -> str:
-    """The sha256 (hex) a shared text is stored under (UTF-8; a lone surrogate as its own bytes)."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    """What a shared text is stored under: the first 128 bits of its sha256, in hex (UTF-8; a lone
+    surrogate as its own bytes). Every packed prompt repeats its references, and a run has a handful
+    of shared texts: 32 hex digits make no collision conceivable and keep references short."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def _common_prefix(a: str, b: str) -> int:

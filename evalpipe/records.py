@@ -102,6 +102,20 @@ class Prompt:
     def endpoint(self) -> Literal["chat", "completions"]:
         return "chat" if self.messages is not None else "completions"
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Prompt:
+        """The prompt whose :func:`to_jsonable` form is ``data`` (the form the response store keeps)."""
+        params = dict(data["params"])
+        params["stop"] = tuple(params.get("stop") or ())
+        messages = data.get("messages")
+        choices = data.get("choices")
+        return cls(
+            params=GenerationParams(**params),
+            messages=tuple(Message(m["role"], m["content"]) for m in messages) if messages is not None else None,
+            text=data.get("text"),
+            choices=tuple(choices) if choices is not None else None,
+        )
+
 
 @dataclass(frozen=True)
 class Usage:

@@ -11,9 +11,11 @@ Order of work is chosen so that mistakes cost nothing:
    :mod:`evalpipe.answer_writer`: an answer is counted only once it is committed);
 5. parse and score everything, write ``samples.jsonl``, ``metrics.json`` and ``summary.json``.
 
-Memory: a prepared task holds its examples and keys, never its rendered prompts — a prompt is
-rendered again where it is needed (for the plan, when it is sent; ~35 µs), because 47,000 rendered
-5-shot prompts are ~300 MB in Python objects. Records are built as ``samples.jsonl`` is written.
+Memory: a prepared task holds its examples, its keys and its prompts *packed* — the form the store
+keeps (:mod:`evalpipe.prompt_pack`: the text all its prompts share, once, and each prompt's own
+part) — never its rendered prompts: 47,000 rendered 5-shot prompts are ~300 MB in Python objects,
+packed ~15 MB. Each prompt is rendered once; a pending one is unpacked when it is sent. Records are
+built as ``samples.jsonl`` is written.
 
 ``evalpipe score`` is steps 3 and 5 without a backend, reading the plan from the store
 (:mod:`evalpipe.rescoring`); parsing and scoring one task is :mod:`evalpipe.scoring`.
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -41,6 +44,7 @@ from evalpipe.budget import (
     model_context_length,
 )
 from evalpipe.answer_writer import AnswerWriter
+from evalpipe.prompt_pack import LEARN, Packer, unpack
 from evalpipe.cache import ResponseStore, cache_key
 from evalpipe.conditions import Condition, TaskConditions, plan_name, shot_permutation, task_conditions
 from evalpipe.config import RunConfig, load_options, local_model_fingerprint, task_args_for
@@ -92,6 +96,9 @@ class PreparedTask:
     #: renders one example's prompt (deterministic: the same example always gives the same prompt)
     make_prompt: Callable[[Example], Prompt]
     keys: tuple[str, ...]
+    #: each example's prompt, packed (JSON text; the shared texts are the packer's)
+    packed: tuple[str, ...]
+    packer: Packer
     max_tokens: int
     #: None for a retrieval task (its prompts are query texts, not rendered from a template)
     renderer: PromptRenderer | None
@@ -109,12 +116,16 @@ class PreparedTask:
         return self.truncated or (0,) * len(self.examples)
 
     def prompt(self, i: int) -> Prompt:
-        """The prompt of the ``i``-th example, rendered now (prompts are not kept: module docstring)."""
-        return self.make_prompt(self.examples[i])
+        """The prompt of the ``i``-th example (unpacked now: the module docstring says why)."""
+        return Prompt.from_json(self.prompt_json(i))
+
+    def prompt_json(self, i: int) -> dict[str, Any]:
+        """The JSON form of the ``i``-th example's prompt."""
+        return unpack(json.loads(self.packed[i]), self.packer.texts)
 
     @property
     def prompts(self) -> Sequence[Prompt]:
-        """Every example's prompt, each rendered when read."""
+        """Every example's prompt, each unpacked when read."""
         return _Rendered(self)
 
     @property
@@ -228,9 +239,27 @@ def _render_task(spec: TaskSpec, config: RunConfig, data: TaskData, examples: tu
             _with_choices, renderer.render, GenerationParams(max_tokens=1, temperature=0.0, seed=config.seed),
             spec.choice_scoring.continuations)
     # every prompt is rendered here, before anything is sent: a template error costs nothing
-    keys = tuple(cache_key(config.model, make_prompt(ex)) for ex in examples)
-    return PreparedTask(spec, data, examples, shots, make_prompt, keys, max_tokens, renderer, config.model,
-                        condition=condition, template=template)
+    keys, packed, packer = _render_all(config.model, examples, make_prompt)
+    return PreparedTask(spec, data, examples, shots, make_prompt, keys, packed, packer, max_tokens, renderer,
+                        config.model, condition=condition, template=template)
+
+
+def _render_all(model: str, examples: Sequence[Example], make_prompt: Callable[[Example], Prompt],
+                ) -> tuple[tuple[str, ...], tuple[str, ...], Packer]:
+    """Every example's cache key and packed prompt, each prompt rendered once (the first
+    :data:`~evalpipe.prompt_pack.LEARN` twice: the text they share is learnt from them)."""
+    packer = Packer()
+    packer.learn(to_jsonable(make_prompt(ex)) for ex in examples[:LEARN])
+    keys, packed = [], []
+    for example in examples:
+        prompt = make_prompt(example)
+        keys.append(cache_key(model, prompt))
+        packed.append(_dumps(packer.pack(to_jsonable(prompt))))
+    return tuple(keys), tuple(packed), packer
+
+
+def _dumps(packed: Any) -> str:
+    return json.dumps(packed, ensure_ascii=False)
 
 
 def _with_choices(render: Callable[[Example], Prompt], params: GenerationParams,
@@ -301,9 +330,9 @@ def _prepare_ranking(spec: TaskSpec, config: RunConfig, data: TaskData, examples
     make_prompt = functools.partial(_ranking_query, GenerationParams(max_tokens=spec.ranking.depth),
                                     spec.ranking.query)
     identity = ranking_identity(config, planned.pool, spec.ranking.depth)
-    keys = tuple(cache_key(identity, make_prompt(ex)) for ex in planned.examples)
-    return PreparedTask(spec, data, planned.examples, (), make_prompt, keys, spec.ranking.depth, None, identity,
-                        pool=planned.pool)
+    keys, packed, packer = _render_all(identity, planned.examples, make_prompt)
+    return PreparedTask(spec, data, planned.examples, (), make_prompt, keys, packed, packer, spec.ranking.depth,
+                        None, identity, pool=planned.pool)
 
 
 async def apply_budget(p: PreparedTask, context_length: int, counter: TokenCounter) -> PreparedTask:
@@ -313,13 +342,14 @@ async def apply_budget(p: PreparedTask, context_length: int, counter: TokenCount
     prompts = list(p.prompts)
     fitted = await asyncio.gather(*(fit_prompt(ex, p.make_prompt, p.spec.long_field, context_length, counter,
                                                prompt=prompt) for ex, prompt in zip(p.examples, prompts)))
+    # an untouched prompt keeps the key and packed form prepare_task computed
+    changed = [not (f.truncated_tokens == 0 and f.prompt is prompt) for f, prompt in zip(fitted, prompts)]
     return replace(
         p,
-        # a fitted example renders its fitted prompt (fit_prompt rendered it with the same function)
         examples=tuple(f.example for f in fitted),
-        # an untouched prompt keeps the key prepare_task computed
-        keys=tuple(key if f.truncated_tokens == 0 and f.prompt is prompt else cache_key(p.model, f.prompt)
-                   for f, prompt, key in zip(fitted, prompts, p.keys)),
+        keys=tuple(cache_key(p.model, f.prompt) if c else key for f, c, key in zip(fitted, changed, p.keys)),
+        packed=tuple(_dumps(p.packer.pack(to_jsonable(f.prompt))) if c else packed
+                     for f, c, packed in zip(fitted, changed, p.packed)),
         truncated=tuple(f.truncated_tokens for f in fitted),
     )
 
@@ -665,9 +695,8 @@ async def _execute_locked(
                 notes.append(f"{p.plan_name}: this run directory held {before} samples; its results now cover "
                              f"{len(p.examples)} (--limit/--ids). All answers stay stored: run without them "
                              "to restore the full results")
-            store.write_plan(p.plan_name, [(ex.id, key) for ex, key in zip(p.examples, p.keys)],
-                             functools.partial(_prompt_object, p),
-                             [{"truncated_tokens": t} for t in p.truncated_tokens()])
+            store.write_plan(p.plan_name, [(ex.id, key) for ex, key in zip(p.examples, p.keys)], p.packed,
+                             p.packer.texts, [{"truncated_tokens": t} for t in p.truncated_tokens()])
         all_keys = list(dict.fromkeys(k for p in prepared for k in p.keys))
         answers: dict[str, Completion] = store.get_many(all_keys)
         pending: dict[str, PromptSource] = {}
@@ -720,11 +749,6 @@ async def _execute_locked(
         for backend, _ in backends:
             await backend.aclose()
         store.close()
-
-
-def _prompt_object(p: PreparedTask, i: int) -> dict[str, Any]:
-    """The JSON form of the ``i``-th prompt of ``p``, as the store keeps it."""
-    return to_jsonable(p.prompt(i))
 
 
 async def check_choice_scoring(backend: Backend) -> None:

@@ -10,6 +10,7 @@ import pytest
 from evalpipe.cache import ResponseStore, cache_key
 from evalpipe.config import RunConfig
 from evalpipe.data.errors import DataError
+from evalpipe.prompt_pack import Packer
 from evalpipe.records import GenerationParams, Message, Prompt
 from evalpipe.rescoring import rescore
 from evalpipe.runner import RunError, check_endpoint_policy, execute, load_options, prepare
@@ -330,22 +331,19 @@ def test_get_many_finds_stored_answers_across_chunks(tmp_path):
 def test_an_unchanged_plan_is_not_rewritten_and_a_changed_one_is(tmp_path):
     store = ResponseStore(tmp_path / "r.sqlite")
     rows = [("a", "k1"), ("b", "k2")]
-    prompts = [{"text": "one"}, {"text": "two"}]
-    rendered = []
-
-    def prompt_of(i):
-        rendered.append(i)
-        return prompts[i]
-
-    store.write_plan("t", rows, prompt_of, [{"truncated_tokens": 0}, {"truncated_tokens": 3}])
-    assert rendered == [0, 1, 0, 1]  # learnt from, then packed
+    packer = Packer()
+    prompts = [{"text": "shared instructions " * 5 + "one"}, {"text": "shared instructions " * 5 + "two"}]
+    packer.learn(prompts)
+    packed = [json.dumps(packer.pack(p)) for p in prompts]
+    assert not any("shared" in p for p in packed) and len(packer.texts) == 1  # the shared prefix, once
+    store.write_plan("t", rows, packed, packer.texts, [{"truncated_tokens": 0}, {"truncated_tokens": 3}])
     changes = store._db.total_changes
-    store.write_plan("t", rows, prompt_of, [{"truncated_tokens": 0}, {"truncated_tokens": 3}])
-    assert store._db.total_changes == changes and len(rendered) == 4  # the resume case: nothing written or rendered
-    store.write_plan("t", rows[:1], prompt_of, [{"truncated_tokens": 0}])
+    store.write_plan("t", rows, packed, packer.texts, [{"truncated_tokens": 0}, {"truncated_tokens": 3}])
+    assert store._db.total_changes == changes  # the resume case: nothing written
+    store.write_plan("t", rows[:1], packed[:1], packer.texts, [{"truncated_tokens": 0}])
     assert store.read_plan("t") == [("a", "k1", {"truncated_tokens": 0})]
-    assert len(rendered) == 4  # k1's prompt is stored already: not rendered again
-    assert store.prompts(["k1", "k2", "absent"]) == {"k1": {"text": "one"}, "k2": {"text": "two"}}
+    # every prompt stays (a plan that shrank keeps its answers and prompts), unpacked whole
+    assert store.prompts(["k1", "k2", "absent"]) == {"k1": prompts[0], "k2": prompts[1]}
     store.close()
 
 
