@@ -18,10 +18,12 @@ run directory's files are printed too (``responses.sqlite``, ``samples.jsonl``, 
 
 The machine is shared: the load average is printed before and after every process, and ``--repeat``
 interleaves rounds over the Ns, so compare figures measured side by side, as ratios, not across days.
+``--repo`` (repeatable) measures other checkouts of evalpipe (each with its own ``.venv``) in the
+same rounds, interleaved, and prints each one's figures as ratios to the first.
 
     .venv/bin/python bench/memory.py                          # N = 4700, 18800, 47000
     .venv/bin/python bench/memory.py --n 4700,18800 --steps run,report
-    .venv/bin/python bench/memory.py --repo /work/main        # the same against another checkout
+    .venv/bin/python bench/memory.py --repo . --repo /work/main   # this checkout and another, side by side
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ def write_unique_sentences(path: Path, n: int, source: Path) -> None:
 
 @dataclass(frozen=True)
 class Measured:
+    repo: str
     step: str
     n: int
     wall_s: float
@@ -85,8 +88,8 @@ def measure(command: list[str], cwd: Path, step: str, n: int) -> tuple[Measured,
         log.seek(0)
         output = log.read().decode("utf-8", "replace")
     # ru_maxrss is in kilobytes on Linux
-    return Measured(step, n, wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, before, load(),
-                    process.returncode), output
+    return Measured(cwd.name, step, n, wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, before,
+                    load(), process.returncode), output
 
 
 def evalpipe(repo: Path) -> list[str]:
@@ -96,7 +99,7 @@ def evalpipe(repo: Path) -> list[str]:
 
 def one_round(repo: Path, server: FakeOpenAIProcess, n: int, data: Path, work: Path, steps: list[str],
               concurrency: int) -> list[Measured]:
-    results_dir = work / f"results-{n}"
+    results_dir = work / f"results-{repo.name}-{n}"
     out: list[Measured] = []
     run_dir: Path | None = None
     if "run" in steps or not results_dir.exists():
@@ -123,7 +126,7 @@ def one_round(repo: Path, server: FakeOpenAIProcess, n: int, data: Path, work: P
             print(log[-3000:], file=sys.stderr)
         out.append(m)
     if "report" in steps:
-        report = work / f"report-{n}"
+        report = work / f"report-{repo.name}-{n}"
         m, log = measure([*evalpipe(repo), "report", str(run_dir), "--out", str(report)], repo, "report", n)
         if m.returncode != 0:
             print(log[-3000:], file=sys.stderr)
@@ -132,7 +135,7 @@ def one_round(repo: Path, server: FakeOpenAIProcess, n: int, data: Path, work: P
                                if html.is_file() else ""}))
     sizes = [f"{name} {(run_dir / name).stat().st_size / 1e6:.1f} MB" for name in ("responses.sqlite", "samples.jsonl")
              if (run_dir / name).is_file()]
-    print(f"  N={n}: {', '.join(sizes)}", flush=True)
+    print(f"  {repo.name} N={n}: {', '.join(sizes)}", flush=True)
     return out
 
 
@@ -143,13 +146,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated, from {', '.join(STEPS)}")
     parser.add_argument("--repeat", type=int, default=1, help="interleaved rounds over the Ns (medians)")
-    parser.add_argument("--repo", type=Path, default=REPO, help="the evalpipe checkout to measure (its .venv)")
+    parser.add_argument("--repo", type=Path, action="append",
+                        help="an evalpipe checkout to measure, with its .venv (repeatable; default: this one)")
     args = parser.parse_args(argv)
     ns = [int(x) for x in args.n.split(",") if x.strip()]
     steps = [s.strip() for s in args.steps.split(",") if s.strip()]
-    repo = args.repo.resolve()
-    print(f"{repo} at {subprocess.run(['git', '-C', str(repo), 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()}; "
-          f"{os.cpu_count()} CPUs, load average at start {load():.2f}; latency {args.latency * 1e3:.0f} ms, "
+    repos = [r.resolve() for r in (args.repo or [REPO])]
+    if len({r.name for r in repos}) != len(repos):
+        parser.error("--repo: give checkouts with different folder names (they label the figures)")
+    for repo in repos:
+        commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True).stdout.strip()
+        print(f"{repo.name}: {repo} at {commit}")
+    print(f"{os.cpu_count()} CPUs, load average at start {load():.2f}; latency {args.latency * 1e3:.0f} ms, "
           f"C={args.concurrency}, server in a subprocess", flush=True)
     measured: list[Measured] = []
     with tempfile.TemporaryDirectory(prefix="memory-bench-") as tmp:
@@ -160,23 +169,32 @@ def main(argv: list[str] | None = None) -> int:
         with FakeOpenAIProcess(latency=args.latency, models=(MODEL,)) as server:
             for _ in range(args.repeat):
                 for n in ns:
-                    for m in one_round(repo, server, n, data[n], work, steps, args.concurrency):
-                        measured.append(m)
-                        print(f"  {m.step:6s} N={m.n:6d}: {m.wall_s:6.1f} s  peak {m.peak_mb:6.0f} MB  "
-                              f"cpu {m.cpu_s:6.1f} s  exit {m.returncode}  load {m.load_before:.2f}-{m.load_after:.2f}"
-                              f"  {m.extra}", flush=True)
+                    for repo in repos:
+                        for m in one_round(repo, server, n, data[n], work, steps, args.concurrency):
+                            measured.append(m)
+                            print(f"  {m.repo} {m.step:6s} N={m.n:6d}: {m.wall_s:6.1f} s  peak {m.peak_mb:6.0f} MB  "
+                                  f"cpu {m.cpu_s:6.1f} s  exit {m.returncode}  "
+                                  f"load {m.load_before:.2f}-{m.load_after:.2f}  {m.extra}", flush=True)
     print(f"\nmedians over {args.repeat} round(s) ({os.cpu_count()} CPUs; load per process above)")
-    print(f"{'step':6s} {'N':>7s} {'wall s':>7s} {'peak MB':>8s} {'KB/sample':>10s} {'cpu s':>7s}")
+    first = repos[0].name
+    print(f"{'checkout':12s} {'step':6s} {'N':>7s} {'wall s':>7s} {'peak MB':>8s} {'cpu s':>7s}"
+          + (f"   vs {first}: wall, peak" if len(repos) > 1 else ""))
     status = 0
     for step in steps:
         for n in ns:
-            ms = [m for m in measured if m.step == step and m.n == n]
-            if not ms:
-                continue
-            status |= any(m.returncode for m in ms)
-            peak = statistics.median(m.peak_mb for m in ms)
-            print(f"{step:6s} {n:7d} {statistics.median(m.wall_s for m in ms):7.1f} {peak:8.0f} "
-                  f"{peak * 1024 / n:10.1f} {statistics.median(m.cpu_s for m in ms):7.1f}")
+            base: Measured | None = None
+            for repo in repos:
+                ms = [m for m in measured if m.repo == repo.name and m.step == step and m.n == n]
+                if not ms:
+                    continue
+                status |= any(m.returncode for m in ms)
+                row = Measured(repo.name, step, n, statistics.median(m.wall_s for m in ms),
+                               statistics.median(m.peak_mb for m in ms), statistics.median(m.cpu_s for m in ms),
+                               0, 0, 0)
+                base = base or row
+                ratio = (f"   x{row.wall_s / base.wall_s:.2f}, x{row.peak_mb / base.peak_mb:.2f}"
+                         if len(repos) > 1 and row is not base else "")
+                print(f"{repo.name:12s} {step:6s} {n:7d} {row.wall_s:7.1f} {row.peak_mb:8.0f} {row.cpu_s:7.1f}{ratio}")
     print(f"load average at end {load():.2f}")
     return status
 

@@ -721,8 +721,14 @@ async def _execute_locked(
             fetch_started = time.monotonic()
             try:
                 for backend, todo in backends:
-                    await fetch_answers(todo, backend, store, progress, results=answers,
+                    writer = AnswerWriter(store, backend.model)
+                    await fetch_answers(todo, backend, store, progress, results=answers, writer=writer,
                                         workers=2 * max(config.concurrency, 1) * (1 + len(config.replicas)))
+                    commits = stats.setdefault("store", {"answers": 0, "commits": 0, "longest_commit_ms": 0.0})
+                    commits["answers"] += writer.stats.answers
+                    commits["commits"] += writer.stats.commits
+                    commits["longest_commit_ms"] = round(max(commits["longest_commit_ms"],
+                                                             writer.stats.longest_commit_s * 1e3), 3)
                     if isinstance(backend, RankingBackend):
                         stats.setdefault("ranking", {}).update(backend.stats())
                     else:
