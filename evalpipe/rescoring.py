@@ -19,6 +19,7 @@ from evalpipe.conditions import Condition, plan_name
 from evalpipe.config import RunConfig, load_options, task_args_for
 from evalpipe.data.digest import file_sha256
 from evalpipe.data.errors import DataError
+from evalpipe.heap import frozen_heap
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Completion, Example
 from evalpipe.outcome import RunError, RunOutcome, write_outcome
@@ -125,6 +126,12 @@ def rescore(run_path: Path, compat: str | None = None, metric_options: Mapping[s
 
 def _rescore_locked(run: RunDir, compat: str | None, metric_options: Mapping[str, Any] | None) -> RunOutcome:
     config, tasks = load_stored(run.path)
+    with frozen_heap():  # the stored tasks live until the end: out of the collector's sight (evalpipe.heap)
+        return _rescore_loaded(run, config, tasks, compat, metric_options)
+
+
+def _rescore_loaded(run: RunDir, config: RunConfig, tasks: list[StoredTask], compat: str | None,
+                    metric_options: Mapping[str, Any] | None) -> RunOutcome:
     options = MetricOptions.from_json({**config.metric_options, **(metric_options or {})})
     for task in tasks:
         task.spec.scoring(compat)  # unknown mode → error before any work

@@ -24,6 +24,7 @@ built as ``samples.jsonl`` is written.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import time
@@ -44,6 +45,7 @@ from evalpipe.budget import (
     model_context_length,
 )
 from evalpipe.answer_writer import AnswerWriter
+from evalpipe.heap import frozen_heap
 from evalpipe.prompt_pack import LEARN, Packer, unpack
 from evalpipe.cache import ResponseStore, cache_key
 from evalpipe.conditions import Condition, TaskConditions, plan_name, shot_permutation, task_conditions
@@ -688,7 +690,10 @@ async def _execute_locked(
     store = ResponseStore(run.store_path)
     backends: list[tuple[Backend, dict[str, PromptSource]]] = []
     notes: list[str] = list(prepare_notes)
+    heap = contextlib.ExitStack()
     try:
+        # the prepared tasks live until the end: out of the garbage collector's sight (evalpipe.heap)
+        settle = heap.enter_context(frozen_heap())
         for p in prepared:
             before = store.plan_size(p.plan_name)
             if before > len(p.examples):
@@ -737,6 +742,7 @@ async def _execute_locked(
                 progress.close()
             fetch_s = time.monotonic() - fetch_started
             sent = len(pending)
+            settle()  # the answers live until the end too
         outcome = RunOutcome(run_dir=run, tasks=[], sent=sent, cached=len(all_keys) - sent,
                              skipped=skipped, budget=Budget.from_json(budget_info.get("budget")), notes=notes)
         options = MetricOptions.from_json(config.metric_options)
@@ -752,6 +758,7 @@ async def _execute_locked(
             metric_options=options.to_json(), notes=list(notes)))
         return outcome
     finally:
+        heap.close()
         for backend, _ in backends:
             await backend.aclose()
         store.close()

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from evalpipe.heap import frozen_heap
 from evalpipe.report.bootstrap import TaskBootstrap, bootstrap_task
 from evalpipe.report.browser import render_sample_browser
 from evalpipe.report.browser_data import SampleLinks, browser_data, run_key
@@ -341,6 +342,13 @@ def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed
         except ImportError:
             raise RuntimeError("--parquet needs the pyarrow package: pip install pyarrow") from None
     loaded = load_report_runs([Path(r) for r in runs], compat)
+    with frozen_heap():  # the records live until the end: out of the collector's sight (evalpipe.heap)
+        return _build_loaded(loaded, Path(out), resamples=resamples, seed=seed, parquet=parquet, level=level,
+                             top=top, start=start)
+
+
+def _build_loaded(loaded: list[ReportRun], out: Path, *, resamples: int, seed: int, parquet: bool, level: float,
+                  top: int, start: float) -> BuildResult:
     boots = {
         run.label: {task: bootstrap_task(sample, resamples=resamples, seed=seed, level=level)
                     for task, sample in run.resample.items()}

@@ -23,10 +23,8 @@ would make it walk them all again and again, for nothing: records hold no cycles
 
 from __future__ import annotations
 
-import contextlib
-import gc
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from evalpipe.frames import run_identity, samples_frame
+from evalpipe.heap import collector_paused
 from evalpipe.metrics.aggregation import Aggregation, aggregation_from_json
 from evalpipe.report.bootstrap import ResampleTask
 from evalpipe.report.ner_errors import SampleOutcomes, is_span_task, sample_outcomes
@@ -179,17 +178,6 @@ def _split_conditions(records: list[dict[str, Any]], variants: Mapping[str, Mapp
 UNREAD_FIELDS = ("prompt", "key")
 
 
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _read_records(run_dir: RunDir, compat: str | None) -> list[dict[str, Any]]:
     records = []
     for record in run_dir.iter_samples(compat):
@@ -201,7 +189,7 @@ def _read_records(run_dir: RunDir, compat: str | None) -> list[dict[str, Any]]:
 
 def load_report_runs(paths: Sequence[Path], compat: str | None = None) -> list[ReportRun]:
     """Read every run directory; raises FileNotFoundError naming the first missing file."""
-    with _collector_paused():
+    with collector_paused():
         return _load_report_runs(paths, compat)
 
 
