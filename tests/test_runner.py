@@ -367,3 +367,44 @@ def test_rescore_checks_the_file_it_reads_not_only_the_recorded_path(tmp_path):
     (outcome.run_dir.path / "config.json").write_text(json.dumps(recorded))
     with pytest.raises(DataError, match="changed since the run"):
         rescore(outcome.run_dir.path)
+
+
+def _as_older_layout(run_dir):
+    """Rewrite a run directory as evalpipe wrote it before prompts were stored once: the whole prompt
+    JSON in the plan (no `prompts`/`texts` tables) and in every record of samples.jsonl (no `key`)."""
+    prompts = run_dir.read_samples(prompts=True)
+    with sqlite3.connect(run_dir.store_path) as db:
+        for record in prompts:
+            db.execute("UPDATE plan SET prompt = ? WHERE key = ?",
+                       (json.dumps(record["prompt"], ensure_ascii=False), record["key"]))
+        db.execute("DROP TABLE prompts")
+        db.execute("DROP TABLE texts")
+    lines = []
+    for record in prompts:
+        key, prompt = record.pop("key"), record.pop("prompt")
+        items = list(record.items())
+        items.insert(3, ("prompt", prompt))
+        lines.append(json.dumps(dict(items), ensure_ascii=False))
+    run_dir.samples_path().write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return {r["id"]: r["prompt"] for r in run_dir.read_samples()}
+
+
+def test_a_run_directory_written_before_prompts_were_stored_once_is_read_scored_and_resumed(tmp_path):
+    first = run(config(limit=10), ScriptedBackend(perfect), tmp_path)
+    run_dir = first.run_dir
+    prompts = _as_older_layout(run_dir)
+    assert len(prompts) == 10 and all(p["messages"] for p in prompts.values())
+    # read: the records' own prompts; score: from the older store alone
+    assert {r["id"]: r["prompt"] for r in run_dir.read_samples(prompts=True)} == prompts
+    assert rescore(run_dir.path).metrics == first.metrics
+    # resumed: nothing asked again; the prompts now come from the older plan
+    again = ScriptedBackend(perfect)
+    assert run(config(limit=10), again, tmp_path).metrics == first.metrics and again.calls == []
+    assert {r["id"]: r["prompt"] for r in run_dir.read_samples(prompts=True)} == prompts
+    # a plan that changes is written in the new layout; every prompt is still there
+    more = ScriptedBackend(perfect)
+    run(config(limit=12), more, tmp_path)
+    assert len(more.calls) == 2
+    records = run_dir.read_samples(prompts=True)
+    assert len(records) == 12 and {r["id"]: r["prompt"] for r in records[:10]} == prompts
+    assert records[11]["prompt"]["messages"][0]["content"].endswith(f"{records[11]['inputs']['text']}\n")
