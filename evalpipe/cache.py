@@ -42,11 +42,12 @@ text keeps the TEXT storage class, byte for byte as before.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -266,6 +267,24 @@ class ResponseStore:
                 " completion_tokens, latency_s, attempts, created, endpoint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
+
+    @contextlib.contextmanager
+    def checkpoints_deferred(self) -> Iterator[None]:
+        """No WAL checkpoint inside the block, one at its end.
+
+        SQLite copies the write-ahead log into the database file every 1,000 pages, inside
+        whichever commit crosses the mark: measured, 7–9 ms every ~6,000 NCBI answers, against
+        ~0.6 ms for a commit of 126 answers — and commits run on the event loop between requests.
+        The log only grows meanwhile (~1 KB an answer); a commit is exactly as durable (it is in
+        the log), and a killed run's log is replayed when the store is opened again.
+        """
+        previous = int(self._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+        self._db.execute("PRAGMA wal_autocheckpoint=0")
+        try:
+            yield
+        finally:
+            self._db.execute(f"PRAGMA wal_autocheckpoint={previous}")
+            self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def write_plan(self, task: str, rows: Sequence[tuple[str, str]], packed: Sequence[str],
                    texts: Mapping[str, str], infos: Sequence[Mapping[str, Any]] | None = None) -> None:

@@ -627,7 +627,8 @@ async def fetch_answers(
 
     tasks = [asyncio.ensure_future(worker()) for _ in range(max(1, min(workers, len(pending))))]
     try:
-        await asyncio.gather(*tasks)
+        with store.checkpoints_deferred():  # none between requests: see ResponseStore.checkpoints_deferred
+            await asyncio.gather(*tasks)
     finally:
         for task in tasks:
             task.cancel()

@@ -74,3 +74,21 @@ def test_only_successful_answers_are_stored(tmp_path):
         store.put_many("m", [("a", Completion(text="ok")), ("b", Completion(text=None, error="HTTP 500"))])
     assert len(store) == 0  # nothing of the batch
     store.close()
+
+
+def test_no_checkpoint_between_requests_and_one_at_the_end(tmp_path):
+    """While answers are being fetched the write-ahead log is not copied into the database inside a
+    commit (that took 7-9 ms every ~6,000 answers, on the event loop); commits stay durable (another
+    connection sees them) and the log is checkpointed once the block ends."""
+    store = ResponseStore(tmp_path / "r.sqlite")
+    with store.checkpoints_deferred():
+        assert store._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        for group in range(20):
+            store.put_many("m", [(f"k{group}-{i}", Completion(text="x" * 4000)) for i in range(100)])
+        assert len(stored(store.path)) == 2000
+        wal = (tmp_path / "r.sqlite-wal").stat().st_size
+        assert wal > 1500 * 4096  # well past the 1,000 pages at which SQLite would have checkpointed
+    assert store._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+    busy, log, checkpointed = store._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    assert busy == 0 and log == checkpointed  # everything in the log is in the database file
+    store.close()
