@@ -1,10 +1,11 @@
 """The response store: every answer is committed to SQLite the moment it arrives.
 
-Why SQLite in WAL mode with one transaction per answer: a run killed with SIGKILL at any moment
-loses at most the requests that were in flight, never an answer that was already received, and a
-reader (``evalpipe score``) can open the store while a run is writing. ``synchronous=NORMAL`` in
-WAL mode keeps every committed row across a process crash (only an OS crash or power loss can
-drop the last commits), at a cost of tens of microseconds per answer.
+Why SQLite in WAL mode, each answer committed before the run counts it: a run killed with SIGKILL
+at any moment loses at most the requests that were in flight, never an answer it had counted as
+received, and a reader (``evalpipe score``) can open the store while a run is writing.
+``synchronous=NORMAL`` in WAL mode keeps every committed row across a process crash (only an OS
+crash or power loss can drop the last commits). Answers that arrive together share one
+transaction (see "Commits" below).
 
 Only successful answers are stored. A request that failed for good is not, so re-running the same
 command sends exactly the failed and never-sent prompts again.
