@@ -71,9 +71,9 @@ def load() -> float:
 
 
 def ncbi_task() -> Any:
-    from evalpipe.tasks.ncbi.disease import SPEC
+    from evalpipe.tasks.registry import get_task
 
-    return SPEC
+    return get_task("ncbi_disease")
 
 
 def ncbi_prompts(n: int) -> list[Prompt]:
@@ -262,6 +262,8 @@ class RunPass:
     load_before: float
     load_after: float
     returncode: int
+    #: the run's own account of its store commits (summary.json: answers, commits, longest_commit_ms)
+    store: dict[str, Any] | None = None
 
 
 def one_run(server: FakeOpenAIProcess, concurrency: int, limit: int | None) -> RunPass:
@@ -277,9 +279,12 @@ def one_run(server: FakeOpenAIProcess, concurrency: int, limit: int | None) -> R
         started = time.perf_counter()
         done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
         wall = time.perf_counter() - started
+        store = None
+        for summary in Path(results).glob("*/summary.json"):
+            store = (json.loads(summary.read_text(encoding="utf-8")).get("run") or {}).get("backend", {}).get("store")
     if done.returncode != 0:
         print(done.stderr[-2000:], file=sys.stderr)
-    return RunPass(wall, Timeline(tuple(server.timeline())), before, load(), done.returncode)
+    return RunPass(wall, Timeline(tuple(server.timeline())), before, load(), done.returncode, store)
 
 
 # --------------------------------------------------------------------------------------------
@@ -341,6 +346,9 @@ def report_runs(runs: list[RunPass], args: argparse.Namespace) -> None:
               f"{r.timeline.efficiency(args.run_concurrency, args.run_latency):.3f}  wave spreads [{shown}] ms  "
               f"refill p50 {pct(refill, 0.5):.2f} ms p99 {pct(refill, 0.99):.1f} ms  exit {r.returncode}  "
               f"load {r.load_before:.2f}-{r.load_after:.2f}")
+        if r.store:
+            print(f"       store: {r.store.get('answers')} answers in {r.store.get('commits')} commits, the longest "
+                  f"holding the event loop {r.store.get('longest_commit_ms')} ms")
     print(f"median: wall {median([r.wall_s for r in runs]):.2f} s, efficiency "
           f"{median([r.timeline.efficiency(args.run_concurrency, args.run_latency) for r in runs]):.3f}")
 

@@ -6,7 +6,10 @@ Two shapes, chosen so that any task fits without knowing its name:
   task, id, answer, parse status, usage, latency, truncation) plus one ``score.<name>`` column
   per per-sample score the task's scorer produced (``score.f1``, ``score.rougeL``, …). Nested
   values (prompt, prediction, gold, diagnostics, meta) stay Python objects, so a notebook can
-  look inside them; :func:`write_parquet` turns them into JSON text first.
+  look inside them; :func:`write_parquet` turns them into JSON text first. The ``prompt`` is the
+  JSON form of the prompt as sent; samples.jsonl names only its request ``key`` (column ``key``)
+  and the prompt comes from the run's store, where each distinct prompt is kept once
+  (``load_samples(run, prompts=False)`` leaves the column empty and does not open the store).
 * :func:`load_metrics` — long format, one row per (run, task or suite, metric): the only layout
   in which runs with different tasks and metrics share one frame. Pivot it for a wide view:
   ``load_metrics(runs).pivot_table(index="model", columns=["task", "metric"], values="value")``.
@@ -43,7 +46,7 @@ NESTED_COLUMNS = ("inputs", "prompt", "prediction", "gold", "parts", "diagnostic
 _FIXED_COLUMNS = (
     "run", "model", "compat", "task", "id", "answer", "answer_chars", "parse_failed", "error",
     "latency_s", "attempts", "prompt_tokens", "completion_tokens", "truncated_tokens", "finish_reason",
-    "endpoint", *NESTED_COLUMNS,
+    "endpoint", "key", *NESTED_COLUMNS,
 )
 #: a sample record's prompt condition (only in runs with prompt conditions)
 CONDITION_COLUMNS = ("condition", "variant", "shots", "shot_order")
@@ -102,6 +105,7 @@ def _row(record: Mapping[str, Any], identity: Mapping[str, Any], compat: str | N
         "truncated_tokens": _truncated_tokens(record),
         "finish_reason": record.get("finish_reason"),
         "endpoint": record.get("endpoint"),
+        "key": record.get("key"),
     }
     for column in NESTED_COLUMNS:
         row[column] = record.get(column)
@@ -113,9 +117,10 @@ def _row(record: Mapping[str, Any], identity: Mapping[str, Any], compat: str | N
     return row
 
 
-def load_samples(run: str | Path, compat: str | None = None) -> pd.DataFrame:
+def load_samples(run: str | Path, compat: str | None = None, prompts: bool = True) -> pd.DataFrame:
     """Every sample of a run (its ``samples.jsonl``, or ``samples.COMPAT.jsonl``) as one frame.
 
+    ``prompts``: fill the ``prompt`` column from the run's store (see the module docstring).
     Raises ``FileNotFoundError`` with the command that writes the file when it is missing.
     """
     run_dir = RunDir(run)
@@ -124,7 +129,7 @@ def load_samples(run: str | Path, compat: str | None = None) -> pd.DataFrame:
     if not path.is_file():
         hint = f" --compat {compat}" if compat else ""
         raise FileNotFoundError(f"{path}: no samples (run `evalpipe score {run_dir.path}{hint}` first)")
-    return samples_frame(run_dir.read_samples(compat), identity, compat)
+    return samples_frame(run_dir.read_samples(compat, prompts=prompts), identity, compat)
 
 
 def samples_frame(records: Iterable[Mapping[str, Any]], identity: Mapping[str, Any],

@@ -9,6 +9,7 @@ because every record ends up in ``samples.jsonl``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -102,6 +103,20 @@ class Prompt:
     def endpoint(self) -> Literal["chat", "completions"]:
         return "chat" if self.messages is not None else "completions"
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Prompt:
+        """The prompt whose :func:`to_jsonable` form is ``data`` (the form the response store keeps)."""
+        params = dict(data["params"])
+        params["stop"] = tuple(params.get("stop") or ())
+        messages = data.get("messages")
+        choices = data.get("choices")
+        return cls(
+            params=GenerationParams(**params),
+            messages=tuple(Message(m["role"], m["content"]) for m in messages) if messages is not None else None,
+            text=data.get("text"),
+            choices=tuple(choices) if choices is not None else None,
+        )
+
 
 @dataclass(frozen=True)
 class Usage:
@@ -174,11 +189,27 @@ class ScoreSheet:
         return self.parts if self.parts else self.per_sample
 
 
+@functools.lru_cache(maxsize=None)
+def _fields(cls: type) -> tuple[tuple[str, bool], ...]:
+    """A dataclass's field names, each with whether it is left out when None (looked up once per class)."""
+    return tuple((f.name, bool(f.metadata.get("omit_if_none"))) for f in dataclasses.fields(cls))
+
+
+#: values :func:`to_jsonable` returns as they are (checked first: they are most of what it sees)
+_SCALARS = (str, int, float, type(None))
+
+
 def to_jsonable(obj: Any) -> Any:
     """Convert records (dataclasses, tuples, mappings) into plain JSON types."""
+    if isinstance(obj, _SCALARS):
+        return obj
+    if isinstance(obj, (list, tuple)):
+        return [v if isinstance(v, _SCALARS) else to_jsonable(v) for v in obj]
+    if type(obj) is dict:
+        return {str(k): (v if isinstance(v, _SCALARS) else to_jsonable(v)) for k, v in obj.items()}
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-                if not (f.metadata.get("omit_if_none") and getattr(obj, f.name) is None)}
+        return {name: to_jsonable(getattr(obj, name)) for name, omit_if_none in _fields(type(obj))
+                if not (omit_if_none and getattr(obj, name) is None)}
     if isinstance(obj, Mapping):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set, frozenset)):

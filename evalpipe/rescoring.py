@@ -19,6 +19,7 @@ from evalpipe.conditions import Condition, plan_name
 from evalpipe.config import RunConfig, load_options, task_args_for
 from evalpipe.data.digest import file_sha256
 from evalpipe.data.errors import DataError
+from evalpipe.heap import frozen_heap
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Completion, Example
 from evalpipe.outcome import RunError, RunOutcome, write_outcome
@@ -35,7 +36,8 @@ class StoredTask:
 
     spec: TaskSpec
     examples: tuple[Example, ...]
-    prompts_json: tuple[str, ...]
+    #: each sample's request key (its prompt is in the store)
+    keys: tuple[str, ...]
     answers: tuple[Completion | None, ...]
     truncated: tuple[int, ...] = ()
     #: what the user should know about how the task was rebuilt (e.g. its task file changed)
@@ -88,19 +90,19 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
                 plan = store.read_plan(planned)
                 if not plan:
                     raise RunError(f"{run.path}: no plan stored for task {planned}")
-                missing = [sid for sid, _, _, _ in plan if sid not in by_id]
+                missing = [sid for sid, _, _ in plan if sid not in by_id]
                 if missing:
                     raise RunError(f"{run.path}: task {name}: sample ids not in the data any more: {missing[:5]}")
-                answers = store.get_many([key for _, key, _, _ in plan])
-                examples = tuple(by_id[sid] for sid, _, _, _ in plan)
+                answers = store.get_many([key for _, key, _ in plan])
+                examples = tuple(by_id[sid] for sid, _, _ in plan)
                 if spec.ranking is not None:  # a retrieval task: bind each gold to its pool position again
                     examples = spec.ranking.plan(data, examples, options).examples
                 tasks.append(StoredTask(
                     spec=spec,
                     examples=examples,
-                    prompts_json=tuple(prompt for _, _, prompt, _ in plan),
-                    answers=tuple(answers.get(key) for _, key, _, _ in plan),
-                    truncated=tuple(int(info.get("truncated_tokens", 0)) for _, _, _, info in plan),
+                    keys=tuple(key for _, key, _ in plan),
+                    answers=tuple(answers.get(key) for _, key, _ in plan),
+                    truncated=tuple(int(info.get("truncated_tokens", 0)) for _, _, info in plan),
                     condition=condition,
                     shots=int(recorded_condition.get("shot_count") or 0) if recorded_condition is not None else 0,
                     note=note,
@@ -124,6 +126,12 @@ def rescore(run_path: Path, compat: str | None = None, metric_options: Mapping[s
 
 def _rescore_locked(run: RunDir, compat: str | None, metric_options: Mapping[str, Any] | None) -> RunOutcome:
     config, tasks = load_stored(run.path)
+    with frozen_heap():  # the stored tasks live until the end: out of the collector's sight (evalpipe.heap)
+        return _rescore_loaded(run, config, tasks, compat, metric_options)
+
+
+def _rescore_loaded(run: RunDir, config: RunConfig, tasks: list[StoredTask], compat: str | None,
+                    metric_options: Mapping[str, Any] | None) -> RunOutcome:
     options = MetricOptions.from_json({**config.metric_options, **(metric_options or {})})
     for task in tasks:
         task.spec.scoring(compat)  # unknown mode → error before any work
@@ -132,7 +140,7 @@ def _rescore_locked(run: RunDir, compat: str | None, metric_options: Mapping[str
     for task in tasks:
         outcome.cached += sum(1 for a in task.answers if a is not None)
         scored.append(ConditionOutcome(task.spec, task.condition, task.shots, score_task(
-            task.spec, task.examples, task.prompts_json, task.answers, compat, options,
+            task.spec, task.examples, task.keys, task.answers, compat, options,
             task.truncated, answer_prefix(task.spec, config),
         )))
     outcome.tasks.extend(combine_tasks(scored))  # a task's prompt conditions become one task again

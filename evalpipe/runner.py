@@ -5,10 +5,17 @@ Order of work is chosen so that mistakes cost nothing:
 
 1. load and validate every task's data, select shots, render every prompt (bad data or a broken
    template fails here, before any request);
-2. write the plan (sample → prompt → cache key) into the run's response store;
+2. write the plan (sample → cache key, each distinct prompt once) into the run's response store;
 3. look every key up in the store; only the missing ones are sent (that is resume);
-4. send them concurrently; each answer is committed to the store the moment it arrives;
+4. send them concurrently; each answer is committed to the store the moment it arrives (in groups,
+   :mod:`evalpipe.answer_writer`: an answer is counted only once it is committed);
 5. parse and score everything, write ``samples.jsonl``, ``metrics.json`` and ``summary.json``.
+
+Memory: a prepared task holds its examples, its keys and its prompts *packed* — the form the store
+keeps (:mod:`evalpipe.prompt_pack`: the text all its prompts share, once, and each prompt's own
+part) — never its rendered prompts: 47,000 rendered 5-shot prompts are ~300 MB in Python objects,
+packed ~15 MB. Each prompt is rendered once; a pending one is unpacked when it is sent. Records are
+built as ``samples.jsonl`` is written.
 
 ``evalpipe score`` is steps 3 and 5 without a backend, reading the plan from the store
 (:mod:`evalpipe.rescoring`); parsing and scoring one task is :mod:`evalpipe.scoring`.
@@ -17,6 +24,7 @@ Order of work is chosen so that mistakes cost nothing:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import time
@@ -36,6 +44,9 @@ from evalpipe.budget import (
     fit_prompt,
     model_context_length,
 )
+from evalpipe.answer_writer import AnswerWriter
+from evalpipe.heap import frozen_heap
+from evalpipe.prompt_pack import LEARN, Packer, unpack
 from evalpipe.cache import ResponseStore, cache_key
 from evalpipe.conditions import Condition, TaskConditions, plan_name, shot_permutation, task_conditions
 from evalpipe.config import RunConfig, load_options, local_model_fingerprint, task_args_for
@@ -84,8 +95,12 @@ class PreparedTask:
     data: TaskData
     examples: tuple[Example, ...]
     shots: tuple[Example, ...]
-    prompts: tuple[Prompt, ...]
+    #: renders one example's prompt (deterministic: the same example always gives the same prompt)
+    make_prompt: Callable[[Example], Prompt]
     keys: tuple[str, ...]
+    #: each example's prompt, packed (JSON text; the shared texts are the packer's)
+    packed: tuple[str, ...]
+    packer: Packer
     max_tokens: int
     #: None for a retrieval task (its prompts are query texts, not rendered from a template)
     renderer: PromptRenderer | None
@@ -102,10 +117,40 @@ class PreparedTask:
     def truncated_tokens(self) -> tuple[int, ...]:
         return self.truncated or (0,) * len(self.examples)
 
+    def prompt(self, i: int) -> Prompt:
+        """The prompt of the ``i``-th example (unpacked now: the module docstring says why)."""
+        return Prompt.from_json(self.prompt_json(i))
+
+    def prompt_json(self, i: int) -> dict[str, Any]:
+        """The JSON form of the ``i``-th example's prompt."""
+        return unpack(json.loads(self.packed[i]), self.packer.texts)
+
+    @property
+    def prompts(self) -> Sequence[Prompt]:
+        """Every example's prompt, each unpacked when read."""
+        return _Rendered(self)
+
     @property
     def plan_name(self) -> str:
         """Under which name the store keeps this task's (condition's) plan."""
         return plan_name(self.spec.name, self.condition)
+
+
+class _Rendered(Sequence[Prompt]):
+    def __init__(self, task: PreparedTask) -> None:
+        self._task = task
+
+    def __len__(self) -> int:
+        return len(self._task.examples)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self._task.prompt(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self._task.prompt(index)
 
 
 # ---- 1. prepare ------------------------------------------------------------------------------
@@ -189,15 +234,44 @@ def _render_task(spec: TaskSpec, config: RunConfig, data: TaskData, examples: tu
                       fewshot_as_turns=config.fewshot_as_turns, system_role=config.system_role),
         template=template,
     )
-    prompts = tuple(renderer.render(ex) for ex in examples)
+    make_prompt: Callable[[Example], Prompt] = renderer.render
     if by_choices:
         assert spec.choice_scoring is not None
-        scored = GenerationParams(max_tokens=1, temperature=0.0, seed=config.seed)
-        prompts = tuple(replace(prompt, params=scored, choices=spec.choice_scoring.continuations(ex))
-                        for prompt, ex in zip(prompts, examples))
-    keys = tuple(cache_key(config.model, p) for p in prompts)
-    return PreparedTask(spec, data, examples, shots, prompts, keys, max_tokens, renderer, config.model,
-                        condition=condition, template=template)
+        make_prompt = functools.partial(
+            _with_choices, renderer.render, GenerationParams(max_tokens=1, temperature=0.0, seed=config.seed),
+            spec.choice_scoring.continuations)
+    # every prompt is rendered here, before anything is sent: a template error costs nothing
+    keys, packed, packer = _render_all(config.model, examples, make_prompt)
+    return PreparedTask(spec, data, examples, shots, make_prompt, keys, packed, packer, max_tokens, renderer,
+                        config.model, condition=condition, template=template)
+
+
+def _render_all(model: str, examples: Sequence[Example], make_prompt: Callable[[Example], Prompt],
+                ) -> tuple[tuple[str, ...], tuple[str, ...], Packer]:
+    """Every example's cache key and packed prompt, each prompt rendered once (the first
+    :data:`~evalpipe.prompt_pack.LEARN` twice: the text they share is learnt from them)."""
+    packer = Packer()
+    packer.learn(to_jsonable(make_prompt(ex)) for ex in examples[:LEARN])
+    keys, packed = [], []
+    for example in examples:
+        prompt = make_prompt(example)
+        keys.append(cache_key(model, prompt))
+        packed.append(_dumps(packer.pack(to_jsonable(prompt))))
+    return tuple(keys), tuple(packed), packer
+
+
+def _dumps(packed: Any) -> str:
+    return json.dumps(packed, ensure_ascii=False)
+
+
+def _with_choices(render: Callable[[Example], Prompt], params: GenerationParams,
+                  continuations: Callable[[Example], tuple[str, ...]], example: Example) -> Prompt:
+    """A log-likelihood request: the completion prompt, scored over the options' continuations."""
+    return replace(render(example), params=params, choices=continuations(example))
+
+
+def _ranking_query(params: GenerationParams, query: Callable[[Example], str], example: Example) -> Prompt:
+    return Prompt(params=params, text=query(example))
 
 
 # ---- prompt conditions (evalpipe.conditions): variants × shot counts × shot orders ----------
@@ -255,28 +329,29 @@ def _prepare_ranking(spec: TaskSpec, config: RunConfig, data: TaskData, examples
         planned = spec.ranking.plan(data, examples, options)
     except ValueError as exc:
         raise RunError(f"task {spec.name}: {exc}") from None
-    params = GenerationParams(max_tokens=spec.ranking.depth)
-    prompts = tuple(Prompt(params=params, text=spec.ranking.query(ex)) for ex in planned.examples)
+    make_prompt = functools.partial(_ranking_query, GenerationParams(max_tokens=spec.ranking.depth),
+                                    spec.ranking.query)
     identity = ranking_identity(config, planned.pool, spec.ranking.depth)
-    keys = tuple(cache_key(identity, p) for p in prompts)
-    return PreparedTask(spec, data, planned.examples, (), prompts, keys, spec.ranking.depth, None, identity,
-                        pool=planned.pool)
+    keys, packed, packer = _render_all(identity, planned.examples, make_prompt)
+    return PreparedTask(spec, data, planned.examples, (), make_prompt, keys, packed, packer, spec.ranking.depth,
+                        None, identity, pool=planned.pool)
 
 
 async def apply_budget(p: PreparedTask, context_length: int, counter: TokenCounter) -> PreparedTask:
     """Shorten the task's long field where a prompt would not fit the context (see evalpipe.budget)."""
     if p.spec.long_field is None:
         return p
-    fitted = await asyncio.gather(*(fit_prompt(ex, p.renderer.render, p.spec.long_field, context_length, counter,
-                                               prompt=prompt) for ex, prompt in zip(p.examples, p.prompts)))
-    prompts = tuple(f.prompt for f in fitted)
+    prompts = list(p.prompts)
+    fitted = await asyncio.gather(*(fit_prompt(ex, p.make_prompt, p.spec.long_field, context_length, counter,
+                                               prompt=prompt) for ex, prompt in zip(p.examples, prompts)))
+    # an untouched prompt keeps the key and packed form prepare_task computed
+    changed = [not (f.truncated_tokens == 0 and f.prompt is prompt) for f, prompt in zip(fitted, prompts)]
     return replace(
         p,
         examples=tuple(f.example for f in fitted),
-        prompts=prompts,
-        # an untouched prompt keeps the key prepare_task computed
-        keys=tuple(key if f.truncated_tokens == 0 and f.prompt is prompt else cache_key(p.model, f.prompt)
-                   for f, prompt, key in zip(fitted, p.prompts, p.keys)),
+        keys=tuple(cache_key(p.model, f.prompt) if c else key for f, c, key in zip(fitted, changed, p.keys)),
+        packed=tuple(_dumps(p.packer.pack(to_jsonable(f.prompt))) if c else packed
+                     for f, c, packed in zip(fitted, changed, p.packed)),
         truncated=tuple(f.truncated_tokens for f in fitted),
     )
 
@@ -500,40 +575,60 @@ def write_config(run: RunDir, config: RunConfig, prepared: Sequence[PreparedTask
     })
 
 
-def _prompt_json(prompt: Prompt) -> str:
-    return json.dumps(to_jsonable(prompt), ensure_ascii=False)
-
-
 # ---- 3./4. fetch -----------------------------------------------------------------------------
 
+#: a pending request: its prompt, rendered when it is sent
+PromptSource = Callable[[], Prompt]
+
+
+class _PromptAt:
+    """The prompt of one example of a prepared task, rendered when called (a small object: one per
+    pending request)."""
+
+    __slots__ = ("task", "index")
+
+    def __init__(self, task: PreparedTask, index: int) -> None:
+        self.task, self.index = task, index
+
+    def __call__(self) -> Prompt:
+        return self.task.prompt(self.index)
+
+
 async def fetch_answers(
-    pending: Mapping[str, Prompt],
+    pending: Mapping[str, PromptSource],
     backend: Backend,
     store: ResponseStore,
     progress: ProgressSink,
     workers: int = 128,
+    writer: AnswerWriter | None = None,
+    results: dict[str, Completion] | None = None,
 ) -> dict[str, Completion]:
     """Send every pending prompt once; commit each good answer to the store on arrival.
 
+    An answer is counted — in the results, and by ``progress`` — only once it is committed
+    (``writer`` groups the commits of answers that arrive together: :mod:`evalpipe.answer_writer`).
     A fixed pool of worker coroutines (not one task per prompt) pulls prompts from a shared
     iterator: with tens of thousands of prompts, one task each makes every garbage collection walk
     them all (measured: ~20 % more client CPU per request). The backend still decides how many
-    requests are really in flight; ``workers`` only has to be at least that.
+    requests are really in flight; ``workers`` only has to be at least that. Answers go into
+    ``results`` (a new dict unless given), which is returned.
     """
-    results: dict[str, Completion] = {}
+    results = {} if results is None else results
     items = iter(pending.items())
+    writer = writer if writer is not None else AnswerWriter(store, backend.model)
 
     async def worker() -> None:
-        for key, prompt in items:
-            completion = await backend.complete(prompt)
+        for key, source in items:
+            completion = await backend.complete(source())
             if completion.ok:
-                store.put(key, backend.model, completion)
+                await writer.put(key, completion)
             results[key] = completion
             progress.advance(completion)
 
     tasks = [asyncio.ensure_future(worker()) for _ in range(max(1, min(workers, len(pending))))]
     try:
-        await asyncio.gather(*tasks)
+        with store.checkpoints_deferred():  # none between requests: see ResponseStore.checkpoints_deferred
+            await asyncio.gather(*tasks)
     finally:
         for task in tasks:
             task.cancel()
@@ -594,44 +689,52 @@ async def _execute_locked(
     prepare_notes: Sequence[str] = (),
 ) -> RunOutcome:
     store = ResponseStore(run.store_path)
-    backends: list[tuple[Backend, dict[str, Prompt]]] = []
+    backends: list[tuple[Backend, dict[str, PromptSource]]] = []
     notes: list[str] = list(prepare_notes)
-    # serialised once: the plan stores them and every sample record carries them
-    prompts_json = {p.plan_name: [_prompt_json(prompt) for prompt in p.prompts] for p in prepared}
+    heap = contextlib.ExitStack()
     try:
+        # the prepared tasks live until the end: out of the garbage collector's sight (evalpipe.heap)
+        settle = heap.enter_context(frozen_heap())
         for p in prepared:
             before = store.plan_size(p.plan_name)
             if before > len(p.examples):
                 notes.append(f"{p.plan_name}: this run directory held {before} samples; its results now cover "
                              f"{len(p.examples)} (--limit/--ids). All answers stay stored: run without them "
                              "to restore the full results")
-            store.write_plan(
-                p.plan_name,
-                [(ex.id, key, pj) for ex, key, pj in zip(p.examples, p.keys, prompts_json[p.plan_name])],
-                [{"truncated_tokens": t} for t in p.truncated_tokens()],
-            )
-        all_keys = [k for p in prepared for k in p.keys]
+            store.write_plan(p.plan_name, [(ex.id, key) for ex, key in zip(p.examples, p.keys)], p.packed,
+                             p.packer.texts, [{"truncated_tokens": t} for t in p.truncated_tokens()])
+        all_keys = list(dict.fromkeys(k for p in prepared for k in p.keys))
         answers: dict[str, Completion] = store.get_many(all_keys)
-        pending = {k: prompt for p in prepared for k, prompt in zip(p.keys, p.prompts) if k not in answers}
+        pending: dict[str, PromptSource] = {}
+        for p in prepared:
+            for i, key in enumerate(p.keys):
+                if key not in answers and key not in pending:
+                    pending[key] = _PromptAt(p, i)
         if on_prepared is not None:
-            on_prepared(run, len(dict.fromkeys(all_keys)), len(pending))
+            on_prepared(run, len(all_keys), len(pending))
+        scored_by_choices = [p for p in prepared if p.examples and p.prompt(0).choices is not None]
         for backend, todo in _answerers(config, prepared, pending, store, backend_factory, embedder_factory):
             backends.append((backend, todo))
             await backend.preflight()
-            if any(prompt.choices is not None for prompt in todo.values()):
+            if any(key in todo for p in scored_by_choices for key in p.keys):
                 await check_choice_scoring(backend)
         write_config(run, config, prepared, [b for b, _ in backends], skipped, budget_info.get("budget"))
         sent = 0
         fetch_s = 0.0
         stats: dict[str, Any] = {}
         if pending:
-            progress.start(total=len(dict.fromkeys(all_keys)), cached=len(dict.fromkeys(all_keys)) - len(pending))
+            progress.start(total=len(all_keys), cached=len(all_keys) - len(pending))
             fetch_started = time.monotonic()
             try:
                 for backend, todo in backends:
-                    fresh = await fetch_answers(todo, backend, store, progress,
-                                                workers=2 * max(config.concurrency, 1) * (1 + len(config.replicas)))
-                    answers.update(fresh)
+                    writer = AnswerWriter(store, backend.model)
+                    await fetch_answers(todo, backend, store, progress, results=answers, writer=writer,
+                                        workers=2 * max(config.concurrency, 1) * (1 + len(config.replicas)))
+                    commits = stats.setdefault("store", {"answers": 0, "commits": 0, "longest_commit_ms": 0.0})
+                    commits["answers"] += writer.stats.answers
+                    commits["commits"] += writer.stats.commits
+                    commits["longest_commit_ms"] = round(max(commits["longest_commit_ms"],
+                                                             writer.stats.longest_commit_s * 1e3), 3)
                     if isinstance(backend, RankingBackend):
                         stats.setdefault("ranking", {}).update(backend.stats())
                     else:
@@ -640,12 +743,13 @@ async def _execute_locked(
                 progress.close()
             fetch_s = time.monotonic() - fetch_started
             sent = len(pending)
-        outcome = RunOutcome(run_dir=run, tasks=[], sent=sent, cached=len(dict.fromkeys(all_keys)) - sent,
+            settle()  # the answers live until the end too
+        outcome = RunOutcome(run_dir=run, tasks=[], sent=sent, cached=len(all_keys) - sent,
                              skipped=skipped, budget=Budget.from_json(budget_info.get("budget")), notes=notes)
         options = MetricOptions.from_json(config.metric_options)
         # one scored outcome per task and prompt condition; a task's conditions become one task (robustness)
         outcome.tasks.extend(combine_tasks([ConditionOutcome(p.spec, p.condition, len(p.shots), score_task(
-            p.spec, p.examples, prompts_json[p.plan_name], [answers.get(k) for k in p.keys],
+            p.spec, p.examples, p.keys, [answers.get(k) for k in p.keys],
             config.compat, options, p.truncated_tokens(), answer_prefix(p.spec, config),
         )) for p in prepared]))
         outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
@@ -655,6 +759,7 @@ async def _execute_locked(
             metric_options=options.to_json(), notes=list(notes)))
         return outcome
     finally:
+        heap.close()
         for backend, _ in backends:
             await backend.aclose()
         store.close()
@@ -683,12 +788,12 @@ def embedder_for(config: RunConfig) -> Embedder:
                          timeout_s=config.timeout_s)
 
 
-def _answerers(config: RunConfig, prepared: Sequence[PreparedTask], pending: Mapping[str, Prompt],
+def _answerers(config: RunConfig, prepared: Sequence[PreparedTask], pending: Mapping[str, PromptSource],
                store: ResponseStore, backend_factory: Callable[[RunConfig], Backend],
-               embedder_factory: EmbedderFactory) -> list[tuple[Backend, dict[str, Prompt]]]:
+               embedder_factory: EmbedderFactory) -> list[tuple[Backend, dict[str, PromptSource]]]:
     """Who answers which pending prompts: the generating model answers every generation task; each
     retrieval task gets a ranker over its own pool. Nothing is built for work that is all stored."""
-    out: list[tuple[Backend, dict[str, Prompt]]] = []
+    out: list[tuple[Backend, dict[str, PromptSource]]] = []
     generation = {k: pending[k] for p in prepared if p.pool == () for k in p.keys if k in pending}
     if generation:
         out.append((backend_factory(config), generation))

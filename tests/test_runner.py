@@ -2,13 +2,16 @@
 
 import asyncio
 import json
+import sqlite3
 from dataclasses import replace
 
 import pytest
 
-from evalpipe.cache import ResponseStore
+from evalpipe.cache import ResponseStore, cache_key
 from evalpipe.config import RunConfig
 from evalpipe.data.errors import DataError
+from evalpipe.prompt_pack import Packer
+from evalpipe.records import GenerationParams, Message, Prompt
 from evalpipe.rescoring import rescore
 from evalpipe.runner import RunError, check_endpoint_policy, execute, load_options, prepare
 from evalpipe.tasks.base import LoadOptions
@@ -49,12 +52,21 @@ def test_perfect_answers_score_one_and_results_are_complete(tmp_path):
     samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
     assert [s["id"] for s in samples] == [f"test-{i}" for i in range(30)]
     first = samples[0]
-    for field in ("prompt", "answer", "prediction", "gold", "scores", "diagnostics", "error", "usage", "latency_s"):
+    for field in ("key", "answer", "prediction", "gold", "scores", "diagnostics", "error", "usage", "latency_s"):
         assert field in first
     assert first["prediction"] == [{"start": 6, "end": 9, "label": "Disease"}, {"start": 12, "end": 17, "label": "Disease"}]
     assert first["scores"] == {"tp": 2, "fp": 0, "fn": 0, "f1": 1.0,
                                "partial_tp": 2, "partial_fp": 0, "partial_fn": 0}
-    assert first["prompt"]["messages"][0]["role"] == "user"
+    # the prompt is stored once, in the store; a sample names its key, and asking for prompts gives it back
+    assert "prompt" not in first
+    with_prompts = outcome.run_dir.read_samples(prompts=True)
+    assert with_prompts[0]["prompt"]["messages"][0]["role"] == "user"
+    assert with_prompts[0]["prompt"]["messages"][0]["content"].endswith(
+        "Text to process:\nClustering of missense mutations in the ataxia - telangiectasia gene in a sporadic "
+        "T - cell leukaemia .\n")
+    assert cache_key("m", Prompt(params=GenerationParams(**{**with_prompts[0]["prompt"]["params"], "stop": ()}),
+                                 messages=tuple(Message(**m) for m in with_prompts[0]["prompt"]["messages"]))) \
+        == first["key"]
 
 
 def test_resume_sends_only_failed_and_unsent_prompts(tmp_path):
@@ -143,17 +155,32 @@ def test_ids_select_samples_in_given_order(tmp_path):
     assert [s["id"] for s in outcome.run_dir.read_samples()] == ["test-5", "test-2"]
 
 
-def test_store_commits_each_answer(tmp_path):
-    seen = []
+class CheckingProgress:
+    """A progress sink that looks, at every answer the run counts, whether the store already holds it."""
 
-    def responder(prompt):
-        store = ResponseStore(next(tmp_path.glob("*/responses.sqlite")))
-        seen.append(len(store))  # answers already committed when the next request goes out
-        store.close()
-        return perfect(prompt)
+    def __init__(self, tmp_path):
+        self.tmp_path = tmp_path
+        self.counted = []
 
-    run(config(limit=5, concurrency=1), ScriptedBackend(responder), tmp_path)
-    assert seen == [0, 1, 2, 3, 4]
+    def start(self, total, cached):
+        pass
+
+    def advance(self, completion):
+        with sqlite3.connect(next(self.tmp_path.glob("*/responses.sqlite"))) as db:  # another connection
+            stored = {text for (text,) in db.execute("SELECT text FROM responses")}
+        self.counted.append(completion.text in stored)
+
+    def close(self):
+        pass
+
+
+def test_an_answer_is_durable_before_the_run_counts_it(tmp_path):
+    """Commits are grouped (evalpipe.answer_writer), but every answer is committed — visible to another
+    connection — before the run counts it: a run killed at any moment loses only uncounted answers."""
+    progress = CheckingProgress(tmp_path)
+    outcome = asyncio.run(execute(config(limit=30, concurrency=8), lambda _: ScriptedBackend(perfect), tmp_path,
+                                  progress=progress))
+    assert outcome.sent == 30 and progress.counted == [True] * 30
 
 
 def test_credentialed_tasks_stay_on_local_endpoints():
@@ -303,13 +330,20 @@ def test_get_many_finds_stored_answers_across_chunks(tmp_path):
 
 def test_an_unchanged_plan_is_not_rewritten_and_a_changed_one_is(tmp_path):
     store = ResponseStore(tmp_path / "r.sqlite")
-    rows = [("a", "k1", '{"text": "one"}'), ("b", "k2", '{"text": "two"}')]
-    store.write_plan("t", rows, [{"truncated_tokens": 0}, {"truncated_tokens": 3}])
+    rows = [("a", "k1"), ("b", "k2")]
+    packer = Packer()
+    prompts = [{"text": "shared instructions " * 5 + "one"}, {"text": "shared instructions " * 5 + "two"}]
+    packer.learn(prompts)
+    packed = [json.dumps(packer.pack(p)) for p in prompts]
+    assert not any("shared" in p for p in packed) and len(packer.texts) == 1  # the shared prefix, once
+    store.write_plan("t", rows, packed, packer.texts, [{"truncated_tokens": 0}, {"truncated_tokens": 3}])
     changes = store._db.total_changes
-    store.write_plan("t", rows, [{"truncated_tokens": 0}, {"truncated_tokens": 3}])
+    store.write_plan("t", rows, packed, packer.texts, [{"truncated_tokens": 0}, {"truncated_tokens": 3}])
     assert store._db.total_changes == changes  # the resume case: nothing written
-    store.write_plan("t", rows[:1], [{"truncated_tokens": 0}])
-    assert [r[:2] for r in store.read_plan("t")] == [("a", "k1")]
+    store.write_plan("t", rows[:1], packed[:1], packer.texts, [{"truncated_tokens": 0}])
+    assert store.read_plan("t") == [("a", "k1", {"truncated_tokens": 0})]
+    # every prompt stays (a plan that shrank keeps its answers and prompts), unpacked whole
+    assert store.prompts(["k1", "k2", "absent"]) == {"k1": prompts[0], "k2": prompts[1]}
     store.close()
 
 
@@ -333,3 +367,44 @@ def test_rescore_checks_the_file_it_reads_not_only_the_recorded_path(tmp_path):
     (outcome.run_dir.path / "config.json").write_text(json.dumps(recorded))
     with pytest.raises(DataError, match="changed since the run"):
         rescore(outcome.run_dir.path)
+
+
+def _as_older_layout(run_dir):
+    """Rewrite a run directory as evalpipe wrote it before prompts were stored once: the whole prompt
+    JSON in the plan (no `prompts`/`texts` tables) and in every record of samples.jsonl (no `key`)."""
+    prompts = run_dir.read_samples(prompts=True)
+    with sqlite3.connect(run_dir.store_path) as db:
+        for record in prompts:
+            db.execute("UPDATE plan SET prompt = ? WHERE key = ?",
+                       (json.dumps(record["prompt"], ensure_ascii=False), record["key"]))
+        db.execute("DROP TABLE prompts")
+        db.execute("DROP TABLE texts")
+    lines = []
+    for record in prompts:
+        key, prompt = record.pop("key"), record.pop("prompt")
+        items = list(record.items())
+        items.insert(3, ("prompt", prompt))
+        lines.append(json.dumps(dict(items), ensure_ascii=False))
+    run_dir.samples_path().write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return {r["id"]: r["prompt"] for r in run_dir.read_samples()}
+
+
+def test_a_run_directory_written_before_prompts_were_stored_once_is_read_scored_and_resumed(tmp_path):
+    first = run(config(limit=10), ScriptedBackend(perfect), tmp_path)
+    run_dir = first.run_dir
+    prompts = _as_older_layout(run_dir)
+    assert len(prompts) == 10 and all(p["messages"] for p in prompts.values())
+    # read: the records' own prompts; score: from the older store alone
+    assert {r["id"]: r["prompt"] for r in run_dir.read_samples(prompts=True)} == prompts
+    assert rescore(run_dir.path).metrics == first.metrics
+    # resumed: nothing asked again; the prompts now come from the older plan
+    again = ScriptedBackend(perfect)
+    assert run(config(limit=10), again, tmp_path).metrics == first.metrics and again.calls == []
+    assert {r["id"]: r["prompt"] for r in run_dir.read_samples(prompts=True)} == prompts
+    # a plan that changes is written in the new layout; every prompt is still there
+    more = ScriptedBackend(perfect)
+    run(config(limit=12), more, tmp_path)
+    assert len(more.calls) == 2
+    records = run_dir.read_samples(prompts=True)
+    assert len(records) == 12 and {r["id"]: r["prompt"] for r in records[:10]} == prompts
+    assert records[11]["prompt"]["messages"][0]["content"].endswith(f"{records[11]['inputs']['text']}\n")

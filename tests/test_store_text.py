@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from evalpipe.cache import ResponseStore, cache_key
+from evalpipe.prompt_pack import Packer
 from evalpipe.records import Completion, GenerationParams, Message, Prediction, Prompt, Usage
 from evalpipe.results import RunDir
 from tests.fuzz.strategies import fuzz_settings
@@ -83,11 +84,19 @@ def test_cache_key_and_plan_accept_surrogates(tmp_path):
     chat = Prompt(params=GenerationParams(max_tokens=16, stop=("x",)), messages=(Message(role="user", content="中文"),))
     assert cache_key("m", chat) == "e9b8a1a2f74e948bd8db8681f8c049f5be4d56e741c129da75635001e581aaf5"
     store = ResponseStore(tmp_path / "r.sqlite")
-    prompt_json = json.dumps({"text": f"q {LONE}"}, ensure_ascii=False)
-    store.write_plan("t", [("s1", key, prompt_json)])
-    assert store.read_plan("t") == [("s1", key, prompt_json, {})]
-    store.write_plan("t", [("s1", key, prompt_json)])  # unchanged plan: no rewrite, no error
-    assert store.plan_size("t") == 1
+    # long enough to be packed: the shared prefix (stored once, in `texts`) and each prompt's own part hold one
+    shared = f"instructions {LONE} " * 8
+    prompts = [{"text": f"{shared}q1 {LONE}"}, {"text": f"{shared}q2 {LONE}"}]
+    rows = [(f"s1{LONE}", key), ("s2", "k2")]
+    packer = Packer()
+    packer.learn(prompts)
+    packed = [json.dumps(packer.pack(p), ensure_ascii=False) for p in prompts]
+    store.write_plan("t", rows, packed, packer.texts)
+    assert store.read_plan("t") == [(f"s1{LONE}", key, {}), ("s2", "k2", {})]
+    assert store._db.execute("SELECT COUNT(*) FROM texts").fetchone()[0] == 1
+    store.write_plan("t", rows, packed, packer.texts)  # unchanged plan: no rewrite, no error
+    assert store.plan_size("t") == 2
+    assert store.prompts([key, "k2"]) == {key: prompts[0], "k2": prompts[1]}
 
 
 def test_samples_jsonl_with_a_lone_surrogate_is_valid_utf8_json(tmp_path):

@@ -8,6 +8,7 @@ entity type, or a file with no sentence raises :class:`DataError` naming file an
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,8 +67,10 @@ def _sentences(path: Path, types: Collection[str] | None) -> Iterator[TaggedSent
         _check_tag(path, line_no, tag, tags[-1] if tags else "O", types)
         if not tokens:
             start = line_no
-        tokens.append(token)
-        tags.append(tag)
+        # interned: a corpus repeats a small vocabulary and a handful of tags (47,000 sentences hold
+        # ~1.2 million token strings but ~30,000 distinct ones)
+        tokens.append(sys.intern(token))
+        tags.append(sys.intern(tag))
     if tokens:
         yield TaggedSentence(tuple(tokens), tuple(tags), start)
 

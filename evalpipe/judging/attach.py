@@ -136,6 +136,7 @@ def attach_to_outcome(run: RunDir, tasks: Sequence[TaskOutcome]) -> None:
     sheets = task_sheets(run, config, [r for t in tasks for r in t.records])
     for task in tasks:
         if task.name in sheets:
+            task.records = list(task.records)  # records are built when read (scoring.SampleRecords): keep them
             task.summary = _apply(task.metrics, task.records, task.summary, sheets[task.name])
 
 

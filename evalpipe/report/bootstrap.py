@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import time
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,14 +56,18 @@ __all__ = [
     "paired_bootstrap",
     "percentile_interval",
     "replicate",
+    "replicate_each",
+    "resample_blocks",
     "resample_counts",
     "resample_indices",
     "restrict",
     "two_sided_p",
 ]
 
-#: resamples summed per matrix product: bounds memory at ``CHUNK × n`` counts
+#: resamples summed per matrix product (at most): bounds memory at ``CHUNK × n`` counts
 CHUNK = 128
+#: draws held at once (rows × samples): a chunk of a large task has fewer rows than CHUNK
+CHUNK_CELLS = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -168,8 +172,20 @@ def _is_number(value: object) -> bool:
 
 def resample_indices(n: int, resamples: int, seed: int, stream: str = "") -> np.ndarray:
     """``(resamples, n)`` positions drawn with replacement; same arguments → same draws."""
+    return np.concatenate(list(resample_blocks(n, resamples, seed, stream))) if resamples else \
+        np.zeros((0, n), dtype=np.int64)
+
+
+def resample_blocks(n: int, resamples: int, seed: int, stream: str = "") -> Iterator[np.ndarray]:
+    """The rows of :func:`resample_indices`, a block of rows at a time (at most :data:`CHUNK` rows and
+    about :data:`CHUNK_CELLS` draws): 1,000 resamples of 47,000 samples are 376 MB of positions at
+    once, a block a few MB. The blocks are the very same draws (numpy's generator fills row after
+    row from one stream; ``tests/report/test_bootstrap.py`` checks it)."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, zlib.crc32(stream.encode("utf-8"))]))
-    return rng.integers(0, n, size=(resamples, n)) if n else np.zeros((resamples, 0), dtype=np.int64)
+    rows = max(1, min(CHUNK, CHUNK_CELLS // max(n, 1)))
+    for begin in range(0, resamples, rows):
+        size = min(rows, resamples - begin)
+        yield rng.integers(0, n, size=(size, n)) if n else np.zeros((size, 0), dtype=np.int64)
 
 
 def resample_counts(idx: np.ndarray, n: int) -> np.ndarray:
@@ -205,14 +221,34 @@ def _reason(task: ResampleTask, metric: str) -> str:
     return task.no_interval.get(metric) or "the run declares no aggregation for it"
 
 
-def replicate(task: ResampleTask, idx: np.ndarray) -> Replicates:
-    """Every metric of ``task`` on each resample ``idx[b]`` (see the module docstring)."""
+def _blocks(idx: np.ndarray | Iterable[np.ndarray]) -> Iterator[np.ndarray]:
+    if isinstance(idx, np.ndarray):
+        for begin in range(0, idx.shape[0], CHUNK):
+            yield idx[begin:begin + CHUNK]
+    else:
+        yield from idx
+
+
+def replicate(task: ResampleTask, idx: np.ndarray | Iterable[np.ndarray]) -> Replicates:
+    """Every metric of ``task`` on each resample ``idx[b]`` (see the module docstring); ``idx`` is
+    the whole array of draws or its blocks (:func:`resample_blocks`)."""
+    return replicate_each([task], idx)[0]
+
+
+def replicate_each(tasks: Sequence[ResampleTask], idx: np.ndarray | Iterable[np.ndarray]) -> list[Replicates]:
+    """:func:`replicate` for several tasks on the same draws (a paired comparison), one block at a time."""
     start = time.perf_counter()
-    chunks: dict[str, list[np.ndarray]] = {}
-    for begin in range(0, idx.shape[0], CHUNK):
-        counts = resample_counts(idx[begin:begin + CHUNK], task.n)
-        for metric, values in task.values(counts).items():
-            chunks.setdefault(metric, []).append(values)
+    chunks: list[dict[str, list[np.ndarray]]] = [{} for _ in tasks]
+    for block in _blocks(idx):
+        for task, found in zip(tasks, chunks):
+            counts = resample_counts(block, task.n)
+            for metric, values in task.values(counts).items():
+                found.setdefault(metric, []).append(values)
+    seconds = (time.perf_counter() - start) / max(len(tasks), 1)
+    return [_replicates(task, found, seconds) for task, found in zip(tasks, chunks)]
+
+
+def _replicates(task: ResampleTask, chunks: Mapping[str, list[np.ndarray]], seconds: float) -> Replicates:
     values = {m: np.concatenate(v) for m, v in chunks.items()}
     methods = {m: (task.aggregations[m].kind if m in values else "none") for m in task.metrics}
     reasons = {m: _reason(task, m) for m in task.metrics if m not in values}
@@ -220,13 +256,13 @@ def replicate(task: ResampleTask, idx: np.ndarray) -> Replicates:
         reasons = {m: "no samples" for m in task.metrics}
         methods = dict.fromkeys(task.metrics, "none")
         values = {}
-    return Replicates(values, methods, reasons, time.perf_counter() - start)
+    return Replicates(values, methods, reasons, seconds)
 
 
 def bootstrap_task(task: ResampleTask, *, resamples: int = 1000, seed: int = 0,
                    level: float = 0.95) -> TaskBootstrap:
     """Percentile intervals for every metric of one task of one run."""
-    reps = replicate(task, resample_indices(task.n, resamples, seed, task.name))
+    reps = replicate(task, resample_blocks(task.n, resamples, seed, task.name))
     intervals = {}
     for metric in task.metrics:
         values = reps.values.get(metric)
@@ -269,8 +305,7 @@ def paired_bootstrap(a: ResampleTask, b: ResampleTask, *, resamples: int = 1000,
     """
     if a.ids != b.ids:
         raise ValueError("paired bootstrap needs both runs on the same samples in the same order")
-    idx = resample_indices(a.n, resamples, seed, a.name)
-    reps_a, reps_b = replicate(a, idx), replicate(b, idx)
+    reps_a, reps_b = replicate_each([a, b], resample_blocks(a.n, resamples, seed, a.name))
     out = []
     for metric in a.metrics:
         if metric not in b.corpus or not _is_number(b.corpus[metric]):

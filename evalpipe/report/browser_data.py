@@ -39,7 +39,7 @@ from typing import Any
 from evalpipe.metrics.aggregation import Mean
 from evalpipe.report.browser import samples_fragment
 from evalpipe.report.leaderboard import primary_metric
-from evalpipe.report.ner_errors import gold_spans, is_span_task, prediction_spans, sample_outcomes, span_text
+from evalpipe.report.ner_errors import SampleOutcomes, gold_spans, prediction_spans, sample_outcomes, span_text
 from evalpipe.report.runs import ReportRun, TaskInfo
 
 __all__ = ["LINKED_OUTCOMES", "SampleLinks", "TaskKind", "browser_data", "correctness_key", "run_key", "task_kinds"]
@@ -80,7 +80,7 @@ def correctness_key(task: str, runs: Sequence[ReportRun], info: TaskInfo | None)
     The primary metric, else ``accuracy``, qualifies when every run that has it declares it as the mean
     of one per-sample key and that key is 0 or 1 (or undefined) on every sample.
     """
-    records = [r for run in runs for r in run.records if r.get("task") == task]
+    records = [r for run in runs for r in run.task_records(task)]
     corpus = list(dict.fromkeys(m for run in runs for m in run.metrics.get(task, {})))
     if not records or not corpus:
         return None
@@ -104,8 +104,8 @@ def task_kinds(runs: Sequence[ReportRun], infos: Mapping[str, TaskInfo]) -> dict
         tasks.extend(t for t in run.tasks if t not in tasks)
     kinds: dict[str, tuple[str, str | None]] = {}
     for task in tasks:
-        per_run = [[r for r in run.records if r.get("task") == task] for run in runs if task in run.tasks]
-        if per_run and all(is_span_task(records) for records in per_run if records) and any(per_run):
+        per_run = [run for run in runs if task in run.tasks and run.task_records(task)]
+        if per_run and all(run.span_outcomes(task) is not None for run in per_run):
             kinds[task] = (TaskKind.NER, None)
             continue
         key = correctness_key(task, runs, infos.get(task))
@@ -167,15 +167,16 @@ def _diagnostics(record: Mapping[str, Any]) -> dict[str, Any]:
             if v not in (False, 0, None, "", [], {}) and not (k.endswith("coverage") and v == 1.0)}
 
 
-def _entities(record: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
-    gold_out, pred_out = sample_outcomes(record)
+def _entities(record: Mapping[str, Any], outcomes: SampleOutcomes | None) -> tuple[list[dict[str, Any]], list[str]]:
+    gold_out, pred_out = outcomes if outcomes is not None else sample_outcomes(record)
     inputs = _inputs(record)
     entities = [{"side": o.side, "text": span_text(inputs, o.span), "label": o.span.label, "category": o.category,
                  "start": o.span.start, "end": o.span.end} for o in (*gold_out, *pred_out)]
     return entities, list(dict.fromkeys(o.category for o in (*gold_out, *pred_out)))
 
 
-def _result(record: Mapping[str, Any], kind: str, key: str | None) -> dict[str, Any]:
+def _result(record: Mapping[str, Any], kind: str, key: str | None,
+            entity_outcomes: SampleOutcomes | None = None) -> dict[str, Any]:
     ner = kind == TaskKind.NER
     outcomes: list[str] = []
     result: dict[str, Any] = {
@@ -189,7 +190,7 @@ def _result(record: Mapping[str, Any], kind: str, key: str | None) -> dict[str, 
     if diagnostics:
         result["diagnostics"] = diagnostics
     if ner:
-        result["entities"], outcomes = _entities(record)
+        result["entities"], outcomes = _entities(record, entity_outcomes)
     elif key is not None:
         value = _number((record.get("scores") or {}).get(key))
         if value is not None:
@@ -226,23 +227,21 @@ def browser_data(runs: Sequence[ReportRun], infos: Mapping[str, TaskInfo] | None
     infos = infos or {}
     kinds = task_kinds(runs, infos)
     samples: dict[tuple[str, str], dict[str, Any]] = {}
-    for index, run in enumerate(runs):
-        key = run_key(index)
-        for record in run.records:
-            task = str(record.get("task"))
-            if task not in kinds:
-                continue
-            kind, correct_key = kinds[task]
-            sample_id = str(record.get("id"))
-            sample = samples.get((task, sample_id))
-            if sample is None:
-                sample = samples[(task, sample_id)] = {
-                    "task": task, "id": sample_id, "input": _shown_inputs(record),
-                    "gold_text": _gold_text(record, kind == TaskKind.NER), "runs": {},
-                }
-            sample["runs"][key] = _result(record, kind, correct_key)
-    order = {task: i for i, task in enumerate(kinds)}
-    ordered = sorted(samples.values(), key=lambda s: order[s["task"]])  # stable: keeps the runs' order
+    for task, (kind, correct_key) in kinds.items():  # tasks in order; in each, the first run's samples first
+        for index, run in enumerate(runs):
+            key = run_key(index)
+            records = run.task_records(task)
+            outcomes = run.span_outcomes(task) if kind == TaskKind.NER else None
+            for i, record in enumerate(records):
+                sample_id = str(record.get("id"))
+                sample = samples.get((task, sample_id))
+                if sample is None:
+                    sample = samples[(task, sample_id)] = {
+                        "task": task, "id": sample_id, "input": _shown_inputs(record),
+                        "gold_text": _gold_text(record, kind == TaskKind.NER), "runs": {},
+                    }
+                sample["runs"][key] = _result(record, kind, correct_key, outcomes[i] if outcomes else None)
+    ordered = list(samples.values())
     return {
         "runs": [{"key": run_key(i), "label": run.label, "path": str(run.path)} for i, run in enumerate(runs)],
         "tasks": [{"name": task, "kind": kind,

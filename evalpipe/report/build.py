@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from evalpipe.heap import frozen_heap
 from evalpipe.report.bootstrap import TaskBootstrap, bootstrap_task
 from evalpipe.report.browser import render_sample_browser
 from evalpipe.report.browser_data import SampleLinks, browser_data, run_key
@@ -33,7 +34,7 @@ from evalpipe.report.html import render_html
 from evalpipe.report.judging import judging_section
 from evalpipe.report.leaderboard import BOOKKEEPING, Leaderboard, build_leaderboard, shown_metrics
 from evalpipe.report.markdown import render_markdown
-from evalpipe.report.ner_errors import CATEGORIES, GOLD_CATEGORIES, PRED_CATEGORIES, analyse, is_span_task
+from evalpipe.report.ner_errors import CATEGORIES, GOLD_CATEGORIES, PRED_CATEGORIES, analyse
 from evalpipe.report.operations import operations_table, task_operations
 from evalpipe.report.plots import metric_bars, parse_failure_bars, score_vs_length
 from evalpipe.report.runs import ReportRun, TaskInfo, load_report_runs
@@ -166,10 +167,10 @@ def _ner_blocks(task: str, runs: Sequence[ReportRun], per_category: int,
     blocks: list[Table | Examples] = []
     for i, run in enumerate(runs):
         key = run_key(i)
-        records = [r for r in run.records if r.get("task") == task]
-        if not is_span_task(records):
+        outcomes = run.span_outcomes(task) if task in run.tasks else None
+        if outcomes is None:
             continue
-        analysis = analyse(task, records, per_category=per_category)
+        analysis = analyse(task, run.task_records(task), per_category=per_category, outcomes=outcomes)
         rows = []
         for side, categories in (("gold", GOLD_CATEGORIES), ("pred", PRED_CATEGORIES)):
             for label in [None, *analysis.labels()]:
@@ -315,7 +316,11 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
 def _write_text(path: Path, text: str) -> None:
     """A report file as UTF-8; a lone surrogate of a model's answer (kept exactly in the run) is shown
     as U+FFFD — a report is for reading, and UTF-8 cannot hold the surrogate itself."""
-    path.write_bytes(text.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8"))
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:  # only then the copies (a report is tens of MB)
+        data = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
+    path.write_bytes(data)
 
 
 def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed: int = 0,
@@ -337,6 +342,13 @@ def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed
         except ImportError:
             raise RuntimeError("--parquet needs the pyarrow package: pip install pyarrow") from None
     loaded = load_report_runs([Path(r) for r in runs], compat)
+    with frozen_heap():  # the records live until the end: out of the collector's sight (evalpipe.heap)
+        return _build_loaded(loaded, Path(out), resamples=resamples, seed=seed, parquet=parquet, level=level,
+                             top=top, start=start)
+
+
+def _build_loaded(loaded: list[ReportRun], out: Path, *, resamples: int, seed: int, parquet: bool, level: float,
+                  top: int, start: float) -> BuildResult:
     boots = {
         run.label: {task: bootstrap_task(sample, resamples=resamples, seed=seed, level=level)
                     for task, sample in run.resample.items()}

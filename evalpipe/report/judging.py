@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.stats import rankdata
 
 from evalpipe.judging import aggregate as _aggregate  # noqa: F401  (registers the rating_mean aggregation)
 from evalpipe.judging import agreement as _agreement  # noqa: F401  (registers the krippendorff_alpha aggregation)
@@ -109,6 +108,8 @@ def judged_tasks(runs: Sequence[ReportRun]) -> list[JudgedTask]:
 def spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Spearman's ρ of each row pair of ``x`` and ``y`` (``(B, n)`` or ``(n,)``): Pearson's r of
     average ranks; NaN where either row is constant."""
+    from scipy.stats import rankdata  # here: scipy.stats takes ~0.4 s to import, and only judged runs need it
+
     x2, y2 = np.atleast_2d(x).astype(float), np.atleast_2d(y).astype(float)
     rx, ry = rankdata(x2, axis=1), rankdata(y2, axis=1)
     rx -= rx.mean(axis=1, keepdims=True)

@@ -55,6 +55,7 @@ __all__ = [
     "is_span_task",
     "prediction_spans",
     "sample_outcomes",
+    "SampleOutcomes",
     "span_text",
 ]
 
@@ -217,23 +218,28 @@ def _context(inputs: Mapping[str, Any], span: Span, width: int = 8) -> str:
     return ""
 
 
-def sample_outcomes(record: Mapping[str, Any]) -> tuple[list[EntityOutcome], list[EntityOutcome]]:
+#: one sample's classified gold entities and predicted entities
+SampleOutcomes = tuple[list[EntityOutcome], list[EntityOutcome]]
+
+
+def sample_outcomes(record: Mapping[str, Any]) -> SampleOutcomes:
     """The classified gold and predicted entities of one sample record."""
     gold = record.get("gold")
     return classify(gold_spans(gold) or (), prediction_spans(record.get("prediction"), gold) or ())
 
 
-def analyse(task: str, records: Sequence[Mapping[str, Any]], *, per_category: int = 3) -> NerAnalysis:
+def analyse(task: str, records: Sequence[Mapping[str, Any]], *, per_category: int = 3,
+            outcomes: Sequence[SampleOutcomes] | None = None) -> NerAnalysis:
     """Counts per (side, type, category) over a task's sample records, and the first few examples
     of each error (at most one per sample and category, in sample order; call :func:`is_span_task`
-    first)."""
+    first). ``outcomes``: each record's :func:`sample_outcomes`, when the caller has them already."""
     counts: Counter[tuple[str, str, str]] = Counter()
     found: dict[str, list[ErrorExample]] = {c: [] for c in CATEGORIES if c != "correct"}
     shown: set[tuple[str, str]] = set()  # (category, sample): one example per sample, for variety
-    for record in records:
+    for i, record in enumerate(records):
         sample_id = str(record.get("id"))
         inputs = record.get("inputs") if isinstance(record.get("inputs"), Mapping) else {}
-        gold_out, pred_out = sample_outcomes(record)
+        gold_out, pred_out = outcomes[i] if outcomes is not None else sample_outcomes(record)
         for outcome in (*gold_out, *pred_out):
             counts[(outcome.side, outcome.span.label, outcome.category)] += 1
             bucket = found.get(outcome.category)

@@ -14,6 +14,11 @@ other conditions' records and ``variants.json`` are kept beside them for the rob
 
 A run written before per-sample parts existed still reports its numbers; its metrics get no
 interval, and the report says why and how to add them (``evalpipe score RUN``).
+
+Memory: the records are read once and kept (every section reads them); what no section reads is
+left out as they stream in — the prompt older runs repeated in every record, the request key —
+and the garbage collector is paused while they are read (hundreds of thousands of new containers
+would make it walk them all again and again, for nothing: records hold no cycles).
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ import numpy as np
 import pandas as pd
 
 from evalpipe.frames import run_identity, samples_frame
+from evalpipe.heap import collector_paused
 from evalpipe.metrics.aggregation import Aggregation, aggregation_from_json
 from evalpipe.report.bootstrap import ResampleTask
+from evalpipe.report.ner_errors import SampleOutcomes, is_span_task, sample_outcomes
 from evalpipe.results import RunDir, RunSummary, TaskSummary
 from evalpipe.robustness import plain_metrics
 
@@ -82,6 +89,26 @@ class ReportRun:
     #: (the reference condition's records are also ``records``)
     variants: dict[str, dict[str, Any]] = field(default_factory=dict)
     condition_records: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict, repr=False)
+
+    _task_records: dict[str, list[dict[str, Any]]] = field(default_factory=dict, init=False, repr=False)
+    _outcomes: dict[str, list[SampleOutcomes] | None] = field(default_factory=dict, init=False, repr=False)
+
+    def task_records(self, task: str) -> list[dict[str, Any]]:
+        """The records of one task (its reference condition), in order; gathered once."""
+        if not self._task_records:
+            for record in self.records:
+                self._task_records.setdefault(str(record.get("task")), []).append(record)
+        return self._task_records.get(task, [])
+
+    def span_outcomes(self, task: str) -> list[SampleOutcomes] | None:
+        """Each record's classified entities (:func:`~evalpipe.report.ner_errors.sample_outcomes`) when
+        the task's records read as spans (:func:`~evalpipe.report.ner_errors.is_span_task`), else None.
+
+        Computed once: the sample browser and the NER error analysis both need them."""
+        if task not in self._outcomes:
+            records = self.task_records(task)
+            self._outcomes[task] = [sample_outcomes(r) for r in records] if is_span_task(records) else None
+        return self._outcomes[task]
 
     @property
     def aggregates(self) -> dict[str, dict[str, float]]:
@@ -147,8 +174,26 @@ def _split_conditions(records: list[dict[str, Any]], variants: Mapping[str, Mapp
     return kept, by_condition
 
 
+#: record fields no part of the report reads (left out as records are read)
+UNREAD_FIELDS = ("prompt", "key")
+
+
+def _read_records(run_dir: RunDir, compat: str | None) -> list[dict[str, Any]]:
+    records = []
+    for record in run_dir.iter_samples(compat):
+        for name in UNREAD_FIELDS:
+            record.pop(name, None)
+        records.append(record)
+    return records
+
+
 def load_report_runs(paths: Sequence[Path], compat: str | None = None) -> list[ReportRun]:
     """Read every run directory; raises FileNotFoundError naming the first missing file."""
+    with collector_paused():
+        return _load_report_runs(paths, compat)
+
+
+def _load_report_runs(paths: Sequence[Path], compat: str | None) -> list[ReportRun]:
     runs = []
     identities = [run_identity(p) for p in paths]
     labels = _labels([i["model"] for i in identities], [Path(p) for p in paths])
@@ -159,7 +204,7 @@ def load_report_runs(paths: Sequence[Path], compat: str | None = None) -> list[R
             hint = f" --compat {compat}" if compat else ""
             raise FileNotFoundError(f"{samples_path}: no samples (run `evalpipe score {run_dir.path}{hint}` first)")
         variants = run_dir.read_variants(compat)
-        records, by_condition = _split_conditions(run_dir.read_samples(compat), variants)
+        records, by_condition = _split_conditions(_read_records(run_dir, compat), variants)
         metrics = run_dir.read_metrics(compat)
         config = identity["config"]
         recorded_tasks = config.get("tasks") or {}

@@ -50,6 +50,7 @@ from evalpipe.cli.evaluate import _report
 from evalpipe.config import RunConfig
 from evalpipe.rescoring import rescore
 from evalpipe.runner import execute
+from evalpipe.results import RunDir
 from tests.cblue import synthetic as cblue_synthetic
 from tests.fuzz.strategies import answers, fuzz_settings, short_answers
 from tests.support.fake_openai import LONE_SURROGATE, FakeOpenAIServer, FakeRequest, Fault, prompt_key
@@ -181,7 +182,9 @@ def harness(tmp_path_factory):
         )
         # a clean run tells which prompt each sample sends (prompts are deterministic in the options)
         path = asyncio.run(execute(config, fast_backend, tmp_path_factory.mktemp("run-fuzz-warmup"))).run_dir.path
-        keys = {(r["task"], r["id"]): prompt_key({"messages": r["prompt"]["messages"]}) for r in records_of(path)}
+        # samples name their request key; the prompt itself is stored once, in the run's store
+        records = RunDir(path).add_prompts(records_of(path))
+        keys = {(r["task"], r["id"]): prompt_key({"messages": r["prompt"]["messages"]}) for r in records}
         assert len(set(keys.values())) == len(keys), "each sample sends its own prompt"
         yield Harness(server, script, config, keys, tmp_path_factory.mktemp("run-fuzz"), itertools.count())
         deadline = time.monotonic() + 5  # let slow replies whose client gave up finish before the server stops

@@ -45,6 +45,7 @@ from evalpipe.config import RunConfig
 from evalpipe.metrics import concepts
 from evalpipe.records import Example, Prompt
 from evalpipe.rescoring import rescore
+from evalpipe.results import RunDir
 from evalpipe.runner import execute
 from evalpipe.tasks.base import LoadOptions
 from evalpipe.tasks.registry import get_task, suites
@@ -268,8 +269,7 @@ def check_identified(run_dir: Path, pool: list[Candidate]) -> None:
     answer, as LongHealth's repeats in another document order): the model told the examples apart."""
     own = {(c.task, c.index): c for c in pool}
     position: dict[str, int] = {}
-    for line in (run_dir / "samples.jsonl").read_text(encoding="utf-8").splitlines():
-        sample = json.loads(line)
+    for sample in RunDir(run_dir).read_samples(prompts=True):
         index = position[sample["task"]] = position.get(sample["task"], -1) + 1
         found = identify(last_user_message(sample["prompt"]), pool)
         expected = own[sample["task"], index]
@@ -305,10 +305,12 @@ class HashedBigramEmbedder:
 
 def prompt_digests(run_dir: Path) -> bytes:
     """Per task, in sample order: sha256 over every rendered prompt (canonical JSON), and a short
-    digest per sample so a mismatch names the samples whose prompt changed."""
+    digest per sample so a mismatch names the samples whose prompt changed.
+
+    The prompts are the ones the run stored (once each, in responses.sqlite; each sample of
+    samples.jsonl names its key) — unpacked, they are the very JSON samples.jsonl used to repeat."""
     by_task: dict[str, list[tuple[str, str]]] = {}
-    for line in (run_dir / "samples.jsonl").read_text(encoding="utf-8").splitlines():
-        sample = json.loads(line)
+    for sample in RunDir(run_dir).read_samples(prompts=True):
         canonical = json.dumps(sample["prompt"], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         by_task.setdefault(sample["task"], []).append((sample["id"], canonical))
     out = {}

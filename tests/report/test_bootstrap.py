@@ -12,6 +12,7 @@ from evalpipe.metrics.aggregation import Mean, Total
 from evalpipe.metrics.chinese_text import text_score_sheet
 from evalpipe.metrics.spans import span_score_sheet
 from evalpipe.records import Span
+from evalpipe.report import bootstrap
 from evalpipe.report.bootstrap import (
     ResampleTask,
     bootstrap_task,
@@ -19,6 +20,7 @@ from evalpipe.report.bootstrap import (
     percentile_interval,
     replicate,
     resample_counts,
+    resample_blocks,
     resample_indices,
     restrict,
     two_sided_p,
@@ -152,6 +154,19 @@ def test_same_seed_same_interval_other_seed_other_draws():
     b = bootstrap_task(task, resamples=300, seed=5).intervals["acc"]
     assert (a.low, a.high) == (b.low, b.high)
     assert not np.array_equal(resample_indices(30, 5, 5, "t"), resample_indices(30, 5, 6, "t"))
+
+
+@pytest.mark.parametrize("n", [1, 7, 941, 20_000])
+def test_draws_made_a_block_at_a_time_are_the_draws_made_at_once(n, monkeypatch):
+    """Blocks bound the memory of large tasks; they must not change a single draw (so an interval is
+    the same whatever the block size, and two runs compared on a task get the same draws)."""
+    rng = np.random.default_rng(np.random.SeedSequence([3, bootstrap.zlib.crc32(b"t")]))
+    at_once = rng.integers(0, n, size=(300, n))
+    monkeypatch.setattr(bootstrap, "CHUNK_CELLS", 7 * n)  # blocks of 7 rows: 300 is no multiple of 7
+    blocks = list(resample_blocks(n, 300, 3, "t"))
+    assert len(blocks) == 43 and {len(b) for b in blocks} == {7, 6}
+    assert np.array_equal(np.concatenate(blocks), at_once)
+    assert np.array_equal(resample_indices(n, 300, 3, "t"), at_once)
 
 
 def test_resample_counts_count_each_draw():

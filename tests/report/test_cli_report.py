@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sqlite3
 import subprocess
 import sys
 import zlib
@@ -16,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from evalpipe.results import RunDir
 from evalpipe.tasks.registry import resolve
 from tests.report.support import gold_answers, make_run
 from tests.support.fake_openai import FakeOpenAIProcess
@@ -66,8 +66,8 @@ def test_demo_states_and_records_its_caps_then_writes_the_report_and_prints_wher
     assert config["config"]["generation"] == caps
     for task, cap in caps.items():
         assert config["tasks"][task]["max_tokens"] == cap["max_tokens"]
-    with sqlite3.connect(run / "responses.sqlite") as db:  # the plan: each sample's prompt as sent
-        prompts = {task: json.loads(prompt)["params"] for task, prompt in db.execute("select task, prompt from plan")}
+    prompts = {s["task"]: s["prompt"]["params"]  # each sample's prompt as sent (kept once, in the store)
+               for s in RunDir(run).read_samples(prompts=True)}
     for task, cap in caps.items():
         assert prompts[task]["max_tokens"] == cap["max_tokens"] and prompts[task]["stop"] == cap["stop"]
     # the report of the run, at the printed path, with the sample browser holding both tasks

@@ -17,6 +17,10 @@ def test_load_samples_one_row_per_sample_with_score_columns(two_runs):
     assert [c for c in frame.columns if c.startswith("score.")] == [
         "score.f1", "score.fn", "score.fp", "score.partial_fn", "score.partial_fp", "score.partial_tp", "score.tp"]
     assert set(frame["model"]) == {"sloppy"} and set(frame["task"]) == {"ncbi_disease"}
+    # the prompt as sent, from the run's store (samples.jsonl names its key), and only where asked
+    first = frame.iloc[0]
+    assert first["prompt"]["messages"][-1]["content"].endswith(f"Text to process:\n{first['inputs']['text']}\n")
+    assert len(first["key"]) == 64 and load_samples(sloppy, prompts=False)["prompt"].isna().all()
     failed = frame[frame["error"].notna()]
     assert len(failed) == 8  # the sloppy responder's failing bucket (tests/report/support.py)
     assert failed["parse_failed"].isna().all()  # no answer is not a parse failure

@@ -17,6 +17,7 @@ from evalpipe.backends.retry import RequestFailed
 from evalpipe.config import RunConfig
 from evalpipe.outcome import RunError
 from evalpipe.records import Example, GenerationParams, Prompt
+from evalpipe.results import RunDir
 from evalpipe.runner import execute
 from evalpipe.tasks.kinds.multiple_choice import parse_logprobs
 from evalpipe.tasks.registry import get_task
@@ -127,7 +128,7 @@ def test_loglikelihood_run_from_the_command_line_resumes_and_rescores(tmp_path):
     run = only_run(tmp_path / "results")
     metrics = json.loads((run / "metrics.json").read_text())["medqa"]
     assert metrics["accuracy"] == pytest.approx(4 / 5) and metrics["parse_failure_rate"] == 0.0
-    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    samples = RunDir(run).read_samples(prompts=True)  # the prompts are kept once, in the store
     assert samples[0]["prompt"]["choices"] == [" A", " B", " C", " D"]
     assert samples[0]["prompt"]["text"].endswith("D. Vitamin D\nAnswer:")  # the completion form
     assert samples[0]["prediction"] == "C" and json.loads(samples[0]["answer"])["logprobs"][" C"] == -0.1

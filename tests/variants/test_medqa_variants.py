@@ -245,6 +245,6 @@ def test_every_variants_completion_form_scores_options_by_log_likelihood(medqa_f
     doc = json.loads((outcome.run_dir.path / "variants.json").read_text())["tasks"]["medqa"]
     assert {v: m["accuracy"] for v, m in doc["by_variant"].items()} == {v: pytest.approx(4 / 5) for v in VARIANTS}
     assert requests == 1 + len(TEST) * len(VARIANTS)  # the capability probe, then one request per prompt
-    records = [json.loads(line) for line in (outcome.run_dir.path / "samples.jsonl").read_text().splitlines()]
+    records = outcome.run_dir.add_prompts(list(outcome.run_dir.iter_samples()))  # prompts live in the store
     assert all(r["prompt"]["choices"] == [" A", " B", " C", " D"] for r in records)
     assert {r["prompt"]["text"].rsplit("\n", 1)[-1] for r in records} == {"Answer:", "Correct answer:"}

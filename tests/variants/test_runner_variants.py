@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 
 from evalpipe.rescoring import rescore
+from evalpipe.results import RunDir
 from evalpipe.runner import RunError
 from tests.variants.support import EXAMPLES, answer, config, run
 
@@ -105,7 +106,7 @@ def test_per_sample_agreement_and_unanimity_follow_the_answers(variants_run):
 
 def test_samples_carry_their_condition_reference_first(variants_run):
     _, _, path = variants_run
-    records = [json.loads(line) for line in (path / "samples.jsonl").read_text().splitlines()]
+    records = RunDir(path).read_samples(prompts=True)  # the prompts are kept once, in the store
     assert len(records) == N * len(VARIANTS)
     assert [r["condition"] for r in records[:N]] == ["default"] * N
     assert list(records[0])[:6] == ["task", "id", "condition", "variant", "shots", "shot_order"]

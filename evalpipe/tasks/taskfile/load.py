@@ -130,9 +130,10 @@ def _read_examples(task: TaskFile, kind: Kind, path: Path, split: str,
                for name, fields in task.fields.inputs.items()} for record in records]
     drafts = kind.read(task, records)
     examples = []
+    file = str(path)  # one string for every example's meta, not one each
     for row, (record, mapped, draft) in enumerate(zip(records, inputs, drafts)):
         examples.append(Example(id=_sample_id(task, record, split, row), inputs={**mapped, **draft.inputs},
-                                gold=draft.gold, meta={"file": str(path), "line": record.line, "row": row}))
+                                gold=draft.gold, meta={"file": file, "line": record.line, "row": row}))
     check_unique_ids(records, [ex.id for ex in examples], task.fields.id or "id")
     return tuple(examples)
 

@@ -1,0 +1,203 @@
+"""Peak memory and wall time of whole `evalpipe run`, `score` and `report` processes as N grows.
+
+Issue 15's scale case: N unique NCBI Disease sentences (the 940 test sentences cycled, each made
+unique by a trailing ``[i]`` token, so every prompt is distinct — ~2.6 KB, mostly the shared 5-shot
+prefix), answered by the loopback fake server (``tests/support/fake_openai.py``, a *subprocess*,
+echo answers) at a fixed latency (default 50 ms), C = 256 requests in flight. For each N (default
+4,700, 18,800 and 47,000):
+
+- ``run``     ``python -m evalpipe.cli run --task ncbi_disease --data ncbi_disease=FILE …``: wall time,
+              peak RSS, and the sending phase's rate (answers sent / ``fetch_seconds`` from
+              summary.json: first request to last answer, as the run measured it);
+- ``score``   ``evalpipe score RUN`` (re-parse and re-score from the store alone);
+- ``report``  ``evalpipe report RUN`` (1,000 bootstrap resamples, the sample browser, …).
+
+Peak RSS is the child's own ``ru_maxrss`` from ``os.wait4`` (the kernel's high-water mark of that one
+process — not ``RUSAGE_CHILDREN``, which would also count the server subprocess). The sizes of the
+run directory's files are printed too (``responses.sqlite``, ``samples.jsonl``, ``report.html``).
+
+The machine is shared: the load average is printed before and after every process, and ``--repeat``
+interleaves rounds over the Ns, so compare figures measured side by side, as ratios, not across days.
+``--repo`` (repeatable) measures other checkouts of evalpipe (each with its own ``.venv``) in the
+same rounds, interleaved, and prints each one's figures as ratios to the first.
+
+    .venv/bin/python bench/memory.py                          # N = 4700, 18800, 47000
+    .venv/bin/python bench/memory.py --n 4700,18800 --steps run,report
+    .venv/bin/python bench/memory.py --repo . --repo /work/main   # this checkout and another, side by side
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.support.fake_openai import FakeOpenAIProcess  # noqa: E402
+
+MODEL = "bench-model"
+STEPS = ("run", "score", "report")
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+def write_unique_sentences(path: Path, n: int, source: Path) -> None:
+    """``n`` CoNLL sentences: the test split cycled, sentence i ending with the token ``[i]`` (tag O)."""
+    sentences = source.read_text(encoding="utf-8").strip().split("\n\n")
+    with path.open("w", encoding="utf-8") as out:
+        for i in range(n):
+            out.write(sentences[i % len(sentences)])
+            out.write(f"\n[{i}]\tO\n\n")
+
+
+@dataclass(frozen=True)
+class Measured:
+    repo: str
+    step: str
+    n: int
+    wall_s: float
+    peak_mb: float
+    cpu_s: float
+    load_before: float
+    load_after: float
+    returncode: int
+    extra: str = ""
+
+
+def measure(command: list[str], cwd: Path, step: str, n: int) -> tuple[Measured, str]:
+    """Run ``command`` to its end; its wall time, its own peak RSS and CPU (os.wait4)."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(cwd), NO_COLOR="1", COLUMNS="200")
+    before = load()
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - started
+        log.seek(0)
+        output = log.read().decode("utf-8", "replace")
+    # ru_maxrss is in kilobytes on Linux
+    return Measured(cwd.name, step, n, wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, before,
+                    load(), process.returncode), output
+
+
+def evalpipe(repo: Path) -> list[str]:
+    python = repo / ".venv" / "bin" / "python"
+    return [str(python if python.exists() else sys.executable), "-m", "evalpipe.cli"]
+
+
+def one_round(repo: Path, server: FakeOpenAIProcess, n: int, data: Path, work: Path, steps: list[str],
+              concurrency: int) -> list[Measured]:
+    results_dir = work / f"results-{repo.name}-{n}"
+    out: list[Measured] = []
+    run_dir: Path | None = None
+    if "run" in steps or not results_dir.exists():
+        server.reset()
+        subprocess.run(["rm", "-rf", str(results_dir)], check=True)
+        m, log = measure([*evalpipe(repo), "run", "--task", "ncbi_disease", "--data", f"ncbi_disease={data}",
+                          "--base-url", server.url, "--model", MODEL, "--concurrency", str(concurrency),
+                          "--results-dir", str(results_dir), "--run-name", "bench"], repo, "run", n)
+        run_dir = results_dir / "bench"
+        extra = ""
+        summary_path = run_dir / "summary.json"
+        if summary_path.is_file():
+            summary = json.loads(summary_path.read_text(encoding="utf-8"))
+            info = summary.get("run") or summary.get("_run") or {}
+            if info.get("fetch_seconds"):
+                extra = f"sending {info['sent'] / info['fetch_seconds']:,.0f} req/s ({info['fetch_seconds']:.1f} s)"
+        if m.returncode != 0:
+            print(log[-3000:], file=sys.stderr)
+        out.append(Measured(**{**m.__dict__, "extra": extra}))
+    run_dir = results_dir / "bench"
+    if "score" in steps:
+        m, log = measure([*evalpipe(repo), "score", str(run_dir)], repo, "score", n)
+        if m.returncode != 0:
+            print(log[-3000:], file=sys.stderr)
+        out.append(m)
+    if "report" in steps:
+        report = work / f"report-{repo.name}-{n}"
+        m, log = measure([*evalpipe(repo), "report", str(run_dir), "--out", str(report)], repo, "report", n)
+        if m.returncode != 0:
+            print(log[-3000:], file=sys.stderr)
+        html = report / "report.html"
+        out.append(Measured(**{**m.__dict__, "extra": f"report.html {html.stat().st_size / 1e6:.1f} MB"
+                               if html.is_file() else ""}))
+    sizes = [f"{name} {(run_dir / name).stat().st_size / 1e6:.1f} MB" for name in ("responses.sqlite", "samples.jsonl")
+             if (run_dir / name).is_file()]
+    print(f"  {repo.name} N={n}: {', '.join(sizes)}", flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", default="4700,18800,47000", help="comma-separated sample counts")
+    parser.add_argument("--latency", type=float, default=0.05, help="server latency in seconds (default 0.05)")
+    parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated, from {', '.join(STEPS)}")
+    parser.add_argument("--repeat", type=int, default=1, help="interleaved rounds over the Ns (medians)")
+    parser.add_argument("--repo", type=Path, action="append",
+                        help="an evalpipe checkout to measure, with its .venv (repeatable; default: this one)")
+    args = parser.parse_args(argv)
+    ns = [int(x) for x in args.n.split(",") if x.strip()]
+    steps = [s.strip() for s in args.steps.split(",") if s.strip()]
+    repos = [r.resolve() for r in (args.repo or [REPO])]
+    if len({r.name for r in repos}) != len(repos):
+        parser.error("--repo: give checkouts with different folder names (they label the figures)")
+    for repo in repos:
+        commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True).stdout.strip()
+        print(f"{repo.name}: {repo} at {commit}")
+    print(f"{os.cpu_count()} CPUs, load average at start {load():.2f}; latency {args.latency * 1e3:.0f} ms, "
+          f"C={args.concurrency}, server in a subprocess", flush=True)
+    measured: list[Measured] = []
+    with tempfile.TemporaryDirectory(prefix="memory-bench-") as tmp:
+        work = Path(tmp)
+        data = {n: work / f"ncbi-{n}.tsv" for n in ns}
+        for n, path in data.items():
+            write_unique_sentences(path, n, REPO / "data" / "ncbi_disease" / "test.tsv")
+        with FakeOpenAIProcess(latency=args.latency, models=(MODEL,)) as server:
+            for _ in range(args.repeat):
+                for n in ns:
+                    for repo in repos:
+                        for m in one_round(repo, server, n, data[n], work, steps, args.concurrency):
+                            measured.append(m)
+                            print(f"  {m.repo} {m.step:6s} N={m.n:6d}: {m.wall_s:6.1f} s  peak {m.peak_mb:6.0f} MB  "
+                                  f"cpu {m.cpu_s:6.1f} s  exit {m.returncode}  "
+                                  f"load {m.load_before:.2f}-{m.load_after:.2f}  {m.extra}", flush=True)
+    print(f"\nmedians over {args.repeat} round(s) ({os.cpu_count()} CPUs; load per process above)")
+    first = repos[0].name
+    print(f"{'checkout':12s} {'step':6s} {'N':>7s} {'wall s':>7s} {'peak MB':>8s} {'cpu s':>7s}"
+          + (f"   vs {first}: wall, peak" if len(repos) > 1 else ""))
+    status = 0
+    for step in steps:
+        for n in ns:
+            base: Measured | None = None
+            for repo in repos:
+                ms = [m for m in measured if m.repo == repo.name and m.step == step and m.n == n]
+                if not ms:
+                    continue
+                status |= any(m.returncode for m in ms)
+                row = Measured(repo.name, step, n, statistics.median(m.wall_s for m in ms),
+                               statistics.median(m.peak_mb for m in ms), statistics.median(m.cpu_s for m in ms),
+                               0, 0, 0)
+                base = base or row
+                ratio = (f"   x{row.wall_s / base.wall_s:.2f}, x{row.peak_mb / base.peak_mb:.2f}"
+                         if len(repos) > 1 and row is not base else "")
+                print(f"{repo.name:12s} {step:6s} {n:7d} {row.wall_s:7.1f} {row.peak_mb:8.0f} {row.cpu_s:7.1f}{ratio}")
+    print(f"load average at end {load():.2f}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
