@@ -52,6 +52,8 @@ class AnswerWriter:
         self.stats = WriterStats()
         self._group: list[tuple[str, Completion]] = []
         self._committed: asyncio.Future[None] | None = None
+        #: the scheduled commits (the event loop keeps only weak references to tasks)
+        self._pending: set[asyncio.Task[None]] = set()
 
     async def put(self, key: str, completion: Completion) -> None:
         """Add a successful answer to the open group; return once the group is committed.
@@ -60,7 +62,9 @@ class AnswerWriter:
         """
         if self._committed is None:
             self._committed = asyncio.get_running_loop().create_future()
-            asyncio.get_running_loop().create_task(self._commit_soon(self._committed))
+            task = asyncio.get_running_loop().create_task(self._commit_soon(self._committed))
+            self._pending.add(task)
+            task.add_done_callback(self._pending.discard)
         committed = self._committed
         self._group.append((key, completion))
         if len(self._group) >= self.max_group:
