@@ -322,3 +322,27 @@ def test_score_needs_no_shot_file(folder, tmp_path):
     outcome, _ = run(RunConfig(tasks=("smoking",), model="m", base_url="http://127.0.0.1:1/v1"), tmp_path / "r")
     (folder / "train.jsonl").unlink()
     assert rescore(outcome.run_dir.path).metrics["smoking"] == outcome.metrics["smoking"]
+
+
+@pytest.mark.parametrize("loader", ["libyaml", "pure Python"])
+def test_libyaml_and_pure_python_loaders_read_every_shipped_task_file_alike(monkeypatch, loader):
+    """evalpipe uses libyaml's loader where PyYAML has it; the pure-Python one must read the same
+    values and the same lines, and name the same line of a YAML error."""
+    import yaml
+
+    from evalpipe.tasks.taskfile import source
+
+    if loader == "libyaml" and not hasattr(yaml, "CSafeLoader"):
+        pytest.skip("PyYAML was built without libyaml")
+    monkeypatch.setattr(source, "_Loader", yaml.CSafeLoader if loader == "libyaml" else yaml.SafeLoader)
+    files = sorted(Path("prompts").rglob("*.task.yaml"))
+    assert len(files) >= 10
+    for path in files:
+        parsed = source.read_task_source(path)
+        assert parsed.data == yaml.load(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader), path
+        # the line recorded for every top-level key is where it is written
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for key in parsed.data:
+            assert lines[parsed.lines[(key,)] - 1].startswith(f"{key}:"), (path, key)
+    with pytest.raises(TaskFileError, match=r"broken.yaml:4: not valid YAML: .*expected ',' or '\]'"):
+        source.parse_task_text('name: x\nkind: generation\nlabels: ["yes", "no"\n', Path("broken.yaml"))
