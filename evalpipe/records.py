@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class Span:
     """A labelled half-open interval ``[start, end)``.
 
@@ -28,7 +28,7 @@ class Span:
     label: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Example:
     """One evaluated item.
 
@@ -118,13 +118,13 @@ class Prompt:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Usage:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Completion:
     """What the backend got back for one prompt.
 
@@ -146,7 +146,7 @@ class Completion:
         return self.error is None and self.text is not None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Prediction:
     """A parsed answer. A failed parse is a value (``failed=True``), never an exception.
 
