@@ -100,6 +100,29 @@ def test_no_import_cycles():
     assert not cycles, "import cycles:\n" + "\n".join(" → ".join(c) for c in cycles)
 
 
+def _reaches(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for dep in graph.get(todo.pop(), ()):
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+def test_rescoring_and_the_report_never_reach_the_runner():
+    """Re-scoring and the report need no model, so they must not depend on what talks to one:
+    nothing they import (directly or through others) is the runner or a backend."""
+    files = sorted(PACKAGE.rglob("*.py"))
+    modules = {_module_name(p) for p in files}
+    graph = {_module_name(p): _imports(p, modules) for p in files}
+    graph = {m: {t for t in deps if not t.startswith(m + ".")} for m, deps in graph.items()}
+    offline = ["evalpipe.rescoring", "evalpipe.scoring"] + sorted(m for m in modules if m.startswith("evalpipe.report"))
+    bad = {m: sorted(d for d in _reaches(graph, m) if d == "evalpipe.runner" or d.startswith("evalpipe.backends"))
+           for m in offline}
+    assert not {m: d for m, d in bad.items() if d}, bad
+
+
 def test_listing_tasks_imports_no_heavy_library():
     """`evalpipe tasks` (the CLI plus every task family) must start fast: numpy, pandas, torch and
     matplotlib are imported where vectors, frames, models and plots are made, never at registry import."""
