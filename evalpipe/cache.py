@@ -207,6 +207,14 @@ class ResponseStore:
     #: keys per SELECT … IN (…): well under SQLite's limit on bound parameters
     _CHUNK = 500
 
+    def _rows_with_keys(self, select: str, keys: Sequence[str]) -> Iterator[tuple]:
+        """The rows of ``select`` (ending in ``WHERE key IN``) for ``keys``, chunk by chunk; each
+        key asked once (``keys`` may repeat)."""
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), self._CHUNK):
+            chunk = unique[start:start + self._CHUNK]
+            yield from self._db.execute(f"{select} ({','.join('?' * len(chunk))})", chunk)
+
     @staticmethod
     def _completion(row: tuple) -> Completion:
         _, text, finish, p_tok, c_tok, latency, attempts, endpoint = row
@@ -225,14 +233,8 @@ class ResponseStore:
 
     def get_many(self, keys: list[str]) -> dict[str, Completion]:
         """The stored answers among ``keys`` (absent keys are left out), in chunked SELECTs."""
-        unique = list(dict.fromkeys(keys))
-        found: dict[str, Completion] = {}
-        for start in range(0, len(unique), self._CHUNK):
-            chunk = unique[start:start + self._CHUNK]
-            marks = ",".join("?" * len(chunk))
-            for row in self._db.execute(f"SELECT {self._COLUMNS} FROM responses WHERE key IN ({marks})", chunk):
-                found[row[0]] = self._completion(row)
-        return found
+        return {row[0]: self._completion(row)
+                for row in self._rows_with_keys(f"SELECT {self._COLUMNS} FROM responses WHERE key IN", keys)}
 
     def put(self, key: str, model: str, completion: Completion) -> None:
         """Store one successful answer in its own committed transaction (see :meth:`put_many`)."""
@@ -332,12 +334,7 @@ class ResponseStore:
 
     def _keys_with_prompts(self, keys: list[str]) -> set[str]:
         """Which of ``keys`` have a stored prompt (in ``prompts``)."""
-        found: set[str] = set()
-        for start in range(0, len(keys), self._CHUNK):
-            chunk = keys[start:start + self._CHUNK]
-            marks = ",".join("?" * len(chunk))
-            found.update(k for (k,) in self._db.execute(f"SELECT key FROM prompts WHERE key IN ({marks})", chunk))
-        return found
+        return {k for (k,) in self._rows_with_keys("SELECT key FROM prompts WHERE key IN", keys)}
 
     def plan_size(self, task: str) -> int:
         """How many samples the recorded plan of ``task`` has."""
@@ -355,12 +352,8 @@ class ResponseStore:
         kept once has them in its plan, and they are read from there.
         """
         unique = list(dict.fromkeys(keys))
-        packed: dict[str, Any] = {}
-        for start in range(0, len(unique), self._CHUNK):
-            chunk = unique[start:start + self._CHUNK]
-            marks = ",".join("?" * len(chunk))
-            for key, prompt in self._db.execute(f"SELECT key, prompt FROM prompts WHERE key IN ({marks})", chunk):
-                packed[key] = json.loads(from_db_text(prompt))
+        packed = {key: json.loads(from_db_text(prompt))
+                  for key, prompt in self._rows_with_keys("SELECT key, prompt FROM prompts WHERE key IN", unique)}
         shared = self._texts(set().union(*(referenced(p) for p in packed.values())) if packed else set())
         found = {key: unpack(prompt, shared) for key, prompt in packed.items()}
         missing = {k for k in unique if k not in found}
@@ -371,25 +364,11 @@ class ResponseStore:
         return found
 
     def _texts(self, keys: set[str]) -> dict[str, str]:
-        wanted = list(keys)
-        out: dict[str, str] = {}
-        for start in range(0, len(wanted), self._CHUNK):
-            chunk = wanted[start:start + self._CHUNK]
-            marks = ",".join("?" * len(chunk))
-            out.update((k, from_db_text(t)) for k, t in
-                       self._db.execute(f"SELECT key, text FROM texts WHERE key IN ({marks})", chunk))
-        return out
+        return {k: from_db_text(t) for k, t in self._rows_with_keys("SELECT key, text FROM texts WHERE key IN", list(keys))}
 
     def get_vectors(self, keys: list[str]) -> dict[str, bytes]:
         """Stored embedding vectors (float32 bytes) among ``keys`` (retrieval tasks' candidate pools)."""
-        unique = list(dict.fromkeys(keys))
-        found: dict[str, bytes] = {}
-        for start in range(0, len(unique), self._CHUNK):
-            chunk = unique[start:start + self._CHUNK]
-            marks = ",".join("?" * len(chunk))
-            for key, data in self._db.execute(f"SELECT key, data FROM vectors WHERE key IN ({marks})", chunk):
-                found[key] = bytes(data)
-        return found
+        return {key: bytes(data) for key, data in self._rows_with_keys("SELECT key, data FROM vectors WHERE key IN", keys)}
 
     def put_vectors(self, model: str, items: list[tuple[str, bytes]]) -> None:
         """Store embedding vectors in one committed transaction: a killed run does not embed them again."""

@@ -6,7 +6,7 @@ Data: the user's ``CHIP-CDN_{train,dev,test}.json`` (records ``{text, normalized
 
 **Candidates.** The standard vocabulary has ~40,000 terms, too many for a prompt. When the user
 passes the term table that comes with the download (``国际疾病分类 ICD-10北京临床版v601.xlsx``) as
-``LoadOptions.paths["cdn_terms"]`` (CLI: ``--cdn-terms FILE``), the :data:`CANDIDATES` most similar
+``LoadOptions.paths["cdn_terms"]`` (CLI: ``--data chip_cdn:cdn_terms=FILE``), the :data:`CANDIDATES` most similar
 terms are retrieved for each text and listed in the prompt, and the model picks among them —
 CBLUE's own baseline likewise recalls 200 candidates with n-gram similarity before ranking them.
 Similarity is TF-IDF cosine over character unigrams and bigrams of match keys
@@ -184,7 +184,7 @@ SPEC = register(
         name="chip_cdn",
         data_roles=(EVAL, SHOTS, DataRole("cdn_terms", "the ICD-10 term table; top-k candidate terms go into the prompt")),
         description="CBLUE CHIP-CDN: diagnosis → ICD-10 Beijing v601 standard terms, '##'-separated "
-        "(candidates from --cdn-terms; dev, 3-shot).",
+        "(candidates from --data chip_cdn:cdn_terms=FILE; dev, 3-shot).",
         template="cblue/chip_cdn.j2",
         load=load,
         shot_target=shot_target,
