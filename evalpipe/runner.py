@@ -29,7 +29,7 @@ import functools
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -70,7 +70,7 @@ from evalpipe.records import Completion, Example, GenerationParams, Prompt, to_j
 from evalpipe.outcome import RunError, RunOutcome, write_outcome
 from evalpipe.results import Budget, RunDir, RunInfo, git_commit
 from evalpipe.robustness import ConditionOutcome, combine_tasks
-from evalpipe.scoring import TaskOutcome, answer_prefix, score_task
+from evalpipe.scoring import answer_prefix, score_task
 from evalpipe.tasks.base import LOGLIKELIHOOD, LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.registry import get_task
 

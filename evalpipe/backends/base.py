@@ -58,9 +58,6 @@ class Credentials:
     def key_set(self) -> bool:
         return self._key != "EMPTY"
 
-    def reveal(self) -> str:
-        return self._key
-
     def scrub(self, text: str) -> str:
         """Replace every form of every credential in text we are about to show or store."""
         for form in self._forms:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console

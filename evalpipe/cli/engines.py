@@ -13,7 +13,7 @@ from evalpipe.engines.launch import VLLM_NAMED, engine_options, server_spec
 from evalpipe.engines.server import ManagedServer
 from evalpipe.results import DEFAULT_ROOT
 from evalpipe.outcome import RunError
-from evalpipe.tasks.registry import resolve, suites
+from evalpipe.tasks.registry import resolve
 
 from evalpipe.cli.evaluate import execute_run
 from evalpipe.cli.common import DtypeOption, EngineArgOption, GpuMemoryOption, LLAMACPP_CONCURRENCY, RevisionOption, StartupTimeoutOption, TensorParallelOption, USER_ERRORS, _fail, app, console, err

@@ -20,7 +20,7 @@ from evalpipe.results import DEFAULT_ROOT, RunDir, RunDirError, os_problem
 from evalpipe.rescoring import rescore
 from evalpipe.outcome import RunOutcome
 from evalpipe.runner import execute
-from evalpipe.tasks.registry import resolve, suites
+from evalpipe.tasks.registry import resolve
 from evalpipe.robustness import plain_metrics
 from evalpipe.terminal import metrics_table, robustness_table, summary_lines
 

@@ -10,7 +10,6 @@ import typer
 
 from evalpipe.engines.launch import server_spec
 from evalpipe.engines.server import ManagedServer
-from evalpipe.tasks.registry import resolve
 from evalpipe.terminal import metrics_table
 
 from evalpipe.cli.common import EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, StartupTimeoutOption, USER_ERRORS, _fail, app, console, err

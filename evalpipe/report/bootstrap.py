@@ -36,7 +36,6 @@ every resample gives ``p = 2/(B+1)``, the smallest value ``B`` resamples can sup
 
 from __future__ import annotations
 
-import math
 import time
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -333,6 +332,3 @@ def paired_bootstrap(a: ResampleTask, b: ResampleTask, *, resamples: int = 1000,
         ))
     return out
 
-
-def nan_to_none(value: float | None) -> float | None:
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value

@@ -15,7 +15,7 @@ the prompt's instructions, which are the same for every sample), the gold, and b
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ from rich.panel import Panel
 from rich.table import Table as RichTable
 
 from evalpipe.report.browser import samples_fragment
-from evalpipe.report.bootstrap import PairedDifference, ResampleTask, TaskBootstrap, paired_bootstrap, restrict
+from evalpipe.report.bootstrap import PairedDifference, ResampleTask, paired_bootstrap, restrict
 from evalpipe.report.document import Cell, Examples, Section, Table, fmt, fmt_interval
 from evalpipe.report.leaderboard import primary_metric
 from evalpipe.report.ner_errors import gold_spans, span_text

@@ -36,7 +36,6 @@ from evalpipe.report.contributions import SuiteSection, register_section
 from evalpipe.tasks.cblue.suite import HEADLINE, SUITE
 
 if TYPE_CHECKING:  # the registry imports this module for every command: numpy/pandas only when a report is made
-    import numpy as np
     import pandas as pd
 
     from evalpipe.report.bootstrap import TaskBootstrap

@@ -21,7 +21,6 @@ is accepted for every file, with correct line numbers in errors for both.
 from __future__ import annotations
 
 import csv
-import json
 import re
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence

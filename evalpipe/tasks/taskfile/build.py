@@ -227,7 +227,3 @@ def with_prepared_records(spec: TaskSpec, task: TaskFile, prepare: data.Prepare)
     return replace(spec, load=partial(data.load_task_data, task, get_kind(task.kind), spec.task_file.parent,
                                       prepare=prepare))
 
-
-def replace_scorings(spec: TaskSpec, **scorings: Any) -> TaskSpec:
-    """A hook's helper: the spec with more scorings (e.g. a compatibility mode) beside its own."""
-    return replace(spec, scorings={**spec.scorings, **scorings})
