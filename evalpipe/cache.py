@@ -332,6 +332,93 @@ class ResponseStore:
             count += 1
         return count == len(rows) == self.plan_size(task)
 
+    def write_staged_plan(self, task: str, stage: Path, staged: str, texts: Mapping[str, str]) -> None:
+        """Record the plan of ``task`` from plan ``staged`` of a :class:`~evalpipe.plan_stage.PlanStage`
+        file, replacing an older plan — :meth:`write_plan` without a sample ever in Python.
+
+        SQLite copies the rows (``INSERT … SELECT`` across an attached file): 47,000 samples
+        without 47,000 Python tuples. The prompts a key already has are kept; an unchanged plan (a
+        resumed run) is not written again.
+        """
+        self._db.execute("ATTACH DATABASE ? AS stage", (str(stage),))
+        try:
+            same = self._db.execute(
+                "SELECT COUNT(*) FROM plan p JOIN stage.rows s ON s.plan = ? AND s.position = p.position "
+                "WHERE p.task = ? AND p.sample_id IS s.sample_id AND p.key = s.key AND p.info = s.info",
+                (staged, task)).fetchone()[0]
+            size = self._db.execute("SELECT COUNT(*) FROM stage.rows WHERE plan = ?", (staged,)).fetchone()[0]
+            if same == size == self.plan_size(task):
+                return
+            with self._db:
+                self._db.execute("BEGIN")
+                self._db.execute("DELETE FROM plan WHERE task = ?", (task,))
+                self._db.execute("INSERT INTO plan (task, sample_id, position, key, prompt, info) "
+                                 "SELECT ?, sample_id, position, key, '', info FROM stage.rows WHERE plan = ? "
+                                 "ORDER BY position", (task, staged))
+                self._db.execute("INSERT OR IGNORE INTO prompts (key, prompt) "
+                                 "SELECT key, packed FROM stage.rows WHERE plan = ? ORDER BY position", (staged,))
+                self._db.executemany("INSERT OR IGNORE INTO texts (key, text) VALUES (?, ?)",
+                                     [(key, to_db_text(text)) for key, text in texts.items()])
+        finally:
+            self._db.execute("DETACH DATABASE stage")
+
+    def plan_pages(self, task: str, size: int = 1024) -> Iterator[list[tuple[str, str, dict]]]:
+        """The recorded plan of ``task`` as :meth:`read_plan` gives it, a page of ``size`` rows at a
+        time (each page one short query: no statement stays open between pages)."""
+        after = -1
+        while True:
+            page = self._db.execute("SELECT position, sample_id, key, info FROM plan WHERE task = ? AND position > ? "
+                                    "ORDER BY position LIMIT ?", (task, after, size)).fetchall()
+            if not page:
+                return
+            yield [(from_db_text(sid), key, json.loads(info)) for _, sid, key, info in page]
+            after = page[-1][0]
+
+    def distinct_keys(self, tasks: Sequence[str]) -> int:
+        """How many distinct keys the plans of ``tasks`` ask."""
+        marks = ",".join("?" * len(tasks))
+        return int(self._db.execute(f"SELECT COUNT(DISTINCT key) FROM plan WHERE task IN ({marks})",
+                                    list(tasks)).fetchone()[0])
+
+    def unanswered(self, task: str) -> int:
+        """How many samples of the plan of ``task`` have no stored answer."""
+        return int(self._db.execute("SELECT COUNT(*) FROM plan p WHERE p.task = ? AND NOT EXISTS "
+                                    "(SELECT 1 FROM responses r WHERE r.key = p.key)", (task,)).fetchone()[0])
+
+    def queue_pending(self, name: str, tasks: Sequence[str], exclude: Sequence[str] = ()) -> int:
+        """Queue (in temporary table ``name``) every key the plans of ``tasks`` ask that has no stored
+        answer — each once, in plan order (``tasks`` in order, then position) — and say how many.
+
+        The queue lives in SQLite's temporary storage, not in Python: a run of 47,000 samples
+        holds no list of what it still has to send; :meth:`pending_pages` reads it back in pages.
+        A key already in one of the queues ``exclude`` is left out (it is sent once, by that queue).
+        """
+        self._db.execute(f"DROP TABLE IF EXISTS temp.{name}")
+        self._db.execute(f"CREATE TEMP TABLE {name} (key TEXT PRIMARY KEY)")
+        for task in tasks:
+            others = "".join(f" AND NOT EXISTS (SELECT 1 FROM temp.{q} e WHERE e.key = p.key)" for q in exclude)
+            self._db.execute(f"INSERT OR IGNORE INTO temp.{name} (key) SELECT p.key FROM plan p WHERE p.task = ? "
+                             f"AND NOT EXISTS (SELECT 1 FROM responses r WHERE r.key = p.key){others} "
+                             "ORDER BY p.position", (task,))
+        return int(self._db.execute(f"SELECT COUNT(*) FROM temp.{name}").fetchone()[0])
+
+    def pending_pages(self, name: str, size: int = 512) -> Iterator[list[tuple[str, str]]]:
+        """The queue ``name`` (:meth:`queue_pending`) as pages of ``(key, packed prompt JSON)``, in
+        queue order; the shared texts a packed prompt references are :meth:`texts_of`'s."""
+        after = 0
+        while True:
+            page = self._db.execute(
+                f"SELECT q.rowid, q.key, p.prompt FROM temp.{name} q JOIN prompts p ON p.key = q.key "
+                "WHERE q.rowid > ? ORDER BY q.rowid LIMIT ?", (after, size)).fetchall()
+            if not page:
+                return
+            yield [(key, from_db_text(prompt)) for _, key, prompt in page]
+            after = page[-1][0]
+
+    def texts_of(self, keys: set[str]) -> dict[str, str]:
+        """The shared texts (by their sha256 key) packed prompts reference."""
+        return self._texts(keys)
+
     def _keys_with_prompts(self, keys: list[str]) -> set[str]:
         """Which of ``keys`` have a stored prompt (in ``prompts``)."""
         return {k for (k,) in self._rows_with_keys("SELECT key FROM prompts WHERE key IN", keys)}

@@ -26,9 +26,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -46,6 +47,7 @@ from evalpipe.budget import (
 )
 from evalpipe.answer_writer import AnswerWriter
 from evalpipe.heap import frozen_heap
+from evalpipe.plan_stage import PlanStage, info_json
 from evalpipe.prompt_pack import LEARN, Packer, unpack
 from evalpipe.cache import ResponseStore, cache_key
 from evalpipe.conditions import Condition, TaskConditions, plan_name, shot_permutation, task_conditions
@@ -68,9 +70,9 @@ from evalpipe.backends.embeddings import Embedder, make_embedder
 from evalpipe.backends.ranking import RankingBackend, pool_digest
 from evalpipe.records import Completion, Example, GenerationParams, Prompt, to_jsonable
 from evalpipe.outcome import RunError, RunOutcome, write_outcome
-from evalpipe.results import Budget, RunDir, RunInfo, git_commit
+from evalpipe.results import Budget, RunDir, RunDirError, RunInfo, git_commit, os_problem
 from evalpipe.robustness import ConditionOutcome, combine_tasks
-from evalpipe.scoring import answer_prefix, score_task
+from evalpipe.scoring import ScoringChunk, answer_prefix, score_task_chunked
 from evalpipe.tasks.base import LOGLIKELIHOOD, LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.registry import get_task
 
@@ -93,20 +95,20 @@ class NullProgress:
 class PreparedTask:
     spec: TaskSpec
     data: TaskData
-    examples: tuple[Example, ...]
+    #: the evaluated examples (a stream re-reads the data each time it is iterated: never all held)
+    examples: Iterable[Example]
     shots: tuple[Example, ...]
     #: renders one example's prompt (deterministic: the same example always gives the same prompt)
     make_prompt: Callable[[Example], Prompt]
-    keys: tuple[str, ...]
-    #: each example's prompt, packed (JSON text; the shared texts are the packer's)
-    packed: tuple[str, ...]
+    #: where the rendered plan waits for the run directory's lock (keys, packed prompts, infos)
+    stage: PlanStage
+    #: how many samples the plan has
+    size: int
     packer: Packer
     max_tokens: int
     #: None for a retrieval task (its prompts are query texts, not rendered from a template)
     renderer: PromptRenderer | None
     model: str
-    #: tokens cut from the task's long field per sample (context budgeting); all 0 if none
-    truncated: tuple[int, ...] = ()
     #: a retrieval task's candidate pool (empty for generation tasks)
     pool: tuple[str, ...] = ()
     #: the prompt condition rendered (variant, shot count, shot order); None = the run asks for none
@@ -114,8 +116,12 @@ class PreparedTask:
     #: the variant's template under prompts/ (None = the task's canonical template)
     template: str | None = None
 
+    def keys(self) -> Iterator[str]:
+        """Every sample's cache key, in evaluation order (read from the stage)."""
+        return (key for _, key, _, _ in self.stage.rows(self.plan_name))
+
     def truncated_tokens(self) -> tuple[int, ...]:
-        return self.truncated or (0,) * len(self.examples)
+        return tuple(int(json.loads(info).get("truncated_tokens", 0)) for _, _, _, info in self.stage.rows(self.plan_name))
 
     def prompt(self, i: int) -> Prompt:
         """The prompt of the ``i``-th example (unpacked now: the module docstring says why)."""
@@ -123,7 +129,7 @@ class PreparedTask:
 
     def prompt_json(self, i: int) -> dict[str, Any]:
         """The JSON form of the ``i``-th example's prompt."""
-        return unpack(json.loads(self.packed[i]), self.packer.texts)
+        return unpack(json.loads(self.stage.row(self.plan_name, i)[2]), self.packer.texts)
 
     @property
     def prompts(self) -> Sequence[Prompt]:
@@ -141,7 +147,7 @@ class _Rendered(Sequence[Prompt]):
         self._task = task
 
     def __len__(self) -> int:
-        return len(self._task.examples)
+        return self._task.size
 
     def __getitem__(self, index):  # type: ignore[override]
         if isinstance(index, slice):
@@ -152,26 +158,51 @@ class _Rendered(Sequence[Prompt]):
             raise IndexError(index)
         return self._task.prompt(index)
 
+    def __iter__(self) -> Iterator[Prompt]:
+        texts = self._task.packer.texts
+        return (Prompt.from_json(unpack(json.loads(packed), texts))
+                for _, _, packed, _ in self._task.stage.rows(self._task.plan_name))
+
+
+class _Limited:
+    """The first ``n`` examples of a re-iterable source (``--limit`` on a stream), re-iterable too."""
+
+    __slots__ = ("source", "n")
+
+    def __init__(self, source: Iterable[Example], n: int) -> None:
+        self.source, self.n = source, n
+
+    def __iter__(self) -> Iterator[Example]:
+        return itertools.islice(iter(self.source), self.n)
+
 
 # ---- 1. prepare ------------------------------------------------------------------------------
 
-def _subset(examples: tuple[Example, ...], config: RunConfig, task: str) -> tuple[Example, ...]:
+def _subset(examples: Iterable[Example], config: RunConfig, task: str) -> Iterable[Example]:
+    """The examples ``--ids`` and ``--limit`` select; a stream stays a stream under ``--limit``."""
     if config.ids is not None:
         wanted = list(dict.fromkeys(config.ids))
-        by_id = {ex.id: ex for ex in examples}
+        asked = set(wanted)
+        by_id: dict[str, Example] = {}
+        first: Example | None = None
+        for ex in examples:  # one pass, keeping only the asked ones
+            first = first or ex
+            if ex.id in asked:
+                by_id.setdefault(ex.id, ex)
         missing = [i for i in wanted if i not in by_id]
         if missing:
             shown = ", ".join(missing[:5]) + (" …" if len(missing) > 5 else "")
-            raise RunError(f"task {task}: unknown sample id(s): {shown} (ids look like {examples[0].id!r})")
+            seen = f" (ids look like {first.id!r})" if first is not None else ""
+            raise RunError(f"task {task}: unknown sample id(s): {shown}{seen}")
         examples = tuple(by_id[i] for i in wanted)
     if config.limit is not None:
-        examples = examples[: config.limit]
+        examples = examples[: config.limit] if isinstance(examples, Sequence) else _Limited(examples, config.limit)
     return examples
 
 
 def _load_task(spec: TaskSpec, config: RunConfig, context_length: int | None = None,
                token_counter: Callable[[str], int] | None = None,
-               ) -> tuple[TaskData, tuple[Example, ...], LoadOptions]:
+               ) -> tuple[TaskData, Iterable[Example], LoadOptions]:
     try:
         args = task_args_for(config, spec)
     except ValueError as exc:
@@ -184,11 +215,27 @@ def _load_task(spec: TaskSpec, config: RunConfig, context_length: int | None = N
 
 
 def _select_shots(spec: TaskSpec, config: RunConfig, data: TaskData, k: int) -> tuple[Example, ...]:
-    # fingerprints serialise every evaluated input (LongHealth: tens of MB): only when shots are drawn
-    fingerprints = {inputs_fingerprint(ex) for ex in data.examples} if k > 0 else set()
+    """``k`` shots from the task's pool, none of them an evaluated example (same id or same inputs).
+
+    Only the pool's ids and fingerprints are held, and the evaluated examples checked against
+    them as they stream by: what an evaluated example shares with the pool is all ``select_shots``
+    needs to know (fingerprints serialise every input — LongHealth: tens of MB — so only when shots
+    are drawn)."""
     seed = config.fewshot_seed if config.fewshot_seed is not None else spec.fewshot_seed
+    pool_ids = {ex.id for ex in data.shot_pool}
+    pool_prints = {inputs_fingerprint(ex) for ex in data.shot_pool} if k > 0 else set()
+    shared_ids: set[str] = set()
+    shared_prints: set[str] = set()
+    if pool_ids:
+        for ex in data.examples:
+            if ex.id in pool_ids:
+                shared_ids.add(ex.id)
+            if pool_prints:
+                fingerprint = inputs_fingerprint(ex)
+                if fingerprint in pool_prints:
+                    shared_prints.add(fingerprint)
     try:
-        return select_shots(data.shot_pool, k, seed, {ex.id for ex in data.examples}, fingerprints)
+        return select_shots(data.shot_pool, k, seed, shared_ids, shared_prints)
     except ValueError as exc:
         raise RunError(f"task {spec.name}: {exc}") from None
 
@@ -199,19 +246,21 @@ def prepare_task(
     context_length: int | None = None,
     token_counter: Callable[[str], int] | None = None,
     condition: Condition | None = None,
+    stage: PlanStage | None = None,
 ) -> PreparedTask:
-    """Load, subset and render one task (under ``condition``, if the run asks for conditions).
-    ``context_length``/``token_counter`` override what the loader is told (for tasks
-    ``sized_by_context``, once the budget is known)."""
+    """Load, subset and render one task (under ``condition``, if the run asks for conditions) into
+    ``stage`` (a new one in the temporary folder if None). ``context_length``/``token_counter``
+    override what the loader is told (for tasks ``sized_by_context``, once the budget is known)."""
+    stage = stage if stage is not None else PlanStage()
     data, examples, options = _load_task(spec, config, context_length, token_counter)
     if spec.ranking is not None:
-        return _prepare_ranking(spec, config, data, examples, options)
+        return _prepare_ranking(spec, config, data, tuple(examples), options, stage)
     shots = _select_shots(spec, config, data, _shots_drawn(spec, config, condition))
-    return _render_task(spec, config, data, examples, shots, condition)
+    return _render_task(spec, config, data, examples, shots, stage, condition)
 
 
-def _render_task(spec: TaskSpec, config: RunConfig, data: TaskData, examples: tuple[Example, ...],
-                 shots: tuple[Example, ...], condition: Condition | None = None) -> PreparedTask:
+def _render_task(spec: TaskSpec, config: RunConfig, data: TaskData, examples: Iterable[Example],
+                 shots: tuple[Example, ...], stage: PlanStage, condition: Condition | None = None) -> PreparedTask:
     template = None
     if condition is not None:  # ---- prompt conditions (evalpipe.conditions) ----
         k = _run_shots(spec, config) if condition.shots is None else condition.shots
@@ -241,23 +290,27 @@ def _render_task(spec: TaskSpec, config: RunConfig, data: TaskData, examples: tu
             _with_choices, renderer.render, GenerationParams(max_tokens=1, temperature=0.0, seed=config.seed),
             spec.choice_scoring.continuations)
     # every prompt is rendered here, before anything is sent: a template error costs nothing
-    keys, packed, packer = _render_all(config.model, examples, make_prompt)
-    return PreparedTask(spec, data, examples, shots, make_prompt, keys, packed, packer, max_tokens, renderer,
+    name = plan_name(spec.name, condition)
+    size, packer = _stage_all(stage, name, config.model, examples, make_prompt)
+    return PreparedTask(spec, data, examples, shots, make_prompt, stage, size, packer, max_tokens, renderer,
                         config.model, condition=condition, template=template)
 
 
-def _render_all(model: str, examples: Sequence[Example], make_prompt: Callable[[Example], Prompt],
-                ) -> tuple[tuple[str, ...], tuple[str, ...], Packer]:
-    """Every example's cache key and packed prompt, each prompt rendered once (the first
-    :data:`~evalpipe.prompt_pack.LEARN` twice: the text they share is learnt from them)."""
+def _stage_all(stage: PlanStage, plan: str, model: str, examples: Iterable[Example],
+               make_prompt: Callable[[Example], Prompt]) -> tuple[int, Packer]:
+    """Render every example's prompt once (the first :data:`~evalpipe.prompt_pack.LEARN` twice: the
+    text they share is learnt from them) and stage its cache key and packed form as plan ``plan``;
+    the number of samples and the packer (its shared texts)."""
     packer = Packer()
-    packer.learn(to_jsonable(make_prompt(ex)) for ex in examples[:LEARN])
-    keys, packed = [], []
-    for example in examples:
-        prompt = make_prompt(example)
-        keys.append(cache_key(model, prompt))
-        packed.append(_dumps(packer.pack(to_jsonable(prompt))))
-    return tuple(keys), tuple(packed), packer
+    packer.learn(to_jsonable(make_prompt(ex)) for ex in itertools.islice(iter(examples), LEARN))
+    unbudgeted = info_json(0)
+
+    def rows() -> Iterator[tuple[str, str, str, str]]:
+        for example in examples:
+            prompt = make_prompt(example)
+            yield example.id, cache_key(model, prompt), _dumps(packer.pack(to_jsonable(prompt))), unbudgeted
+
+    return stage.write(plan, rows()), packer
 
 
 def _dumps(packed: Any) -> str:
@@ -298,17 +351,19 @@ def conditions_of(spec: TaskSpec, config: RunConfig) -> TaskConditions:
         raise RunError(str(exc)) from None
 
 
-def prepare_conditions(spec: TaskSpec, config: RunConfig, notes: list[str] | None = None) -> list[PreparedTask]:
+def prepare_conditions(spec: TaskSpec, config: RunConfig, notes: list[str] | None = None,
+                       stage: PlanStage | None = None) -> list[PreparedTask]:
     """One prepared task per condition the run asks for (loaded once, rendered per condition); a
     task evaluated under its canonical condition only is prepared exactly as without conditions."""
     asked = conditions_of(spec, config)
     if notes is not None:
         notes.extend(asked.notes)
+    stage = stage if stage is not None else PlanStage()
     if not asked.varied:
-        return [prepare_task(spec, config)]
+        return [prepare_task(spec, config, stage=stage)]
     data, examples, _ = _load_task(spec, config)
     shots = _select_shots(spec, config, data, _shots_drawn(spec, config, asked.conditions[0]))
-    return [_render_task(spec, config, data, examples, shots, c) for c in asked.conditions]
+    return [_render_task(spec, config, data, examples, shots, stage, c) for c in asked.conditions]
 
 
 def ranking_identity(config: RunConfig, pool: Sequence[str], depth: int) -> str:
@@ -322,7 +377,7 @@ def ranking_identity(config: RunConfig, pool: Sequence[str], depth: int) -> str:
 
 
 def _prepare_ranking(spec: TaskSpec, config: RunConfig, data: TaskData, examples: tuple[Example, ...],
-                     options: LoadOptions) -> PreparedTask:
+                     options: LoadOptions, stage: PlanStage) -> PreparedTask:
     """A retrieval task: its pool, and one query "prompt" per example (answered by a ranker)."""
     assert spec.ranking is not None
     try:
@@ -332,28 +387,29 @@ def _prepare_ranking(spec: TaskSpec, config: RunConfig, data: TaskData, examples
     make_prompt = functools.partial(_ranking_query, GenerationParams(max_tokens=spec.ranking.depth),
                                     spec.ranking.query)
     identity = ranking_identity(config, planned.pool, spec.ranking.depth)
-    keys, packed, packer = _render_all(identity, planned.examples, make_prompt)
-    return PreparedTask(spec, data, planned.examples, (), make_prompt, keys, packed, packer, spec.ranking.depth,
+    size, packer = _stage_all(stage, plan_name(spec.name, None), identity, planned.examples, make_prompt)
+    return PreparedTask(spec, data, planned.examples, (), make_prompt, stage, size, packer, spec.ranking.depth,
                         None, identity, pool=planned.pool)
 
 
 async def apply_budget(p: PreparedTask, context_length: int, counter: TokenCounter) -> PreparedTask:
-    """Shorten the task's long field where a prompt would not fit the context (see evalpipe.budget)."""
+    """Shorten the task's long field where a prompt would not fit the context (see evalpipe.budget).
+
+    The task's examples are held here (tasks with a long field are documents: few, and each
+    fitted example replaces its original); the staged rows of the prompts that changed are
+    rewritten."""
     if p.spec.long_field is None:
         return p
+    examples = tuple(p.examples)
     prompts = list(p.prompts)
     fitted = await asyncio.gather(*(fit_prompt(ex, p.make_prompt, p.spec.long_field, context_length, counter,
-                                               prompt=prompt) for ex, prompt in zip(p.examples, prompts)))
-    # an untouched prompt keeps the key and packed form prepare_task computed
-    changed = [not (f.truncated_tokens == 0 and f.prompt is prompt) for f, prompt in zip(fitted, prompts)]
-    return replace(
-        p,
-        examples=tuple(f.example for f in fitted),
-        keys=tuple(cache_key(p.model, f.prompt) if c else key for f, c, key in zip(fitted, changed, p.keys)),
-        packed=tuple(_dumps(p.packer.pack(to_jsonable(f.prompt))) if c else packed
-                     for f, c, packed in zip(fitted, changed, p.packed)),
-        truncated=tuple(f.truncated_tokens for f in fitted),
-    )
+                                               prompt=prompt) for ex, prompt in zip(examples, prompts)))
+    # an untouched prompt keeps the key and packed form prepare_task staged
+    p.stage.update(p.plan_name, (
+        (i, cache_key(p.model, f.prompt), _dumps(p.packer.pack(to_jsonable(f.prompt))), info_json(f.truncated_tokens))
+        for i, (f, prompt) in enumerate(zip(fitted, prompts))
+        if not (f.truncated_tokens == 0 and f.prompt is prompt)))
+    return replace(p, examples=tuple(f.example for f in fitted))
 
 
 async def budget_all(
@@ -409,7 +465,7 @@ async def budget_all(
     async def sized(p: PreparedTask) -> PreparedTask:
         if not p.spec.sized_by_context or (not measured and context_length == config.context_length):
             return p
-        return await asyncio.to_thread(prepare_task, p.spec, config, context_length, count, p.condition)
+        return await asyncio.to_thread(prepare_task, p.spec, config, context_length, count, p.condition, p.stage)
 
     budgeted = [await apply_budget(await sized(p), context_length, counter) for p in prepared]
     info: dict[str, Any] = {"context_length": context_length, "token_counter": counter.kind}
@@ -447,18 +503,22 @@ def check_data_options(config: RunConfig) -> None:
 
 
 def prepare(config: RunConfig, skipped: dict[str, str] | None = None,
-            notes: list[str] | None = None) -> list[PreparedTask]:
+            notes: list[str] | None = None, stage: PlanStage | None = None) -> list[PreparedTask]:
     """Load, validate and render every task (once per prompt condition the run asks for; what the
     user should know about those goes into ``notes``).
 
     In a suite run (``config.suites``) a task whose data files are absent is skipped and the
     reason put in ``skipped`` — users rarely hold every credentialed data set. A file that exists
     but is malformed is always an error, and so is a missing file for a task asked for alone.
+
+    The rendered plans go to ``stage`` (:mod:`evalpipe.plan_stage`; a new one in the temporary
+    folder if None), never into Python: only the tasks' settings are returned.
     """
     if not config.tasks:
         raise RunError("no task given (use --task NAME or --suite NAME; `evalpipe tasks` lists them)")
     check_data_options(config)
     skipped = {} if skipped is None else skipped
+    stage = stage if stage is not None else PlanStage()
     prepared = []
     for name in config.tasks:
         spec = get_task(name).scored_by(config.choice_scoring)
@@ -466,7 +526,7 @@ def prepare(config: RunConfig, skipped: dict[str, str] | None = None,
             problem = _missing_data(spec, config)
             if problem is None:
                 try:
-                    prepared.extend(prepare_conditions(spec, config, notes))
+                    prepared.extend(prepare_conditions(spec, config, notes, stage))
                     continue
                 except DataError as exc:
                     if exc.line is not None or Path(exc.path).exists():
@@ -474,7 +534,7 @@ def prepare(config: RunConfig, skipped: dict[str, str] | None = None,
                     problem = str(exc)
             skipped[name] = problem
             continue
-        prepared.extend(prepare_conditions(spec, config, notes))
+        prepared.extend(prepare_conditions(spec, config, notes, stage))
     if not prepared:
         lines = "\n".join(f"  {name}: {why}" for name, why in skipped.items())
         raise RunError(f"no task of the suite has its data:\n{lines}")
@@ -508,7 +568,7 @@ def _task_record(p: PreparedTask, config: RunConfig) -> dict[str, Any]:
         **({"pool_size": len(p.pool), "pool_digest": pool_digest(p.pool)} if p.pool else {}),
         "data_files": {str(f): file_sha256(Path(f)) for f in p.data.files},
         "split": p.data.split,
-        "n": len(p.examples),
+        "n": p.size,
         "shots": [s.id for s in p.shots],
         "fewshot_seed": config.fewshot_seed if config.fewshot_seed is not None else p.spec.fewshot_seed,
         # a task defined by a task file: where, and its sha256 (`evalpipe score` builds it again from there)
@@ -581,40 +641,58 @@ def write_config(run: RunDir, config: RunConfig, prepared: Sequence[PreparedTask
 PromptSource = Callable[[], Prompt]
 
 
-class _PromptAt:
-    """The prompt of one example of a prepared task, rendered when called (a small object: one per
-    pending request)."""
+class _Packed:
+    """A pending prompt as the store keeps it (packed JSON), unpacked when called (a small object:
+    only the requests in flight and one page of the queue exist at a time)."""
 
-    __slots__ = ("task", "index")
+    __slots__ = ("packed", "texts")
 
-    def __init__(self, task: PreparedTask, index: int) -> None:
-        self.task, self.index = task, index
+    def __init__(self, packed: str, texts: Mapping[str, str]) -> None:
+        self.packed, self.texts = packed, texts
 
     def __call__(self) -> Prompt:
-        return self.task.prompt(self.index)
+        return Prompt.from_json(unpack(json.loads(self.packed), self.texts))
+
+
+def _queued(store: ResponseStore, queue: str, texts: Mapping[str, str]) -> Iterator[tuple[str, PromptSource]]:
+    """The prompts of a pending queue (:meth:`ResponseStore.queue_pending`), read page by page."""
+    for page in store.pending_pages(queue):
+        for key, packed in page:
+            yield key, _Packed(packed, texts)
 
 
 async def fetch_answers(
-    pending: Mapping[str, PromptSource],
+    pending: Mapping[str, PromptSource] | Iterable[tuple[str, PromptSource]],
     backend: Backend,
     store: ResponseStore,
     progress: ProgressSink,
     workers: int = 128,
     writer: AnswerWriter | None = None,
     results: dict[str, Completion] | None = None,
+    count: int | None = None,
+    failures: dict[str, Completion] | None = None,
 ) -> dict[str, Completion]:
     """Send every pending prompt once; commit each good answer to the store on arrival.
 
-    An answer is counted — in the results, and by ``progress`` — only once it is committed
-    (``writer`` groups the commits of answers that arrive together: :mod:`evalpipe.answer_writer`).
-    A fixed pool of worker coroutines (not one task per prompt) pulls prompts from a shared
-    iterator: with tens of thousands of prompts, one task each makes every garbage collection walk
-    them all (measured: ~20 % more client CPU per request). The backend still decides how many
-    requests are really in flight; ``workers`` only has to be at least that. Answers go into
-    ``results`` (a new dict unless given), which is returned.
+    ``pending`` is a mapping key → prompt source, or ``(key, source)`` pairs read as they are
+    needed (the runner's queue in the store: ``count`` says how many). An answer is counted — in
+    the results, and by ``progress`` — only once it is committed (``writer`` groups the commits of
+    answers that arrive together: :mod:`evalpipe.answer_writer`). A fixed pool of worker coroutines
+    (not one task per prompt) pulls prompts from a shared iterator: with tens of thousands of
+    prompts, one task each makes every garbage collection walk them all (measured: ~20 % more
+    client CPU per request). The backend still decides how many requests are really in flight;
+    ``workers`` only has to be at least that.
+
+    Every completion goes into ``results`` (a new dict unless given), which is returned; with
+    ``failures`` given instead, only the failed ones are kept there (the good ones are in the store:
+    a run of 47,000 samples does not hold 47,000 answers).
     """
-    results = {} if results is None else results
-    items = iter(pending.items())
+    if isinstance(pending, Mapping):
+        count = len(pending) if count is None else count
+        items: Iterator[tuple[str, PromptSource]] = iter(pending.items())
+    else:
+        items = iter(pending)
+    keep = results if results is not None else ({} if failures is None else None)
     writer = writer if writer is not None else AnswerWriter(store, backend.model)
 
     async def worker() -> None:
@@ -622,17 +700,21 @@ async def fetch_answers(
             completion = await backend.complete(source())
             if completion.ok:
                 await writer.put(key, completion)
-            results[key] = completion
+            elif failures is not None:
+                failures[key] = completion
+            if keep is not None:
+                keep[key] = completion
             progress.advance(completion)
 
-    tasks = [asyncio.ensure_future(worker()) for _ in range(max(1, min(workers, len(pending))))]
+    n = workers if count is None else min(workers, count)
+    tasks = [asyncio.ensure_future(worker()) for _ in range(max(1, n))]
     try:
         with store.checkpoints_deferred():  # none between requests: see ResponseStore.checkpoints_deferred
             await asyncio.gather(*tasks)
     finally:
         for task in tasks:
             task.cancel()
-    return results
+    return keep if keep is not None else {}
 
 
 # ---- the two entry points --------------------------------------------------------------------
@@ -660,20 +742,56 @@ async def execute(
     progress = progress or NullProgress()
     skipped: dict[str, str] = {}
     notes: list[str] = []
-    prepared = prepare(config, skipped, notes)
-    check_endpoint_policy(prepared, config)
-    run = run_dir_for(config, results_root)
-    previous_budget = run.read_config().get("budget") if run.exists() else None
-    shared = OnceFactory(backend_factory)  # budgeting and fetching share one backend
     try:
-        prepared, budget_info = await budget_all(prepared, config, previous_budget, shared)
-        for p in prepared:
-            p.spec.scoring(config.compat)  # an unknown --compat fails before any request
-        with run.lock():
-            return await _execute_locked(config, run, prepared, skipped, budget_info, shared, progress, on_prepared,
-                                         embedder_factory or embedder_for, notes)
+        stage = PlanStage(results_root)  # beside the run directories: see evalpipe.plan_stage
+    except OSError as exc:
+        raise RunDirError(f"cannot create the run directory {run_dir_for(config, results_root).path}: "
+                          f"{os_problem(exc).split(': ', 1)[-1]}") from None
+    try:
+        prepared = prepare(config, skipped, notes, stage)
+        check_endpoint_policy(prepared, config)
+        run = run_dir_for(config, results_root)
+        previous_budget = run.read_config().get("budget") if run.exists() else None
+        shared = OnceFactory(backend_factory)  # budgeting and fetching share one backend
+        try:
+            prepared, budget_info = await budget_all(prepared, config, previous_budget, shared)
+            for p in prepared:
+                p.spec.scoring(config.compat)  # an unknown --compat fails before any request
+            with run.lock():
+                return await _execute_locked(config, run, prepared, skipped, budget_info, shared, progress,
+                                             on_prepared, embedder_factory or embedder_for, notes)
+        finally:
+            await shared.aclose()
     finally:
-        await shared.aclose()
+        stage.close()
+
+
+@dataclass(frozen=True)
+class _Answerer:
+    """Who answers a queue of pending prompts: the generating model (every generation task) or
+    one retrieval task's ranker; ``plans`` are the plans whose prompts it answers."""
+
+    prepared: tuple[PreparedTask, ...]
+    queue: str
+    pending: int
+
+    @property
+    def plans(self) -> list[str]:
+        return [p.plan_name for p in self.prepared]
+
+    def texts(self) -> dict[str, str]:
+        return {k: v for p in self.prepared for k, v in p.packer.texts.items()}
+
+
+def _queues(store: ResponseStore, prepared: Sequence[PreparedTask]) -> list[_Answerer]:
+    """The pending queues: one for the generating model, one per retrieval task (its own pool)."""
+    groups = [tuple(p for p in prepared if not p.pool)] + [(p,) for p in prepared if p.pool]
+    out: list[_Answerer] = []
+    for i, group in enumerate(g for g in groups if g):
+        queue = f"pending_{i}"
+        count = store.queue_pending(queue, [p.plan_name for p in group], exclude=[a.queue for a in out])
+        out.append(_Answerer(group, queue, count))
+    return out
 
 
 async def _execute_locked(
@@ -689,7 +807,7 @@ async def _execute_locked(
     prepare_notes: Sequence[str] = (),
 ) -> RunOutcome:
     store = ResponseStore(run.store_path)
-    backends: list[tuple[Backend, dict[str, PromptSource]]] = []
+    backends: list[tuple[Backend, _Answerer]] = []
     notes: list[str] = list(prepare_notes)
     heap = contextlib.ExitStack()
     try:
@@ -697,38 +815,37 @@ async def _execute_locked(
         settle = heap.enter_context(frozen_heap())
         for p in prepared:
             before = store.plan_size(p.plan_name)
-            if before > len(p.examples):
+            if before > p.size:
                 notes.append(f"{p.plan_name}: this run directory held {before} samples; its results now cover "
-                             f"{len(p.examples)} (--limit/--ids). All answers stay stored: run without them "
+                             f"{p.size} (--limit/--ids). All answers stay stored: run without them "
                              "to restore the full results")
-            store.write_plan(p.plan_name, [(ex.id, key) for ex, key in zip(p.examples, p.keys)], p.packed,
-                             p.packer.texts, [{"truncated_tokens": t} for t in p.truncated_tokens()])
-        all_keys = list(dict.fromkeys(k for p in prepared for k in p.keys))
-        answers: dict[str, Completion] = store.get_many(all_keys)
-        pending: dict[str, PromptSource] = {}
-        for p in prepared:
-            for i, key in enumerate(p.keys):
-                if key not in answers and key not in pending:
-                    pending[key] = _PromptAt(p, i)
+            store.write_staged_plan(p.plan_name, p.stage.path, p.plan_name, p.packer.texts)
+        total = store.distinct_keys([p.plan_name for p in prepared])
+        queues = _queues(store, prepared)
+        pending = sum(q.pending for q in queues)
         if on_prepared is not None:
-            on_prepared(run, len(all_keys), len(pending))
-        scored_by_choices = [p for p in prepared if p.examples and p.prompt(0).choices is not None]
-        for backend, todo in _answerers(config, prepared, pending, store, backend_factory, embedder_factory):
-            backends.append((backend, todo))
+            on_prepared(run, total, pending)
+        for queue in queues:
+            if not queue.pending:
+                continue
+            backend = _answerer_backend(config, queue, store, backend_factory, embedder_factory)
+            backends.append((backend, queue))
             await backend.preflight()
-            if any(key in todo for p in scored_by_choices for key in p.keys):
+            if any(p.size and p.prompt(0).choices is not None and store.unanswered(p.plan_name)
+                   for p in queue.prepared):
                 await check_choice_scoring(backend)
         write_config(run, config, prepared, [b for b, _ in backends], skipped, budget_info.get("budget"))
-        sent = 0
         fetch_s = 0.0
         stats: dict[str, Any] = {}
+        failures: dict[str, Completion] = {}
         if pending:
-            progress.start(total=len(all_keys), cached=len(all_keys) - len(pending))
+            progress.start(total=total, cached=total - pending)
             fetch_started = time.monotonic()
             try:
-                for backend, todo in backends:
+                for backend, queue in backends:
                     writer = AnswerWriter(store, backend.model)
-                    await fetch_answers(todo, backend, store, progress, results=answers, writer=writer,
+                    await fetch_answers(_queued(store, queue.queue, queue.texts()), backend, store, progress,
+                                        writer=writer, count=queue.pending, failures=failures,
                                         workers=2 * max(config.concurrency, 1) * (1 + len(config.replicas)))
                     commits = stats.setdefault("store", {"answers": 0, "commits": 0, "longest_commit_ms": 0.0})
                     commits["answers"] += writer.stats.answers
@@ -742,15 +859,14 @@ async def _execute_locked(
             finally:
                 progress.close()
             fetch_s = time.monotonic() - fetch_started
-            sent = len(pending)
-            settle()  # the answers live until the end too
-        outcome = RunOutcome(run_dir=run, tasks=[], sent=sent, cached=len(all_keys) - sent,
+            settle()  # what fetching made lives until the end too
+        outcome = RunOutcome(run_dir=run, tasks=[], sent=pending, cached=total - pending,
                              skipped=skipped, budget=Budget.from_json(budget_info.get("budget")), notes=notes)
         options = MetricOptions.from_json(config.metric_options)
         # one scored outcome per task and prompt condition; a task's conditions become one task (robustness)
-        outcome.tasks.extend(combine_tasks([ConditionOutcome(p.spec, p.condition, len(p.shots), score_task(
-            p.spec, p.examples, p.keys, [answers.get(k) for k in p.keys],
-            config.compat, options, p.truncated_tokens(), answer_prefix(p.spec, config),
+        outcome.tasks.extend(combine_tasks([ConditionOutcome(p.spec, p.condition, len(p.shots), score_task_chunked(
+            p.spec, functools.partial(_chunks, run.store_path, p, failures),
+            config.compat, options, answer_prefix(p.spec, config),
         )) for p in prepared]))
         outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
         write_outcome(run, outcome, config.compat, RunInfo(
@@ -762,6 +878,27 @@ async def _execute_locked(
         heap.close()
         for backend, _ in backends:
             await backend.aclose()
+        store.close()
+
+
+def _chunks(store_path: Path, p: PreparedTask, failures: Mapping[str, Completion]) -> Iterator[ScoringChunk]:
+    """The task's samples for scoring, a page of the plan at a time: examples from the loader (in
+    plan order: the plan was rendered from this very iteration), answers from the store (failed
+    requests from ``failures``). Its own connection to the store: records are built when read, and
+    may be read after the run's connection is closed."""
+    store = ResponseStore(store_path)
+    try:
+        examples = iter(p.examples)
+        for page in store.plan_pages(p.plan_name):
+            chunk = list(itertools.islice(examples, len(page)))
+            if len(chunk) != len(page) or any(ex.id != sid for ex, (sid, _, _) in zip(chunk, page)):
+                raise RunError(f"task {p.plan_name}: the data read again for scoring differs from the data the "
+                               "prompts were rendered from (a file changed during the run?)")
+            keys = [key for _, key, _ in page]
+            answers = store.get_many(keys)
+            yield ScoringChunk(examples=chunk, keys=keys, answers=[answers.get(k, failures.get(k)) for k in keys],
+                               truncated=[int(info.get("truncated_tokens", 0)) for _, _, info in page])
+    finally:
         store.close()
 
 
@@ -788,20 +925,13 @@ def embedder_for(config: RunConfig) -> Embedder:
                          timeout_s=config.timeout_s)
 
 
-def _answerers(config: RunConfig, prepared: Sequence[PreparedTask], pending: Mapping[str, PromptSource],
-               store: ResponseStore, backend_factory: Callable[[RunConfig], Backend],
-               embedder_factory: EmbedderFactory) -> list[tuple[Backend, dict[str, PromptSource]]]:
-    """Who answers which pending prompts: the generating model answers every generation task; each
-    retrieval task gets a ranker over its own pool. Nothing is built for work that is all stored."""
-    out: list[tuple[Backend, dict[str, PromptSource]]] = []
-    generation = {k: pending[k] for p in prepared if p.pool == () for k in p.keys if k in pending}
-    if generation:
-        out.append((backend_factory(config), generation))
-    for p in prepared:
-        todo = {k: pending[k] for k in p.keys if k in pending} if p.pool else {}
-        if todo:
-            assert p.spec.ranking is not None
-            ranker = RankingBackend(embedder_factory(config), p.pool, p.spec.ranking.depth, store,
-                                    batch_size=config.embeddings_batch_size or 64)
-            out.append((ranker, todo))
-    return out
+def _answerer_backend(config: RunConfig, queue: _Answerer, store: ResponseStore,
+                      backend_factory: Callable[[RunConfig], Backend], embedder_factory: EmbedderFactory) -> Backend:
+    """The backend that answers ``queue``: the generating model, or a ranker over the task's own
+    pool. Built only for a queue with pending prompts (nothing is built for work all stored)."""
+    task = queue.prepared[0]
+    if not task.pool:
+        return backend_factory(config)
+    assert task.spec.ranking is not None
+    return RankingBackend(embedder_factory(config), task.pool, task.spec.ranking.depth, store,
+                          batch_size=config.embeddings_batch_size or 64)

@@ -270,3 +270,29 @@ def _error_kinds(answers: Sequence[Completion | None]) -> dict[str, int]:
         elif not c.ok:
             kinds[c.error or "unknown"] = kinds.get(c.error or "unknown", 0) + 1
     return kinds
+
+
+@dataclass(frozen=True)
+class ScoringChunk:
+    """Consecutive samples of one task, as the runner reads them back: examples (from the loader),
+    request keys and answers (from the store) and the tokens budgeting cut from each."""
+
+    examples: Sequence[Example]
+    keys: Sequence[str]
+    answers: Sequence[Completion | None]
+    truncated: Sequence[int]
+
+
+def score_task_chunked(spec: TaskSpec, chunks: Any, compat: str | None, options: MetricOptions = MetricOptions(),
+                       answer_prefix: str = "") -> TaskOutcome:
+    """Interim: every chunk at once through :func:`score_task`."""
+    examples: list[Example] = []
+    keys: list[str] = []
+    answers: list[Completion | None] = []
+    truncated: list[int] = []
+    for chunk in chunks():
+        examples.extend(chunk.examples)
+        keys.extend(chunk.keys)
+        answers.extend(chunk.answers)
+        truncated.extend(chunk.truncated)
+    return score_task(spec, examples, keys, answers, compat, options, truncated, answer_prefix)

@@ -80,7 +80,7 @@ def test_a_rendered_prompt_comes_back_from_its_json_form():
         rendered = prepared.make_prompt(example)
         assert prepared.prompt(i) == rendered == Prompt.from_json(to_jsonable(rendered))
         # the 5-shot prefix is one shared text: what is left is the sentence, the parameters and a reference
-        assert len(prepared.packed[i]) < 250 + len(example.inputs["text"])
+        assert len(prepared.stage.row(prepared.plan_name, i)[2]) < 250 + len(example.inputs["text"])
         assert len(json.dumps(to_jsonable(rendered))) > 2_500
     scored = Prompt(params=GenerationParams(max_tokens=1, seed=3), text="Q?\nAnswer:", choices=(" A", " B"))
     assert Prompt.from_json(json.loads(json.dumps(to_jsonable(scored)))) == scored
