@@ -9,7 +9,7 @@ are not checked).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -21,11 +21,11 @@ from evalpipe.data.digest import file_sha256
 from evalpipe.data.errors import DataError
 from evalpipe.heap import frozen_heap
 from evalpipe.metrics.options import MetricOptions
-from evalpipe.records import Completion, Example
+from evalpipe.records import Example
 from evalpipe.outcome import RunError, RunOutcome, write_outcome
 from evalpipe.results import RunDir, RunInfo
 from evalpipe.robustness import ConditionOutcome, combine_tasks
-from evalpipe.scoring import answer_prefix, score_task
+from evalpipe.scoring import ScoringChunk, answer_prefix, score_task_chunked
 from evalpipe.tasks.base import TaskSpec
 from evalpipe.tasks.registry import task_of_run
 
@@ -35,17 +35,53 @@ class StoredTask:
     """One task of a run rebuilt from its store: what ``score`` needs, without any model."""
 
     spec: TaskSpec
-    examples: tuple[Example, ...]
-    #: each sample's request key (its prompt is in the store)
-    keys: tuple[str, ...]
-    answers: tuple[Completion | None, ...]
-    truncated: tuple[int, ...] = ()
+    #: the evaluated examples, in the plan's order (a stream is read again for every pass)
+    examples: Iterable[Example]
+    #: the store, and the name of the plan there (each sample's key; its prompt is in the store)
+    store_path: Path
+    plan: str
+    #: how many samples the plan has, and how many of them have a stored answer
+    size: int
+    answered: int
     #: what the user should know about how the task was rebuilt (e.g. its task file changed)
     note: str | None = None
     #: the prompt condition (evalpipe.conditions) these answers were asked under; None = none asked
     condition: Condition | None = None
     #: the number of shots the condition's prompts showed
     shots: int = 0
+
+    def chunks(self) -> Iterator[ScoringChunk]:
+        """The samples, a page of the plan at a time, with their stored answers (own connection)."""
+        store = ResponseStore(self.store_path)
+        try:
+            examples = iter(self.examples)
+            for page in store.plan_pages(self.plan):
+                chunk = [_next_planned(examples, sid, self.plan) for sid, _, _ in page]
+                keys = [key for _, key, _ in page]
+                answers = store.get_many(keys)
+                yield ScoringChunk(examples=chunk, keys=keys, answers=[answers.get(k) for k in keys],
+                                   truncated=[int(info.get("truncated_tokens", 0)) for _, _, info in page])
+        finally:
+            store.close()
+
+
+def _next_planned(examples: Iterator[Example], sample_id: str, plan: str) -> Example:
+    """The next example of the data with id ``sample_id``, skipping the ones the plan does not have
+    (the plan follows the data's order: all of it, or a prefix under --limit)."""
+    for example in examples:
+        if example.id == sample_id:
+            return example
+    raise RunError(f"task {plan}: sample ids not in the data any more (or in another order): {sample_id!r}")
+
+
+class _Held:
+    """Examples held in the plan's order (a run with --ids, a retrieval task's bound golds)."""
+
+    def __init__(self, examples: tuple[Example, ...]) -> None:
+        self.examples = examples
+
+    def __iter__(self) -> Iterator[Example]:
+        return iter(self.examples)
 
 
 def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
@@ -55,6 +91,9 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
     was killed before writing results, and is unaffected by later template edits. Every file the
     task loads now must have a sha256 the run recorded — wherever it is found now (``--data-dir``,
     the default location) — otherwise answers would be compared against different gold.
+
+    Nothing per sample is held here: a plan follows the data's order (unless the run chose its
+    samples with ``--ids``), so the data is read again, beside the plan, for each pass of scoring.
     """
     run = RunDir(run_path)
     recorded = run.read_config()
@@ -81,35 +120,39 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
                 if file_sha256(path) not in recorded_digests:
                     raise DataError(path, None, None, "changed since the run (its sha256 is not one the run "
                                     "recorded); re-scoring would compare answers against different gold")
-            by_id = {ex.id: ex for ex in data.examples}
             # one plan per prompt condition the run recorded (evalpipe.conditions), else the task's own
             recorded_conditions = task_info.get("conditions") or [None]
             for recorded_condition in recorded_conditions:
                 condition = Condition.from_json(recorded_condition) if recorded_condition is not None else None
                 planned = plan_name(name, condition)
-                plan = store.read_plan(planned)
-                if not plan:
+                size = store.plan_size(planned)
+                if not size:
                     raise RunError(f"{run.path}: no plan stored for task {planned}")
-                missing = [sid for sid, _, _ in plan if sid not in by_id]
-                if missing:
-                    raise RunError(f"{run.path}: task {name}: sample ids not in the data any more: {missing[:5]}")
-                answers = store.get_many([key for _, key, _ in plan])
-                examples = tuple(by_id[sid] for sid, _, _ in plan)
-                if spec.ranking is not None:  # a retrieval task: bind each gold to its pool position again
-                    examples = spec.ranking.plan(data, examples, options).examples
+                examples: Iterable[Example] = data.examples
+                if config.ids is not None or spec.ranking is not None:
+                    examples = _held_in_plan_order(run, store, planned, name, data.examples)
+                    if spec.ranking is not None:  # a retrieval task: bind each gold to its pool position again
+                        examples = _Held(spec.ranking.plan(data, tuple(examples), options).examples)
                 tasks.append(StoredTask(
-                    spec=spec,
-                    examples=examples,
-                    keys=tuple(key for _, key, _ in plan),
-                    answers=tuple(answers.get(key) for _, key, _ in plan),
-                    truncated=tuple(int(info.get("truncated_tokens", 0)) for _, _, info in plan),
-                    condition=condition,
+                    spec=spec, examples=examples, store_path=run.store_path, plan=planned, size=size,
+                    answered=size - store.unanswered(planned), condition=condition,
                     shots=int(recorded_condition.get("shot_count") or 0) if recorded_condition is not None else 0,
                     note=note,
                 ))
         return config, tasks
     finally:
         store.close()
+
+
+def _held_in_plan_order(run: RunDir, store: ResponseStore, plan: str, task: str,
+                        examples: Iterable[Example]) -> _Held:
+    planned = [sid for sid, _, _ in store.read_plan(plan)]
+    wanted = set(planned)
+    by_id = {ex.id: ex for ex in examples if ex.id in wanted}
+    missing = [sid for sid in planned if sid not in by_id]
+    if missing:
+        raise RunError(f"{run.path}: task {task}: sample ids not in the data any more: {missing[:5]}")
+    return _Held(tuple(by_id[sid] for sid in planned))
 
 
 def rescore(run_path: Path, compat: str | None = None, metric_options: Mapping[str, Any] | None = None) -> RunOutcome:
@@ -138,10 +181,9 @@ def _rescore_loaded(run: RunDir, config: RunConfig, tasks: list[StoredTask], com
     outcome = RunOutcome(run_dir=run, tasks=[], notes=list(dict.fromkeys(t.note for t in tasks if t.note)))
     scored = []
     for task in tasks:
-        outcome.cached += sum(1 for a in task.answers if a is not None)
-        scored.append(ConditionOutcome(task.spec, task.condition, task.shots, score_task(
-            task.spec, task.examples, task.keys, task.answers, compat, options,
-            task.truncated, answer_prefix(task.spec, config),
+        outcome.cached += task.answered
+        scored.append(ConditionOutcome(task.spec, task.condition, task.shots, score_task_chunked(
+            task.spec, task.chunks, compat, options, answer_prefix(task.spec, config),
         )))
     outcome.tasks.extend(combine_tasks(scored))  # a task's prompt conditions become one task again
     outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
