@@ -22,6 +22,14 @@ run's store (:meth:`evalpipe.cache.ResponseStore.prompts`; ``RunDir.read_samples
 micro F1, BERTScore's idf, a reference's corpus arithmetic), so those are held; the records —
 JSON copies of inputs, gold, prediction, scores … — would double that, so :class:`SampleRecords`
 builds each one when it is read and ``samples.jsonl`` is written as they stream by.
+
+**Chunk by chunk.** A scoring that declares itself samplewise (``Scoring.samplewise``: every
+per-sample value depends on its sample alone, every corpus metric is its declared aggregation of
+summed parts) needs none of that held: :func:`score_task_chunked` reads the task as
+:class:`ScoringChunk` s, keeps only the summed parts and counts, and its records
+(:class:`ChunkedRecords`) parse and score each chunk again when read — the same numbers, summary
+and records as :func:`score_task`, in memory flat in the number of samples. Other scorings are
+joined and scored whole.
 """
 
 from __future__ import annotations
@@ -154,7 +162,8 @@ class TaskOutcome:
     name: str
     metrics: dict[str, float]
     summary: TaskSummary
-    #: one record per sample (:class:`SampleRecords`, built when read; a list where a caller changed them)
+    #: one record per sample (:class:`SampleRecords` or, scored chunk by chunk, :class:`ChunkedRecords`:
+    #: built when read; a list where a caller changed them)
     records: Sequence[dict[str, Any]] = field(repr=False)
     #: a task scored under several prompt conditions: its entry of variants.json (evalpipe.robustness)
     robustness: dict[str, Any] | None = field(default=None, repr=False)
@@ -355,7 +364,7 @@ class _Fold:
     diagnostics: dict[str, float] = field(default_factory=dict)
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    latencies: array = field(default_factory=lambda: array("d"))
+    latencies: array[float] = field(default_factory=lambda: array("d"))
     error_kinds: dict[str, int] = field(default_factory=dict)
     truncated_samples: int = 0
     truncated_tokens: int = 0
