@@ -64,6 +64,7 @@ __all__ = [
     "aggregation_from_json",
     "check_reproduces",
     "evaluate",
+    "evaluate_sums",
     "sum_parts",
 ]
 
@@ -103,6 +104,13 @@ class Aggregation(ABC):
     @abstractmethod
     def with_prefix(self, prefix: str) -> Aggregation:
         """The same aggregation over parts whose keys carry ``prefix`` (a group of a mixed file)."""
+
+    def merge(self, other: Aggregation) -> Aggregation | None:
+        """One declaration for a metric that a scorer declared as ``self`` on one part of a corpus and
+        as ``other`` on another (a task scored a chunk at a time, :func:`evalpipe.scoring.score_task_chunked`),
+        valid on both together; None when the two cannot be reconciled. Equal declarations merge to
+        themselves, which is all most kinds need: their declaration does not depend on the samples."""
+        return self if self == other else None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind}
@@ -296,8 +304,28 @@ class MacroF1(Aggregation):
                 included = np.ones_like(tp, dtype=bool)
             weight = (tp + fn) if self.weighting == "support" else np.ones_like(tp)
             weights.append(np.where(included, weight, 0.0))
-        stacked, mask = np.vstack(values), np.vstack(weights)
-        return _divide((stacked * mask).sum(axis=0), mask.sum(axis=0), 0.0 if self.weighting == "support" else math.nan)
+        # summed label by label, in label order, as the scorers' ``sum(f1s) / len(f1s)`` does (numpy's
+        # ``sum(axis=0)`` adds 8 or more rows in another order, which moves the last bits of the value)
+        total, weight = values[0] * weights[0], weights[0]
+        for value, w in zip(values[1:], weights[1:]):
+            total, weight = total + value * w, weight + w
+        return _divide(total, weight, 0.0 if self.weighting == "support" else math.nan)
+
+    def merge(self, other: Aggregation) -> Aggregation | None:
+        """Over ``gold`` or ``present`` the labels are only candidates (a label without support in the
+        summed counts is left out of the mean), so two declarations that differ only in their labels
+        merge to the union of both. The union is sorted, the order scorers write a data-derived label
+        set in (``sorted({gold labels})``): the order is that of the float sum of the mean, so a
+        declaration whose labels are not sorted is not merged (its scorer's order is unknown)."""
+        if self == other:
+            return self
+        if (not isinstance(other, MacroF1) or self.over == "labels"
+                or (self.prefix, self.over, self.stat, self.weighting)
+                != (other.prefix, other.over, other.stat, other.weighting)
+                or list(self.labels) != sorted(self.labels) or list(other.labels) != sorted(other.labels)):
+            return None
+        return MacroF1(tuple(sorted(set(self.labels) | set(other.labels))), self.prefix, self.over, self.stat,
+                       self.weighting)
 
     def describe(self) -> str:
         over = {"gold": "the gold label set", "present": "the labels in gold or predictions",
@@ -432,6 +460,16 @@ def evaluate(aggregation: Aggregation, parts: Sequence[Mapping[str, float]]) -> 
 
     sums = sum_parts(parts, aggregation.keys())
     return float(_array(aggregation.compute(sums, np.array([float(len(parts))])))[0])
+
+
+def evaluate_sums(aggregation: Aggregation, sums: Mapping[str, float], n: int) -> float:
+    """The metric from parts already summed over ``n`` samples (absent key = 0): :func:`evaluate`
+    without the samples. With sums added sample by sample in sample order, as :func:`sum_parts`
+    adds them, it is :func:`evaluate`'s value bit for bit."""
+    import numpy as np
+
+    arrays = {key: np.array([float(sums.get(key, 0.0))]) for key in aggregation.keys()}
+    return float(_array(aggregation.compute(arrays, np.array([float(n)])))[0])
 
 
 def check_reproduces(corpus: Mapping[str, float], aggregations: Mapping[str, Aggregation],

@@ -96,6 +96,15 @@ class Scoring:
     #: the prediction that stands for "no answer" (request failed for good)
     empty: Callable[[Example], Prediction]
     description: str = ""
+    #: a sample's prediction, per-sample scores and parts depend on that sample alone, and every
+    #: corpus metric is its declared aggregation of the parts summed over samples (with the scorer's
+    #: own arithmetic: integer counts, or float sums added in sample order) — so the task can be
+    #: scored a chunk at a time, keeping only the summed parts, with the very same numbers
+    #: (:func:`evalpipe.scoring.score_task_chunked`; ``tests/test_chunked_scoring.py`` checks every
+    #: scoring that says so, bit for bit). False for anything that looks across samples: BERTScore
+    #: (idf over the corpus; bert-score batches 16 samples together), a reference implementation's
+    #: corpus arithmetic, a pool, metrics per dataset found in the data.
+    samplewise: bool = False
 
 
 @functools.lru_cache(maxsize=256)

@@ -106,7 +106,8 @@ SPEC = register(
         shot_target=shot_target,
         scorings={
             "default": Scoring(parse=parse, score=score, empty=empty_prediction,
-                               description="triple lines, micro P/R/F1 over (subject, predicate, object)"),
+                               description="triple lines, micro P/R/F1 over (subject, predicate, object)",
+                               samplewise=True),
         },
         metrics=("precision", "recall", "f1"),
         max_tokens=512,

@@ -228,9 +228,10 @@ SPECS = {
         shot_target=shot_target,
         scorings={
             "default": Scoring(parse=parse, score=score, empty=empty,
-                               description="chosen letter from the usual phrasings; accuracy"),
+                               description="chosen letter from the usual phrasings; accuracy", samplewise=True),
             "clue": Scoring(parse=parse_clue, score=score_clue, empty=empty,
-                            description="CLUE reference: 'The correct answer is (\\w):', substring gold; accuracy"),
+                            description="CLUE reference: 'The correct answer is (\\w):', substring gold; accuracy",
+                            samplewise=True),
         },
         metrics=("accuracy",),
         max_tokens=50,

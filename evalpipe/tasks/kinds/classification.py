@@ -122,7 +122,10 @@ def scoring(task: ClassificationTask) -> Scoring:
                  else "exact label after width/space/punctuation normalisation")
     return Scoring(parse=parse, score=score, empty=lambda ex: Prediction(None, True, {"no_answer": True}),
                    description=f"{described}; accuracy, macro-F1 over the "
-                   f"{'declared' if task.macro_f1_over == 'labels' else 'gold'} label set")
+                   f"{'declared' if task.macro_f1_over == 'labels' else 'gold'} label set",
+                   # 0/1 accuracy and one-vs-rest counts per sample; macro-F1 over the gold labels merges
+                   # the chunks' label sets (MacroF1.merge)
+                   samplewise=True)
 
 
 def parts(task: ClassificationTask) -> KindParts:

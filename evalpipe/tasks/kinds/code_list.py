@@ -94,7 +94,9 @@ def score(examples: Sequence[Example], predictions: Sequence[Prediction], option
 
 
 SCORING = Scoring(parse=parse, score=score, empty=lambda ex: Prediction((), True, {"no_answer": True}),
-                  description="ICD-10 exact and 3-character P/R/F1 (per document and micro), valid-code ratio")
+                  description="ICD-10 exact and 3-character P/R/F1 (per document and micro), valid-code ratio",
+                  # per-document values summed in document order, integer counts for the micro values
+                  samplewise=True)
 
 
 def parts(task: CodeListTask) -> KindParts:

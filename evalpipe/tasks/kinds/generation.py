@@ -130,8 +130,12 @@ def scoring(task: GenerationTask) -> Scoring:
     metrics = ("sacrebleu zh corpus BLEU-4; rouge-score ROUGE-L, char tokens" if task.language == "zh" else
                "ROUGE-1/2/L" + (", BERTScore P/R/F1" if task.bertscore else "")
                + (", UMLS-concept P/R/F1" if task.concepts else "") + "; per-sample means")
+    # ROUGE, UMLS concepts and BLEU's n-gram statistics are per answer (means summed in answer order);
+    # BERTScore is not: bert-score embeds 16 answers per call (padding moves the last bits) and its idf
+    # is computed over the scored corpus
+    samplewise = task.language == "zh" or not task.bertscore
     return Scoring(parse=parse_body if task.parser == "answer_body" else parse_text, score=score, empty=no_text,
-                   description=metrics)
+                   description=metrics, samplewise=samplewise)
 
 
 #: what each metric measures, for the report's glossary

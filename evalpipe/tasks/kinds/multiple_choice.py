@@ -203,7 +203,8 @@ def score(examples: Sequence[Example], predictions: Sequence[Prediction], option
 
 
 GENERATIVE = Scoring(parse=parse, score=score, empty=lambda ex: Prediction(None, True, {"no_answer": True}),
-                     description="the letter the answer commits to (hedges, refusals, empty fail); accuracy")
+                     description="the letter the answer commits to (hedges, refusals, empty fail); accuracy",
+                     samplewise=True)
 
 
 def continuations(example: Example) -> tuple[str, ...]:
@@ -231,7 +232,8 @@ def parse_logprobs(answer: str, example: Example) -> Prediction:
 
 LOGLIKELIHOOD_SCORING = Scoring(
     parse=parse_logprobs, score=score, empty=lambda ex: Prediction(None, True, {"no_answer": True}),
-    description="the option whose letter has the highest log-probability after the prompt; accuracy")
+    description="the option whose letter has the highest log-probability after the prompt; accuracy",
+    samplewise=True)
 
 
 def parts(task: MultipleChoiceTask) -> KindParts:

@@ -147,7 +147,10 @@ def scoring(task: RetrievalTask) -> Scoring:
 
     return Scoring(parse=parse, score=score,
                    empty=lambda ex: Prediction({"rank": None, "top": [], "depth": depth}, True, {"no_answer": True}),
-                   description="rank of the gold answer among the pool by cosine similarity")
+                   description="rank of the gold answer among the pool by cosine similarity",
+                   # per query, once its gold is bound to the pool (RankingSpec.plan); pool_size is the same
+                   # on every chunk
+                   samplewise=True)
 
 
 def parts(task: RetrievalTask) -> KindParts:

@@ -128,7 +128,9 @@ def scoring(task: SpanNerTask) -> Scoring:
                           aggregations={**sheet.aggregations, "accuracy": TOKEN_ACCURACY})
 
     return Scoring(parse=parse, score=score, empty=lambda ex: Prediction((), True, {"no_answer": True}),
-                   description="aligned XML parse, strict entity-level micro P/R/F1")
+                   description="aligned XML parse, strict entity-level micro P/R/F1",
+                   # integer counts per sentence, every metric micro P/R/F1 or a ratio of their sums
+                   samplewise=True)
 
 
 #: what each metric measures, for the report's glossary
