@@ -71,7 +71,7 @@ from evalpipe.outcome import RunError, RunOutcome, write_outcome
 from evalpipe.results import Budget, RunDir, RunInfo, git_commit
 from evalpipe.robustness import ConditionOutcome, combine_tasks
 from evalpipe.scoring import answer_prefix, score_task
-from evalpipe.tasks.base import LOGLIKELIHOOD, LoadOptions, TaskData, TaskSpec, materialize
+from evalpipe.tasks.base import LOGLIKELIHOOD, LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.registry import get_task
 
 from evalpipe.paths import REPO_ROOT
@@ -179,8 +179,7 @@ def _load_task(spec: TaskSpec, config: RunConfig, context_length: int | None = N
     options = load_options(config, spec.name, args=args)
     if context_length is not None:
         options = replace(options, context_length=context_length, token_counter=token_counter)
-    data = spec.load(options)
-    data = replace(data, examples=materialize(data.examples))  # a stream read whole (until issue 15's runner)
+    data = spec.load(options).materialized()  # a stream read whole (until issue 15's runner streams)
     return data, _subset(data.examples, config, spec.name), options
 
 

@@ -50,7 +50,7 @@ def _load(name, spec, roots):
         config = replace(config, data_dir=str(roots["mcqa"]))
     elif name.startswith("huatuo"):
         config = replace(config, data={name: str(roots["huatuo"])})
-    return spec.load(load_options(config, name))
+    return spec.load(load_options(config, name)).materialized()
 
 
 @pytest.mark.parametrize("name", sorted(n for n, s in all_tasks().items() if s.ranking is None))

@@ -88,6 +88,10 @@ class TaskData:
     files: tuple[Path, ...]
     split: str
 
+    def materialized(self) -> TaskData:
+        """The data with every example in memory (a stream read once, its errors raised here)."""
+        return self if isinstance(self.examples, tuple) else replace(self, examples=materialize(self.examples))
+
 
 @dataclass(frozen=True)
 class Scoring:

@@ -282,7 +282,12 @@ def load_task_data(task: TaskFile, kind: Kind, base: Path, options: LoadOptions,
     split, evaluated = eval_path(task, base, options)
     examples: Examples = (read_examples if kind.whole_file else stream_examples)(task, kind, evaluated, split,
                                                                                  prepare)
-    shots_file = shot_path(task, base, options, split, evaluated)
+    try:
+        shots_file = shot_path(task, base, options, split, evaluated)
+    except DataError:
+        for _ in examples:  # the evaluated file's own errors come first, as when it was read at once
+            pass
+        raise
     files: tuple[Path, ...] = (evaluated,)
     if shots_file is not None:
         pool_split = shot_split(task, split) or "shots"
