@@ -37,7 +37,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from evalpipe.data.errors import DataError
 
@@ -65,8 +65,8 @@ __all__ = [
 MAX_RECORD_CHARS = 5_000_000
 TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t", ".tab": "\t"}
 #: bytes read at a time by :func:`text_blocks`: small next to the file, large enough that decoding
-#: and splitting stay in C (a 256 KiB block of CoNLL is ~25,000 lines)
-BLOCK_BYTES = 256 * 1024
+#: and splitting stay in C (a 64 KiB block of CoNLL is ~6,000 lines)
+BLOCK_BYTES = 64 * 1024
 _BOM = b"\xef\xbb\xbf"
 
 
@@ -115,8 +115,9 @@ def read_text(path: str | Path, missing: str = "file not found") -> str:
         raw = path.read_bytes()
     except OSError as exc:
         raise DataError(path, None, None, f"cannot read the file ({exc.strerror or exc})") from None
+    raw = raw.removeprefix(_BOM)  # (the line and column of a bad byte count from after it)
     try:
-        return raw.decode("utf-8-sig")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
@@ -132,13 +133,15 @@ def _not_utf8(path: Path, raw: bytes, exc: UnicodeDecodeError, first_line: int) 
 
 
 def text_blocks(path: str | Path, missing: str = "file not found",
-                block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[int, str]]:
-    """The file's text as ``(first line number, text)`` blocks of about ``block_bytes``, each ending
-    just after a ``\n`` (the last one wherever the file ends), with :func:`read_text`'s errors (file
-    not found, unreadable, not UTF-8 with line and column; a leading BOM dropped). Joined, the blocks
-    are exactly :func:`read_text`'s text; cut only after ``\n``, no line and no ``\r\n`` is split.
-    A file smaller than one block is decoded whole before anything is yielded, as by read_text."""
+                block_bytes: int | None = None) -> Iterator[tuple[int, str]]:
+    """The file's text as ``(first line number, text)`` blocks of about ``block_bytes`` (default
+    :data:`BLOCK_BYTES`), each ending just after a ``\n`` (the last one wherever the file ends), with
+    :func:`read_text`'s errors (file not found, unreadable, not UTF-8 with line and column; a leading
+    BOM dropped). Joined, the blocks are exactly :func:`read_text`'s text; cut only after ``\n``, no
+    line, character or ``\r\n`` is split. A file smaller than a block is decoded whole before
+    anything is yielded, as by read_text."""
     path = Path(path)
+    size = block_bytes or BLOCK_BYTES
     if not path.is_file():
         raise DataError(path, None, None, missing)
     try:
@@ -146,21 +149,19 @@ def text_blocks(path: str | Path, missing: str = "file not found",
     except OSError as exc:
         raise DataError(path, None, None, f"cannot read the file ({exc.strerror or exc})") from None
     with handle:
-        line, pending, first = 1, [], True
+        line, pending = 1, []
+        head = _read(path, handle, len(_BOM))
+        if head != _BOM:
+            pending.append(head)
         while True:
-            try:
-                chunk = handle.read(block_bytes)
-            except OSError as exc:
-                raise DataError(path, None, None, f"cannot read the file ({exc.strerror or exc})") from None
+            chunk = _read(path, handle, size)
             end = not chunk
-            if first:
-                chunk, first = chunk.removeprefix(_BOM), False
             cut = chunk.rfind(b"\n") + 1
             if not end and cut == 0:  # no line ends in this block: a long line, keep reading
                 pending.append(chunk)
                 continue
-            raw = b"".join(pending) if end else b"".join((*pending, chunk[:cut]))
-            pending = [] if end else [chunk[cut:]]
+            raw = b"".join((*pending, chunk[:cut]))
+            pending = [chunk[cut:]]
             if raw:
                 try:
                     text = raw.decode("utf-8")
@@ -170,6 +171,13 @@ def text_blocks(path: str | Path, missing: str = "file not found",
                 line += raw.count(b"\n")
             if end:
                 return
+
+
+def _read(path: Path, handle: BinaryIO, size: int) -> bytes:
+    try:
+        return handle.read(size)
+    except OSError as exc:
+        raise DataError(path, None, None, f"cannot read the file ({exc.strerror or exc})") from None
 
 
 def iter_lines(path: str | Path, missing: str = "file not found") -> Iterator[tuple[int, str]]:
