@@ -210,7 +210,7 @@ def _load_task(spec: TaskSpec, config: RunConfig, context_length: int | None = N
     options = load_options(config, spec.name, args=args)
     if context_length is not None:
         options = replace(options, context_length=context_length, token_counter=token_counter)
-    data = spec.load(options)
+    data = spec.load(options).materialized()  # a stream read whole (until issue 15's runner streams)
     return data, _subset(data.examples, config, spec.name), options
 
 

@@ -8,7 +8,8 @@ from evalpipe.tasks.base import LoadOptions
 from evalpipe.tasks.ncbi.disease import DATA_DIR
 from evalpipe.tasks.registry import get_task
 
-load = get_task("ncbi_disease").load
+def load(options):
+    return get_task("ncbi_disease").load(options).materialized()
 
 
 def test_shipped_ncbi_splits_have_published_sizes():

@@ -41,6 +41,11 @@ def data_roots(tmp_path_factory):
 
 
 def _load(name, spec, roots):
+    return spec.load(_options(name, spec, roots)).materialized()
+
+
+def _options(name, spec, roots):
+    """The load options of a task with shipped data or its suite's synthetic fixtures."""
     config = RunConfig(tasks=(name,), model="m", data_dir=str(CLUE_FIXTURES))
     if spec.template.startswith("cblue/") and name != "promptcblue":
         config = replace(config, data_dir=str(roots["cblue"]))
@@ -50,7 +55,7 @@ def _load(name, spec, roots):
         config = replace(config, data_dir=str(roots["mcqa"]))
     elif name.startswith("huatuo"):
         config = replace(config, data={name: str(roots["huatuo"])})
-    return spec.load(load_options(config, name))
+    return load_options(config, name)
 
 
 @pytest.mark.parametrize("name", sorted(n for n, s in all_tasks().items() if s.ranking is None))

@@ -50,7 +50,7 @@ EXPECTED_ONE_SHOT = (
 @pytest.fixture(scope="module")
 def ncbi():
     spec = get_task("ncbi_disease")
-    return spec, spec.load(LoadOptions())
+    return spec, spec.load(LoadOptions()).materialized()
 
 
 def test_chat_prompt_is_evalscope_text_exactly(ncbi):

@@ -172,7 +172,7 @@ def test_ncbi_tasks_parse_and_score_surrogate_answers():
     from evalpipe.tasks.registry import get_task
 
     spec = get_task("ncbi_disease")
-    examples = spec.load(LoadOptions()).examples[:3]
+    examples = spec.load(LoadOptions()).materialized().examples[:3]
     for scoring in spec.scorings.values():
         predictions = [scoring.parse(answer, ex) for ex, answer in zip(examples, SURROGATE_ANSWERS)]
         assert all(isinstance(p, Prediction) for p in predictions)

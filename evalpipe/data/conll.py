@@ -4,6 +4,9 @@ Validation is strict because a silently mis-read gold file makes every number wr
 without exactly two tab-separated columns, an empty token, a tag outside ``O``/``B-X``/``I-X``,
 an ``I-X`` that does not continue a ``B-X``/``I-X`` of the same type (invalid IOB2), an unknown
 entity type, or a file with no sentence raises :class:`DataError` naming file and line.
+
+:func:`iter_conll` yields the sentences one at a time, reading the file a block at a time (a
+loader that streams holds one sentence, not 47,000); :func:`read_conll` is its list.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalpipe.data.errors import DataError
-from evalpipe.data.records import read_text
+from evalpipe.data.records import iter_lines
 
 
 @dataclass(frozen=True)
@@ -44,11 +47,8 @@ def _sentences(path: Path, types: Collection[str] | None) -> Iterator[TaggedSent
     tokens: list[str] = []
     tags: list[str] = []
     start = 0
-    # read_text names the line of a byte that is not UTF-8 (a bare codec error names neither)
-    lines = read_text(path).split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    for line_no, raw in enumerate(lines, start=1):
+    # iter_lines names the line of a byte that is not UTF-8 (a bare codec error names neither)
+    for line_no, raw in iter_lines(path):
         line = raw.rstrip("\r")
         if not line.strip():
             if tokens:
@@ -77,10 +77,18 @@ def _sentences(path: Path, types: Collection[str] | None) -> Iterator[TaggedSent
 
 def read_conll(path: str | Path, entity_types: Collection[str] | None = None) -> list[TaggedSentence]:
     """Read and validate a whole CoNLL file; raise DataError on the first problem."""
+    return list(iter_conll(path, entity_types))
+
+
+def iter_conll(path: str | Path, entity_types: Collection[str] | None = None) -> Iterator[TaggedSentence]:
+    """The sentences of a CoNLL file one at a time, each validated before it is yielded; a file
+    without a sentence is an error once its end is reached."""
     path = Path(path)
     if not path.is_file():
         raise DataError(path, None, None, "file not found")
-    sentences = list(_sentences(path, entity_types))
-    if not sentences:
+    empty = True
+    for sentence in _sentences(path, entity_types):
+        empty = False
+        yield sentence
+    if empty:
         raise DataError(path, None, None, "no sentences (empty file?)")
-    return sentences

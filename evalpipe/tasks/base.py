@@ -15,6 +15,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+# re-exported: what TaskData.examples holds, and how to hold it all where random access is needed
+from evalpipe.data.stream import Examples as Examples
+from evalpipe.data.stream import ExampleStream as ExampleStream
+from evalpipe.data.stream import materialize as materialize
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Example, Prediction, ScoreSheet
 
@@ -73,12 +77,20 @@ SHOTS = DataRole("shots", "the file shots are drawn from")
 
 @dataclass(frozen=True)
 class TaskData:
-    """The evaluated examples, the pool shots are drawn from, and the files read (for hashing)."""
+    """The evaluated examples, the pool shots are drawn from, and the files read (for hashing).
 
-    examples: tuple[Example, ...]
+    ``examples`` is a tuple or, from a loader that streams, an :class:`ExampleStream` read again on
+    each pass (memory flat in the number of samples; :mod:`evalpipe.data.stream`): iterate it, or
+    :func:`materialize` it where random access is needed. The shot pool is always a tuple (small)."""
+
+    examples: Examples
     shot_pool: tuple[Example, ...]
     files: tuple[Path, ...]
     split: str
+
+    def materialized(self) -> TaskData:
+        """The data with every example in memory (a stream read once, its errors raised here)."""
+        return self if isinstance(self.examples, tuple) else replace(self, examples=materialize(self.examples))
 
 
 @dataclass(frozen=True)

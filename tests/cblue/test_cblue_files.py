@@ -20,7 +20,7 @@ def cblue(tmp_path):
 
 
 def load(task, **kw):
-    return get_task(task).load(LoadOptions(**kw))
+    return get_task(task).load(LoadOptions(**kw)).materialized()
 
 
 def test_every_task_loads_dev_with_train_shots(cblue):

@@ -96,7 +96,7 @@ def _score(task, examples, answers):
 
 
 def test_cmeee_strict_micro_f1_counts_inner_and_outer_entities(cblue):
-    examples = get_task("cmeee").load(LoadOptions(data_dir=cblue)).examples[:2]
+    examples = get_task("cmeee").load(LoadOptions(data_dir=cblue)).materialized().examples[:2]
     answers = [
         # outer sym right, inner bod missed, dis right → tp 2, fn 1
         "<response>患者<sym>腹部疼痛</sym>三天，诊断为<dis>急性阑尾炎</dis>。</response>",

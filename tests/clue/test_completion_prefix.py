@@ -16,7 +16,7 @@ def test_longhealth_completions_are_scored_with_the_primed_opening():
     chat = RunConfig(tasks=(spec.name,), model="m", data_dir=str(FIXTURES))
     base = RunConfig(tasks=(spec.name,), model="m", data_dir=str(FIXTURES), endpoint="completions")
     assert _answer_prefix(spec, chat) == "" and _answer_prefix(spec, base) == "The correct answer is"
-    examples = spec.load(load_options(base, spec.name)).examples[:4]
+    examples = spec.load(load_options(base, spec.name)).materialized().examples[:4]
 
     def continuations(gold_letter):  # what a base model writes after "... The correct answer is"
         out = []

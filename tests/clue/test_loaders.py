@@ -18,7 +18,7 @@ CREDENTIALED = ["clue_mednli", "clue_problem_summaries", "clue_medisumqa", "clue
 
 
 def load(task, **kw):
-    return get_task(task).load(LoadOptions(**{"data_dir": FIXTURES, "seed": 0, **kw}))
+    return get_task(task).load(LoadOptions(**{"data_dir": FIXTURES, "seed": 0, **kw})).materialized()
 
 
 def test_credentialed_flags():

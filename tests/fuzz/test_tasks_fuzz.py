@@ -44,7 +44,7 @@ def task_examples(tmp_path_factory):
     loaded = {}
     for name, option in options.items():
         spec = get_task(name)
-        examples = spec.load(option).examples[: 12 if name == "promptcblue" else 3]
+        examples = spec.load(option).materialized().examples[: 12 if name == "promptcblue" else 3]
         for scoring in spec.scorings:
             loaded[(name, scoring)] = (spec.scorings[scoring], examples)
     return loaded

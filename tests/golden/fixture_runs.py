@@ -187,7 +187,7 @@ def candidates(config: RunConfig) -> list[Candidate]:
     out = []
     for task in config.tasks:
         spec = get_task(task)
-        examples = spec.load(load_options(config, task)).examples[: config.limit]
+        examples = spec.load(load_options(config, task)).materialized().examples[: config.limit]
         golds = [spec.shot_target(ex) for ex in examples]
         for i, ex in enumerate(examples):
             out.append(Candidate(task, i, signature(ex), golds[i], golds[(i + 1) % len(golds)]))

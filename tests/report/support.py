@@ -21,7 +21,7 @@ SPEC = get_task("ncbi_disease")
 
 
 def gold_answers():
-    return {ex.inputs["text"]: SPEC.shot_target(ex) for ex in SPEC.load(LoadOptions()).examples[:LIMIT]}
+    return {ex.inputs["text"]: SPEC.shot_target(ex) for ex in SPEC.load(LoadOptions()).materialized().examples[:LIMIT]}
 
 
 def sloppy_responder(gold):

@@ -15,7 +15,7 @@ def adjacent(tmp_path):
     # gold: [Breast] [ovarian cancer] — two adjacent entities of one type
     path = tmp_path / "adjacent.tsv"
     path.write_text("Breast\tB-Disease\novarian\tB-Disease\ncancer\tI-Disease\nrisk\tO\n")
-    return SPEC.load(LoadOptions(paths={"eval": path})).examples
+    return SPEC.load(LoadOptions(paths={"eval": path})).materialized().examples
 
 
 def _score(examples, answers, compat=None):
@@ -51,7 +51,7 @@ def test_unparseable_and_missing_answers_count_as_false_negatives(adjacent):
 
 
 def test_spacing_differences_align_to_tokens():
-    data = SPEC.load(LoadOptions())
+    data = SPEC.load(LoadOptions()).materialized()
     first = data.examples[0]  # "... ataxia - telangiectasia gene in a sporadic T - cell leukaemia ."
     answer = ("Here you go:\n```xml\n<response>Clustering of missense mutations in the <Disease>ataxia-telangiectasia"
               "</Disease> gene in a <disease>sporadic T-cell leukaemia</disease>.</response>\n```")
@@ -65,7 +65,7 @@ def test_spacing_differences_align_to_tokens():
 
 
 def test_shot_target_round_trips_through_the_parser():
-    data = SPEC.load(LoadOptions())
+    data = SPEC.load(LoadOptions()).materialized()
     examples = data.shot_pool[:200]
     outcome = _score(examples, [SPEC.shot_target(ex) for ex in examples])
     assert outcome.metrics["f1"] == 1.0 and outcome.metrics["accuracy"] == 1.0

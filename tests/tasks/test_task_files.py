@@ -138,7 +138,7 @@ def test_json_schema_covers_every_kind():
 
 def test_loads_ids_inputs_gold_and_provenance(folder):
     spec = load_task_file(folder / "smoking.yaml")
-    data = spec.load(LoadOptions())
+    data = spec.load(LoadOptions()).materialized()
     assert [ex.id for ex in data.examples] == [i for i, _, _ in NOTES]
     assert data.examples[1].inputs == {"note": "Never smoked."} and data.examples[1].gold == "no"
     assert data.examples[1].meta == {"file": str(folder / "notes.jsonl"), "line": 2, "row": 1}
@@ -150,16 +150,16 @@ def test_data_errors_name_file_line_field(folder):
                                         '{"note_id": "b", "text": "  ", "status": "no"}\n', encoding="utf-8")
     spec = load_task_file(folder / "smoking.yaml")
     with pytest.raises(DataError, match=r"notes.jsonl:2: text: empty"):
-        spec.load(LoadOptions())
+        spec.load(LoadOptions()).materialized()
     (folder / "notes.jsonl").write_text('{"note_id": "a", "text": "x", "status": "perhaps"}\n', encoding="utf-8")
     with pytest.raises(DataError, match=r"notes.jsonl:1: status: unknown label 'perhaps' \(expected one of yes, no\)"):
-        spec.load(LoadOptions())
+        spec.load(LoadOptions()).materialized()
 
 
 def test_held_out_shots_are_seeded_and_never_scored(folder):
     (folder / "smoking.yaml").write_text(task_text(**{"template:": "shots: {count: 2, source: held_out, seed: 3}\n"
                                                                    "template:"}), encoding="utf-8")
-    data = load_task_file(folder / "smoking.yaml").load(LoadOptions())
+    data = load_task_file(folder / "smoking.yaml").load(LoadOptions()).materialized()
     assert len(data.examples) == 4 and len(data.shot_pool) == 2
     assert not {e.id for e in data.examples} & {e.id for e in data.shot_pool}
     assert [e.meta["shuffle_position"] for e in data.shot_pool] == [0, 1]
@@ -173,7 +173,7 @@ def test_shots_from_a_train_split_missing_file_is_named(folder):
     spec = load_task_file(folder / "smoking.yaml")
     with pytest.raises(DataError, match=r"train.jsonl not found \(the file the few-shot examples come from; or "
                                         r"--shots 0\).*--data smoking:shots=PATH"):
-        spec.load(LoadOptions())
+        spec.load(LoadOptions()).materialized()
     assert "train.jsonl not found" in spec.data_problem(LoadOptions())
     assert spec.load(LoadOptions(shots=0)).shot_pool == ()
     shutil.copy(folder / "notes.jsonl", folder / "train.jsonl")
@@ -188,7 +188,7 @@ def test_csv_with_alternative_column_names_and_header_check(folder):
     assert [e.inputs["note"] for e in load_task_file(folder / "smoking.yaml").load(LoadOptions()).examples] == ["x", "y"]
     (folder / "notes.csv").write_text("id,body,status\na,x,yes\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"notes.csv:1: text: missing column \(header has: id, body, status\)"):
-        load_task_file(folder / "smoking.yaml").load(LoadOptions())
+        load_task_file(folder / "smoking.yaml").load(LoadOptions()).materialized()
 
 
 # ---- where tasks live ------------------------------------------------------------------------

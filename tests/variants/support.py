@@ -20,7 +20,7 @@ from evalpipe.tasks.registry import get_task
 from tests.support.scripted_backend import ScriptedBackend, last_user_text
 
 SPEC = get_task("ncbi_disease")
-EXAMPLES = SPEC.load(LoadOptions()).examples
+EXAMPLES = SPEC.load(LoadOptions()).materialized().examples
 GOLD = {ex.inputs["text"]: SPEC.shot_target(ex) for ex in EXAMPLES}
 POSITION = {ex.inputs["text"]: i for i, ex in enumerate(EXAMPLES)}
 #: text only one variant's prompt holds → that variant's name

@@ -139,7 +139,7 @@ def test_a_user_task_files_variants_live_beside_it_and_import_its_template(tmp_p
     folder = (tmp_path / "mine").resolve()
     found = variant_templates(spec)
     assert list(found) == ["default", "shout", "terse"]
-    example = spec.load(LoadOptions()).examples[0]
+    example = spec.load(LoadOptions()).materialized().examples[0]
     canonical = PromptRenderer(spec, (), PARAMS).render(example)
     # default: the canonical template beside the task file (not a file of that name under prompts/)
     assert PromptRenderer(spec, (), PARAMS, template=found["default"]).render(example) == canonical
@@ -162,7 +162,7 @@ def test_an_inline_template_task_has_default_and_its_folders_variants(tmp_path):
     spec = load_task_file(user_task(tmp_path / "inline", inline=True))
     found = variant_templates(spec)
     assert list(found) == ["default", "shout"]
-    example = spec.load(LoadOptions()).examples[0]
+    example = spec.load(LoadOptions()).materialized().examples[0]
     assert (PromptRenderer(spec, (), PARAMS, template=found["default"]).render(example)
             == PromptRenderer(spec, (), PARAMS).render(example))
     assert template_sha256(spec, template=found["default"]) == template_sha256(spec)

@@ -24,6 +24,7 @@ from evalpipe.compat.clue import (
     reference_weights, weighted_mean_aggregations, weighted_parts,
 )
 from evalpipe.data.errors import DataError
+from evalpipe.data.stream import map_examples
 from evalpipe.metrics.icd10 import PER_DOCUMENT_KEYS
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Example, Prediction, ScoreSheet
@@ -43,7 +44,7 @@ def with_reference_positions(spec: TaskSpec) -> TaskSpec:
     load = spec.load
 
     def positioned(options: LoadOptions) -> TaskData:
-        data = load(options)
+        data = load(options).materialized()  # positions need the file's row count
         evaluated = str(data.files[0])
         rows = [ex for ex in (*data.examples, *data.shot_pool) if ex.meta.get("file") == evaluated]
         positions = reference_positions(len(rows))
@@ -106,7 +107,7 @@ def problem_summaries(spec: TaskSpec, task: TaskFile) -> TaskSpec:
 
     def listed(options: LoadOptions) -> TaskData:
         data = load(options)
-        return replace(data, examples=tuple(map(_problem_list, data.examples)),
+        return replace(data, examples=map_examples(_problem_list, data.examples),
                        shot_pool=tuple(map(_problem_list, data.shot_pool)))
 
     def reference(example: Example) -> str:

@@ -58,10 +58,13 @@ class KindParts:
 class Kind:
     """A task kind: its schema model, how it reads records, and what it adds to a TaskSpec.
 
-    ``read(task, records)`` gets every record of one file (so a kind can check the file as a whole,
-    e.g. which index base a column uses) and returns one :class:`Drafted` per record, raising
-    :class:`~evalpipe.data.errors.DataError` (``record.error(field, problem)``) for bad gold.
-    ``parts(task)`` builds the scorings and the rest from the validated task file.
+    ``read(task, records)`` gets the records of one file — a chunk of them at a time, so a file's
+    examples can be streamed (memory flat in N), unless the kind declares ``whole_file`` — and
+    returns one :class:`Drafted` per record, raising :class:`~evalpipe.data.errors.DataError`
+    (``record.error(field, problem)``) for bad gold. A kind whose reading of one record depends on
+    the others (which index base a column uses) sets ``whole_file``: it gets every record at once,
+    and its task files' examples are held in memory. ``parts(task)`` builds the scorings and the
+    rest from the validated task file.
     """
 
     name: str
@@ -69,6 +72,8 @@ class Kind:
     model: type[TaskFile]
     read: Callable[[Any, Sequence[Record]], list[Drafted]]
     parts: Callable[[Any], KindParts]
+    #: ``read`` needs every record of a file at once (the file is checked as a whole)
+    whole_file: bool = False
 
 
 _KINDS: dict[str, Kind] = {}

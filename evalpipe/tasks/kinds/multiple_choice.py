@@ -248,4 +248,6 @@ KIND = register_kind(Kind(
     model=MultipleChoiceTask,
     read=read,
     parts=parts,
+    # the index base is decided over the whole file (an index 0 anywhere → 0-based)
+    whole_file=True,
 ))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar, Literal
 
@@ -80,7 +80,7 @@ def read(task: RetrievalTask, records: Sequence[Record]) -> list[Drafted]:
     return [Drafted(gold=reference_text(task, record)) for record in records]
 
 
-def build_pool(examples: Sequence[Example], pool_examples: Sequence[Example], pool_size: int | None,
+def build_pool(examples: Sequence[Example], pool_examples: Iterable[Example], pool_size: int | None,
                seed: int) -> tuple[str, ...]:
     """Distinct answer texts: all of ``pool_examples``'s, or the evaluated golds + a seeded sample."""
     every = tuple(dict.fromkeys(str(ex.gold).strip() for ex in pool_examples))

@@ -15,19 +15,30 @@
   with ``random.Random(shots.seed or 0)`` (the first ``count`` positions, in shuffle order, are the
   shot pool; the other rows are scored in file order). CLUE's reference does exactly this with seed 1.
 * **Meta** of every example: ``file``, ``line``, ``row`` (and ``shuffle_position`` when held out).
+* **Streaming** (memory flat in N, issue 15): the evaluated examples are an
+  :class:`~evalpipe.data.stream.ExampleStream` that reads the file again on each pass — records a
+  block at a time (CoNLL and JSON lines line by line, CSV/TSV row by row; a JSON array, a JSON
+  object of records and parquet are read whole), the kind reading :data:`CHUNK` records at a time.
+  Every error is the one the whole-file reading gives, raised when the pass reaches the bad record
+  (ids: a digest per id, the duplicate found exactly by a second pass). Examples are held in memory
+  (a tuple) where that is needed: a kind that reads the file as a whole (``Kind.whole_file``),
+  held-out shots (a shuffle of all rows), and every shot pool (small).
 """
 
 from __future__ import annotations
 
+import itertools
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from evalpipe.data.conll import read_conll
+from evalpipe.data.conll import iter_conll
 from evalpipe.data.errors import DataError
-from evalpipe.data.records import Record, check_unique_ids, read_keyed_records, read_records
+from evalpipe.data.records import Record, UniqueIds, check_unique_ids, iter_records, read_keyed_records
+from evalpipe.data.stream import Examples, ExampleStream, materialize
 from evalpipe.records import Example
 from evalpipe.tasks.base import LoadOptions, TaskData
 from evalpipe.tasks.kinds.base import Kind
@@ -39,6 +50,9 @@ EXTENSIONS = {".jsonl": "jsonl", ".json": "json", ".ndjson": "jsonl", ".csv": "c
               ".parquet": "parquet", ".conll": "conll", ".bio": "conll", ".iob": "conll", ".iob2": "conll"}
 #: the field that holds a record's key in a ``json_object`` file
 KEY_FIELD = "_key"
+#: records a kind reads at a time when a file is streamed: enough that the per-chunk work stays
+#: small next to the reading, few enough (~2 MB of examples) that a chunk is nothing next to a file
+CHUNK = 1024
 
 
 def file_format(task: TaskFile, path: Path) -> str:
@@ -53,13 +67,19 @@ def file_format(task: TaskFile, path: Path) -> str:
 
 def read_file(task: TaskFile, path: Path) -> list[Record]:
     """Every record of ``path`` in the task's format."""
+    return list(iter_file(task, path))
+
+
+def iter_file(task: TaskFile, path: Path) -> Iterator[Record]:
+    """The records of ``path`` in the task's format, one at a time (read a block at a time where the
+    format allows: :func:`~evalpipe.data.records.iter_records`, :func:`~evalpipe.data.conll.iter_conll`)."""
     fmt = file_format(task, path)
     if fmt == "conll":
-        return [Record({"tokens": s.tokens, "tags": s.tags}, s.line, path) for s in read_conll(path)]
+        return (Record({"tokens": s.tokens, "tags": s.tags}, s.line, path) for s in iter_conll(path))
     if fmt == "json_object":
-        return read_keyed_records(path, KEY_FIELD)
+        return iter(read_keyed_records(path, KEY_FIELD))
     suffix = {"jsonl": ".jsonl", "json": ".json", "csv": ".csv", "tsv": ".tsv", "parquet": ".parquet"}[fmt]
-    return read_records(path, header=task.data.columns, suffix=suffix)
+    return iter_records(path, header=task.data.columns, suffix=suffix)
 
 
 def _check_header(task: TaskFile, records: Sequence[Record], path: Path) -> None:
@@ -110,9 +130,26 @@ Prepare = Callable[[Record], Record]
 
 def read_examples(task: TaskFile, kind: Kind, path: Path, split: str,
                   prepare: Prepare | None = None) -> tuple[Example, ...]:
-    """The examples of one file (ids unique), in file order; an error carries the split's note."""
+    """The examples of one file (ids unique), in file order, in memory; an error carries the split's
+    note. The kind reads every record at once (what a ``whole_file`` kind needs)."""
+    return tuple(_noted(task, split, _examples(task, kind, path, split, prepare, chunk=None)))
+
+
+def stream_examples(task: TaskFile, kind: Kind, path: Path, split: str,
+                    prepare: Prepare | None = None) -> ExampleStream:
+    """:func:`read_examples` as a stream: the file is read again on each pass, :data:`CHUNK` records
+    at a time, and every error is raised when the pass reaches it."""
+    return ExampleStream(partial(_streamed, task, kind, path, split, prepare))
+
+
+def _streamed(task: TaskFile, kind: Kind, path: Path, split: str, prepare: Prepare | None) -> Iterator[Example]:
+    return _noted(task, split, _examples(task, kind, path, split, prepare, chunk=CHUNK))
+
+
+def _noted(task: TaskFile, split: str, examples: Iterator[Example]) -> Iterator[Example]:
+    """The examples, a DataError at a line carrying the split's note (``data.notes``)."""
     try:
-        return _read_examples(task, kind, path, split, prepare)
+        yield from examples
     except DataError as exc:
         note = task.data.notes.get(split)
         if note is None or exc.line is None:
@@ -120,22 +157,49 @@ def read_examples(task: TaskFile, kind: Kind, path: Path, split: str,
         raise DataError(exc.path, exc.line, exc.field, f"{exc.problem}; {note}") from None
 
 
-def _read_examples(task: TaskFile, kind: Kind, path: Path, split: str,
-                   prepare: Prepare | None) -> tuple[Example, ...]:
-    records = read_file(task, path)
-    if prepare is not None:
-        records = [prepare(record) for record in records]
-    _check_header(task, records, path)
-    inputs = [{name: _value(record, name, fields, name in task.fields.optional)
-               for name, fields in task.fields.inputs.items()} for record in records]
-    drafts = kind.read(task, records)
-    examples = []
+def _records(task: TaskFile, path: Path, prepare: Prepare | None) -> Iterator[Record]:
+    records = iter_file(task, path)
+    return records if prepare is None else map(prepare, records)
+
+
+def _chunks(records: Iterator[Record], size: int | None) -> Iterator[list[Record]]:
+    if size is None:
+        yield list(records)
+        return
+    while chunk := list(itertools.islice(records, size)):
+        yield chunk
+
+
+def _examples(task: TaskFile, kind: Kind, path: Path, split: str, prepare: Prepare | None,
+              chunk: int | None) -> Iterator[Example]:
+    """The examples of one file, the kind reading ``chunk`` records at a time (None: all at once).
+
+    Per chunk the order of checks is the whole-file reading's: records (and ``prepare``), the table
+    header (first chunk), every input, the kind's gold; then, once the file is read, unique ids."""
+    ids = UniqueIds()
     file = str(path)  # one string for every example's meta, not one each
-    for row, (record, mapped, draft) in enumerate(zip(records, inputs, drafts)):
-        examples.append(Example(id=_sample_id(task, record, split, row), inputs={**mapped, **draft.inputs},
-                                gold=draft.gold, meta={"file": file, "line": record.line, "row": row}))
-    check_unique_ids(records, [ex.id for ex in examples], task.fields.id or "id")
-    return tuple(examples)
+    row = 0
+    for records in _chunks(_records(task, path, prepare), chunk):
+        if row == 0:
+            _check_header(task, records, path)
+        inputs = [{name: _value(record, name, fields, name in task.fields.optional)
+                   for name, fields in task.fields.inputs.items()} for record in records]
+        drafts = kind.read(task, records)
+        for record, mapped, draft in zip(records, inputs, drafts):
+            example = Example(id=_sample_id(task, record, split, row), inputs={**mapped, **draft.inputs},
+                              gold=draft.gold, meta={"file": file, "line": record.line, "row": row})
+            ids.add(example.id)
+            row += 1
+            yield example
+    if ids.suspects():  # a repeated digest: find the exact pair (if any) by reading the ids again
+        check_unique_ids(*_ids_again(task, path, split, prepare), task.fields.id or "id", only=ids.suspected)
+
+
+def _ids_again(task: TaskFile, path: Path, split: str,
+               prepare: Prepare | None) -> tuple[Iterable[Record], Iterable[str]]:
+    """The records of a file again, with their ids (the first pass found every record good)."""
+    first, second = itertools.tee(_records(task, path, prepare))
+    return first, (_sample_id(task, record, split, row) for row, record in enumerate(second))
 
 
 @dataclass(frozen=True)
@@ -210,20 +274,27 @@ def shot_path(task: TaskFile, base: Path, options: LoadOptions, split: str, eval
 
 def load_task_data(task: TaskFile, kind: Kind, base: Path, options: LoadOptions,
                    prepare: Prepare | None = None) -> TaskData:
-    """Read the evaluated file and the shot pool of a task file (see the module docstring).
+    """Read the evaluated file and the shot pool of a task file (see the module docstring): the
+    evaluated examples are a stream unless the kind reads whole files or shots are held out.
 
     ``prepare`` (for a hook: :func:`evalpipe.tasks.taskfile.build.with_prepared_records`) rewrites
     each record before its fields are mapped, for a data quirk no key expresses."""
     split, evaluated = eval_path(task, base, options)
-    examples = read_examples(task, kind, evaluated, split, prepare)
-    shots_file = shot_path(task, base, options, split, evaluated)
+    examples: Examples = (read_examples if kind.whole_file else stream_examples)(task, kind, evaluated, split,
+                                                                                 prepare)
+    try:
+        shots_file = shot_path(task, base, options, split, evaluated)
+    except DataError:
+        for _ in examples:  # the evaluated file's own errors come first, as when it was read at once
+            pass
+        raise
     files: tuple[Path, ...] = (evaluated,)
     if shots_file is not None:
         pool_split = shot_split(task, split) or "shots"
         pool = read_examples(task, kind, shots_file, pool_split, prepare)
         files += (shots_file,)
     elif task.shots.held_out:
-        held = hold_out(examples, task.shots.count, task.shots.seed or 0, evaluated)
+        held = hold_out(materialize(examples), task.shots.count, task.shots.seed or 0, evaluated)
         examples, pool = held.scored, held.shots
     else:
         pool = ()

@@ -247,4 +247,4 @@ def _check_it_runs(task_path: Path) -> None:
 
     spec = load_task_file(task_path)
     data = spec.load(LoadOptions(shots=0))
-    PromptRenderer(spec, (), GenerationParams(max_tokens=spec.max_tokens)).render(data.examples[0])
+    PromptRenderer(spec, (), GenerationParams(max_tokens=spec.max_tokens)).render(next(iter(data.examples)))
