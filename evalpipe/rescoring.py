@@ -9,7 +9,7 @@ are not checked).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from evalpipe.outcome import RunError, RunOutcome, write_outcome
 from evalpipe.results import RunDir, RunInfo
 from evalpipe.robustness import ConditionOutcome, combine_tasks
 from evalpipe.scoring import ScoringChunk, answer_prefix, score_task_chunked
-from evalpipe.tasks.base import TaskSpec
+from evalpipe.tasks.base import Examples, TaskSpec
 from evalpipe.tasks.registry import task_of_run
 
 
@@ -36,7 +36,7 @@ class StoredTask:
 
     spec: TaskSpec
     #: the evaluated examples, in the plan's order (a stream is read again for every pass)
-    examples: Iterable[Example]
+    examples: Examples
     #: the store, and the name of the plan there (each sample's key; its prompt is in the store)
     store_path: Path
     plan: str
@@ -72,16 +72,6 @@ def _next_planned(examples: Iterator[Example], sample_id: str, plan: str) -> Exa
         if example.id == sample_id:
             return example
     raise RunError(f"task {plan}: sample ids not in the data any more (or in another order): {sample_id!r}")
-
-
-class _Held:
-    """Examples held in the plan's order (a run with --ids, a retrieval task's bound golds)."""
-
-    def __init__(self, examples: tuple[Example, ...]) -> None:
-        self.examples = examples
-
-    def __iter__(self) -> Iterator[Example]:
-        return iter(self.examples)
 
 
 def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
@@ -128,11 +118,11 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
                 size = store.plan_size(planned)
                 if not size:
                     raise RunError(f"{run.path}: no plan stored for task {planned}")
-                examples: Iterable[Example] = data.examples
+                examples: Examples = data.examples
                 if config.ids is not None or spec.ranking is not None:
                     examples = _held_in_plan_order(run, store, planned, name, data.examples)
                     if spec.ranking is not None:  # a retrieval task: bind each gold to its pool position again
-                        examples = _Held(spec.ranking.plan(data, tuple(examples), options).examples)
+                        examples = spec.ranking.plan(data, examples, options).examples
                 tasks.append(StoredTask(
                     spec=spec, examples=examples, store_path=run.store_path, plan=planned, size=size,
                     answered=size - store.unanswered(planned), condition=condition,
@@ -145,14 +135,15 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
 
 
 def _held_in_plan_order(run: RunDir, store: ResponseStore, plan: str, task: str,
-                        examples: Iterable[Example]) -> _Held:
+                        examples: Examples) -> tuple[Example, ...]:
+    """The plan's examples, held in its order (a run with --ids, a retrieval task's bound golds)."""
     planned = [sid for sid, _, _ in store.read_plan(plan)]
     wanted = set(planned)
     by_id = {ex.id: ex for ex in examples if ex.id in wanted}
     missing = [sid for sid in planned if sid not in by_id]
     if missing:
         raise RunError(f"{run.path}: task {task}: sample ids not in the data any more: {missing[:5]}")
-    return _Held(tuple(by_id[sid] for sid in planned))
+    return tuple(by_id[sid] for sid in planned)
 
 
 def rescore(run_path: Path, compat: str | None = None, metric_options: Mapping[str, Any] | None = None) -> RunOutcome:

@@ -73,7 +73,7 @@ from evalpipe.outcome import RunError, RunOutcome, write_outcome
 from evalpipe.results import Budget, RunDir, RunDirError, RunInfo, git_commit, os_problem
 from evalpipe.robustness import ConditionOutcome, combine_tasks
 from evalpipe.scoring import ScoringChunk, answer_prefix, score_task_chunked
-from evalpipe.tasks.base import LOGLIKELIHOOD, LoadOptions, TaskData, TaskSpec
+from evalpipe.tasks.base import LOGLIKELIHOOD, Examples, ExampleStream, LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.registry import get_task
 
 from evalpipe.paths import REPO_ROOT
@@ -96,7 +96,7 @@ class PreparedTask:
     spec: TaskSpec
     data: TaskData
     #: the evaluated examples (a stream re-reads the data each time it is iterated: never all held)
-    examples: Iterable[Example]
+    examples: Examples
     shots: tuple[Example, ...]
     #: renders one example's prompt (deterministic: the same example always gives the same prompt)
     make_prompt: Callable[[Example], Prompt]
@@ -164,21 +164,9 @@ class _Rendered(Sequence[Prompt]):
                 for _, _, packed, _ in self._task.stage.rows(self._task.plan_name))
 
 
-class _Limited:
-    """The first ``n`` examples of a re-iterable source (``--limit`` on a stream), re-iterable too."""
-
-    __slots__ = ("source", "n")
-
-    def __init__(self, source: Iterable[Example], n: int) -> None:
-        self.source, self.n = source, n
-
-    def __iter__(self) -> Iterator[Example]:
-        return itertools.islice(iter(self.source), self.n)
-
-
 # ---- 1. prepare ------------------------------------------------------------------------------
 
-def _subset(examples: Iterable[Example], config: RunConfig, task: str) -> Iterable[Example]:
+def _subset(examples: Examples, config: RunConfig, task: str) -> Examples:
     """The examples ``--ids`` and ``--limit`` select; a stream stays a stream under ``--limit``."""
     if config.ids is not None:
         wanted = list(dict.fromkeys(config.ids))
@@ -196,13 +184,18 @@ def _subset(examples: Iterable[Example], config: RunConfig, task: str) -> Iterab
             raise RunError(f"task {task}: unknown sample id(s): {shown}{seen}")
         examples = tuple(by_id[i] for i in wanted)
     if config.limit is not None:
-        examples = examples[: config.limit] if isinstance(examples, Sequence) else _Limited(examples, config.limit)
+        examples = examples[: config.limit] if isinstance(examples, tuple) else _first(examples, config.limit)
     return examples
+
+
+def _first(examples: Examples, n: int) -> ExampleStream:
+    """The first ``n`` examples of a stream (``--limit``), a stream too: read again on each pass."""
+    return ExampleStream(lambda: itertools.islice(iter(examples), n))
 
 
 def _load_task(spec: TaskSpec, config: RunConfig, context_length: int | None = None,
                token_counter: Callable[[str], int] | None = None,
-               ) -> tuple[TaskData, Iterable[Example], LoadOptions]:
+               ) -> tuple[TaskData, Examples, LoadOptions]:
     try:
         args = task_args_for(config, spec)
     except ValueError as exc:
@@ -210,7 +203,7 @@ def _load_task(spec: TaskSpec, config: RunConfig, context_length: int | None = N
     options = load_options(config, spec.name, args=args)
     if context_length is not None:
         options = replace(options, context_length=context_length, token_counter=token_counter)
-    data = spec.load(options).materialized()  # a stream read whole (until issue 15's runner streams)
+    data = spec.load(options)
     return data, _subset(data.examples, config, spec.name), options
 
 
@@ -259,7 +252,7 @@ def prepare_task(
     return _render_task(spec, config, data, examples, shots, stage, condition)
 
 
-def _render_task(spec: TaskSpec, config: RunConfig, data: TaskData, examples: Iterable[Example],
+def _render_task(spec: TaskSpec, config: RunConfig, data: TaskData, examples: Examples,
                  shots: tuple[Example, ...], stage: PlanStage, condition: Condition | None = None) -> PreparedTask:
     template = None
     if condition is not None:  # ---- prompt conditions (evalpipe.conditions) ----
@@ -296,7 +289,7 @@ def _render_task(spec: TaskSpec, config: RunConfig, data: TaskData, examples: It
                         config.model, condition=condition, template=template)
 
 
-def _stage_all(stage: PlanStage, plan: str, model: str, examples: Iterable[Example],
+def _stage_all(stage: PlanStage, plan: str, model: str, examples: Examples,
                make_prompt: Callable[[Example], Prompt]) -> tuple[int, Packer]:
     """Render every example's prompt once (the first :data:`~evalpipe.prompt_pack.LEARN` twice: the
     text they share is learnt from them) and stage its cache key and packed form as plan ``plan``;

@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 
 from evalpipe.records import Completion, Example, Usage
-from evalpipe.tasks.base import TaskSpec
+from evalpipe.tasks.base import TaskSpec, materialize
 from evalpipe.tasks.registry import get_task
 from tests.golden import fixture_runs as golden
 
@@ -139,7 +139,7 @@ def load_samples(root: Path, task: str, loglikelihood: bool = False) -> TaskSamp
         spec = spec.scored_by("loglikelihood")
     options = golden.load_options(run.config, task)
     data = spec.load(options)
-    examples = tuple(data.examples[:LIMIT])
+    examples = materialize(data.examples)[:LIMIT]
     # a small fixture file is repeated under new ids (and so new answers) up to LIMIT samples, so that
     # chunks of 7 split every task several times
     examples += tuple(replace(examples[i % len(examples)], id=f"{examples[i % len(examples)].id}~{i}")

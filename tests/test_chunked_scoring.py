@@ -126,7 +126,7 @@ def test_english_generation_without_bertscore_is_samplewise(tmp_path: Path, root
     from evalpipe.tasks.base import LoadOptions
     from tests.chunked_fixtures import scripted_answers
 
-    examples = spec.load(LoadOptions()).examples
+    examples = spec.load(LoadOptions()).materialized().examples
     samples = TaskSamples(spec, examples, tuple(f"k{i}" for i in range(len(examples))),
                           scripted_answers(spec, examples), tuple(i % 3 for i in range(len(examples))))
     options = MetricOptions(umls_extractor=golden.UMLS_EXTRACTOR)
