@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from evalpipe.judging.attach import attach_to_outcome
 from evalpipe.results import Budget, RunDir, RunInfo, RunSummary
-from evalpipe.scoring import TaskOutcome
+from evalpipe.scoring import TaskOutcome, record_lines
 from evalpipe.tasks.base import IncompleteSuite, PartialSuite
 from evalpipe.tasks.registry import suites
 
@@ -86,7 +86,7 @@ def write_outcome(run: RunDir, outcome: RunOutcome, compat: str | None, info: Ru
     (:mod:`evalpipe.judging.attach`), so re-scoring never drops them.
     """
     attach_to_outcome(run, outcome.tasks)
-    run.write_samples((r for t in outcome.tasks for r in t.records), compat)
+    run.write_sample_lines((line for t in outcome.tasks for line in record_lines(t.records)), compat)
     run.write_json(run.metrics_path(compat), outcome.metrics)
     run.write_summary(outcome.summary(info), compat)
     robustness = {t.name: t.robustness for t in outcome.tasks if t.robustness is not None}

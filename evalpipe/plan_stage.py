@@ -18,6 +18,7 @@ one transaction per plan: a plan that failed half-way (a bad record at line 40,0
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -45,6 +46,19 @@ CREATE TABLE IF NOT EXISTS rows (
 PREFIX = ".evalpipe-stage-"
 #: rows per executemany while staging and per page when reading back (a few hundred KB of text)
 BATCH = 1024
+
+
+@contextlib.contextmanager
+def scratch_folder(where: Path) -> Iterator[Path]:
+    """A folder for temporary files beside the run directories, named like a stage (so a killed
+    process's is removed by the next run there), deleted at the end of the block."""
+    where.mkdir(parents=True, exist_ok=True)
+    remove_stale(where)
+    folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=where))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 class PlanStage:

@@ -23,6 +23,7 @@ from evalpipe.heap import frozen_heap
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Example
 from evalpipe.outcome import RunError, RunOutcome, write_outcome
+from evalpipe.plan_stage import scratch_folder
 from evalpipe.results import RunDir, RunInfo
 from evalpipe.robustness import ConditionOutcome, combine_tasks
 from evalpipe.scoring import ScoringChunk, answer_prefix, score_task_chunked
@@ -160,12 +161,13 @@ def rescore(run_path: Path, compat: str | None = None, metric_options: Mapping[s
 
 def _rescore_locked(run: RunDir, compat: str | None, metric_options: Mapping[str, Any] | None) -> RunOutcome:
     config, tasks = load_stored(run.path)
-    with frozen_heap():  # the stored tasks live until the end: out of the collector's sight (evalpipe.heap)
-        return _rescore_loaded(run, config, tasks, compat, metric_options)
+    # the records' lines wait in a scratch folder beside the run (evalpipe.scoring.score_task_chunked)
+    with frozen_heap(), scratch_folder(run.path.parent) as scratch:
+        return _rescore_loaded(run, config, tasks, compat, metric_options, scratch)
 
 
 def _rescore_loaded(run: RunDir, config: RunConfig, tasks: list[StoredTask], compat: str | None,
-                    metric_options: Mapping[str, Any] | None) -> RunOutcome:
+                    metric_options: Mapping[str, Any] | None, scratch: Path | None = None) -> RunOutcome:
     options = MetricOptions.from_json({**config.metric_options, **(metric_options or {})})
     for task in tasks:
         task.spec.scoring(compat)  # unknown mode → error before any work
@@ -174,7 +176,7 @@ def _rescore_loaded(run: RunDir, config: RunConfig, tasks: list[StoredTask], com
     for task in tasks:
         outcome.cached += task.answered
         scored.append(ConditionOutcome(task.spec, task.condition, task.shots, score_task_chunked(
-            task.spec, task.chunks, compat, options, answer_prefix(task.spec, config),
+            task.spec, task.chunks, compat, options, answer_prefix(task.spec, config), scratch=scratch,
         )))
     outcome.tasks.extend(combine_tasks(scored))  # a task's prompt conditions become one task again
     outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)

@@ -237,7 +237,11 @@ class RunDir:
 
     def write_samples(self, records: Iterable[Mapping[str, Any]], compat: str | None = None) -> None:
         """Write the records one line each, as they stream by (atomically: temp file + rename)."""
-        _atomic_write_lines(self.samples_path(compat), (_dumps(r) + "\n" for r in records))
+        self.write_sample_lines((record_line(r) for r in records), compat)
+
+    def write_sample_lines(self, lines: Iterable[str], compat: str | None = None) -> None:
+        """Write records already made into lines (:func:`record_line`), as they stream by."""
+        _atomic_write_lines(self.samples_path(compat), lines)
 
     def read_json(self, path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -361,6 +365,11 @@ def _dumps(data: Any, **kwargs: Any) -> str:
     substitution is safe."""
     text = json.dumps(data, ensure_ascii=False, **kwargs)
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def record_line(record: Mapping[str, Any]) -> str:
+    """One record as its line of ``samples.jsonl`` (the one spelling: see :func:`_dumps`)."""
+    return _dumps(record) + "\n"
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -207,30 +207,70 @@ def _load_task(spec: TaskSpec, config: RunConfig, context_length: int | None = N
     return data, _subset(data.examples, config, spec.name), options
 
 
-def _select_shots(spec: TaskSpec, config: RunConfig, data: TaskData, k: int) -> tuple[Example, ...]:
-    """``k`` shots from the task's pool, none of them an evaluated example (same id or same inputs).
+class _PoolOverlap:
+    """Which evaluated examples are also in the shot pool (same id, or same inputs: a shot that is
+    also a test item leaks its answer), learnt as the examples stream by. Only the pool's ids and
+    input fingerprints are held (fingerprints serialise every input — LongHealth: tens of MB — so
+    only when shots are drawn)."""
 
-    Only the pool's ids and fingerprints are held, and the evaluated examples checked against
-    them as they stream by: what an evaluated example shares with the pool is all ``select_shots``
-    needs to know (fingerprints serialise every input — LongHealth: tens of MB — so only when shots
-    are drawn)."""
+    def __init__(self, pool: Sequence[Example], fingerprints: bool) -> None:
+        self.pool_ids = {ex.id for ex in pool}
+        self.pool_prints = {inputs_fingerprint(ex) for ex in pool} if fingerprints and pool else set()
+        self.ids: set[str] = set()
+        self.prints: set[str] = set()
+
+    def see(self, example: Example) -> None:
+        if example.id in self.pool_ids:
+            self.ids.add(example.id)
+        if self.pool_prints:
+            fingerprint = inputs_fingerprint(example)
+            if fingerprint in self.pool_prints:
+                self.prints.add(fingerprint)
+
+
+def _choose_shots(spec: TaskSpec, config: RunConfig, data: TaskData, k: int,
+                  overlap: _PoolOverlap | None) -> tuple[Example, ...]:
     seed = config.fewshot_seed if config.fewshot_seed is not None else spec.fewshot_seed
-    pool_ids = {ex.id for ex in data.shot_pool}
-    pool_prints = {inputs_fingerprint(ex) for ex in data.shot_pool} if k > 0 else set()
-    shared_ids: set[str] = set()
-    shared_prints: set[str] = set()
-    if pool_ids:
-        for ex in data.examples:
-            if ex.id in pool_ids:
-                shared_ids.add(ex.id)
-            if pool_prints:
-                fingerprint = inputs_fingerprint(ex)
-                if fingerprint in pool_prints:
-                    shared_prints.add(fingerprint)
     try:
-        return select_shots(data.shot_pool, k, seed, shared_ids, shared_prints)
+        return select_shots(data.shot_pool, k, seed, overlap.ids if overlap else set(),
+                            overlap.prints if overlap else set())
     except ValueError as exc:
         raise RunError(f"task {spec.name}: {exc}") from None
+
+
+def _select_shots(spec: TaskSpec, config: RunConfig, data: TaskData, k: int) -> tuple[Example, ...]:
+    """``k`` shots from the task's pool, none of them an evaluated example (a pass over the data)."""
+    overlap = _PoolOverlap(data.shot_pool, fingerprints=k > 0)
+    if overlap.pool_ids and k > 0:
+        for example in data.examples:
+            overlap.see(example)
+    return _choose_shots(spec, config, data, k, overlap)
+
+
+def _shots_and_render(spec: TaskSpec, config: RunConfig, data: TaskData, examples: Examples, k: int,
+                      render: Callable[[tuple[Example, ...], Callable[[Example], None] | None], PreparedTask],
+                      ) -> tuple[tuple[Example, ...], PreparedTask]:
+    """Select the shots and render the first prompts with them, in as few passes over the data as
+    the selection allows.
+
+    Where every evaluated example is rendered (no ``--limit``/``--ids``), the pass that renders
+    also learns which examples the pool shares: the shots drawn as if it shared none are right
+    unless it does, and then (rarely: one file given as both test and shot file) they are drawn
+    again and the prompts rendered again. Otherwise the data is read once for the overlap first.
+    """
+    if k == 0 or not data.shot_pool:
+        shots = _choose_shots(spec, config, data, k, None)
+        return shots, render(shots, None)
+    if config.limit is not None or config.ids is not None:
+        shots = _select_shots(spec, config, data, k)
+        return shots, render(shots, None)
+    overlap = _PoolOverlap(data.shot_pool, fingerprints=True)
+    guess = _choose_shots(spec, config, data, k, None)
+    prepared = render(guess, overlap.see)
+    if not (overlap.ids or overlap.prints):
+        return guess, prepared
+    shots = _choose_shots(spec, config, data, k, overlap)
+    return shots, (prepared if shots == guess else render(shots, None))
 
 
 def prepare_task(
@@ -248,12 +288,17 @@ def prepare_task(
     data, examples, options = _load_task(spec, config, context_length, token_counter)
     if spec.ranking is not None:
         return _prepare_ranking(spec, config, data, tuple(examples), options, stage)
-    shots = _select_shots(spec, config, data, _shots_drawn(spec, config, condition))
-    return _render_task(spec, config, data, examples, shots, stage, condition)
+    _, prepared = _shots_and_render(
+        spec, config, data, examples, _shots_drawn(spec, config, condition),
+        lambda shots, watch: _render_task(spec, config, data, examples, shots, stage, condition, watch))
+    return prepared
 
 
 def _render_task(spec: TaskSpec, config: RunConfig, data: TaskData, examples: Examples,
-                 shots: tuple[Example, ...], stage: PlanStage, condition: Condition | None = None) -> PreparedTask:
+                 shots: tuple[Example, ...], stage: PlanStage, condition: Condition | None = None,
+                 watch: Callable[[Example], None] | None = None) -> PreparedTask:
+    """Render every example's prompt under ``condition`` with ``shots`` into ``stage``; ``watch``
+    sees each example as it is rendered."""
     template = None
     if condition is not None:  # ---- prompt conditions (evalpipe.conditions) ----
         k = _run_shots(spec, config) if condition.shots is None else condition.shots
@@ -284,13 +329,14 @@ def _render_task(spec: TaskSpec, config: RunConfig, data: TaskData, examples: Ex
             spec.choice_scoring.continuations)
     # every prompt is rendered here, before anything is sent: a template error costs nothing
     name = plan_name(spec.name, condition)
-    size, packer = _stage_all(stage, name, config.model, examples, make_prompt)
+    size, packer = _stage_all(stage, name, config.model, examples, make_prompt, watch)
     return PreparedTask(spec, data, examples, shots, make_prompt, stage, size, packer, max_tokens, renderer,
                         config.model, condition=condition, template=template)
 
 
 def _stage_all(stage: PlanStage, plan: str, model: str, examples: Examples,
-               make_prompt: Callable[[Example], Prompt]) -> tuple[int, Packer]:
+               make_prompt: Callable[[Example], Prompt],
+               watch: Callable[[Example], None] | None = None) -> tuple[int, Packer]:
     """Render every example's prompt once (the first :data:`~evalpipe.prompt_pack.LEARN` twice: the
     text they share is learnt from them) and stage its cache key and packed form as plan ``plan``;
     the number of samples and the packer (its shared texts)."""
@@ -300,6 +346,8 @@ def _stage_all(stage: PlanStage, plan: str, model: str, examples: Examples,
 
     def rows() -> Iterator[tuple[str, str, str, str]]:
         for example in examples:
+            if watch is not None:
+                watch(example)
             prompt = make_prompt(example)
             yield example.id, cache_key(model, prompt), _dumps(packer.pack(to_jsonable(prompt))), unbudgeted
 
@@ -355,8 +403,11 @@ def prepare_conditions(spec: TaskSpec, config: RunConfig, notes: list[str] | Non
     if not asked.varied:
         return [prepare_task(spec, config, stage=stage)]
     data, examples, _ = _load_task(spec, config)
-    shots = _select_shots(spec, config, data, _shots_drawn(spec, config, asked.conditions[0]))
-    return [_render_task(spec, config, data, examples, shots, stage, c) for c in asked.conditions]
+    first, *others = asked.conditions
+    shots, prepared = _shots_and_render(
+        spec, config, data, examples, _shots_drawn(spec, config, first),
+        lambda drawn, watch: _render_task(spec, config, data, examples, drawn, stage, first, watch))
+    return [prepared, *(_render_task(spec, config, data, examples, shots, stage, c) for c in others)]
 
 
 def ranking_identity(config: RunConfig, pool: Sequence[str], depth: int) -> str:
@@ -859,7 +910,7 @@ async def _execute_locked(
         # one scored outcome per task and prompt condition; a task's conditions become one task (robustness)
         outcome.tasks.extend(combine_tasks([ConditionOutcome(p.spec, p.condition, len(p.shots), score_task_chunked(
             p.spec, functools.partial(_chunks, run.store_path, p, failures),
-            config.compat, options, answer_prefix(p.spec, config),
+            config.compat, options, answer_prefix(p.spec, config), scratch=p.stage.folder,
         )) for p in prepared]))
         outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
         write_outcome(run, outcome, config.compat, RunInfo(

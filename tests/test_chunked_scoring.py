@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,8 @@ from evalpipe.metrics import concepts
 from evalpipe.metrics.aggregation import MacroF1, evaluate
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Completion, Example, Span, Usage
-from evalpipe.scoring import ChunkedRecords, ScoringChunk, score_task, score_task_chunked
+from evalpipe.results import record_line
+from evalpipe.scoring import ChunkedRecords, ScoringChunk, record_lines, score_task, score_task_chunked
 from evalpipe.tasks.kinds.span_ner import NerGold
 from evalpipe.tasks.registry import all_tasks, get_task
 from evalpipe.tasks.taskfile.build import load_task_file
@@ -79,6 +81,42 @@ def assert_identical(samples: TaskSamples, compat: str | None, options: MetricOp
         assert chunks.reads == 2
     assert out.records[3] == expected_records[3] and out.records[-1] == expected_records[-1]
     assert out.records[5:12] == expected_records[5:12]
+    assert_spilled_lines_identical(samples, compat, options, [record_line(r) for r in expected_records])
+
+
+def assert_spilled_lines_identical(samples: TaskSamples, compat: str | None, options: MetricOptions,
+                                   expected: list[str]) -> None:
+    """With a scratch folder the record lines written while scoring are the lines samples.jsonl gets
+    from the whole path, byte for byte, and reading them scores nothing again (when the spill was
+    usable: a label first seen in a later chunk makes the records be made again, still the same)."""
+    for size in (1, 7, len(samples.examples)):
+        with tempfile.TemporaryDirectory() as scratch:
+            chunks = chunks_of(samples, size)
+            out = score_task_chunked(samples.spec, chunks, compat, options, scratch=Path(scratch))
+            assert isinstance(out.records, ChunkedRecords)
+            kept = out.records.spill is not None
+            assert list(record_lines(out.records)) == expected, size
+            assert chunks.reads == (1 if kept else 2), size
+            assert len(list(Path(scratch).iterdir())) == int(kept)
+            del out
+            assert not list(Path(scratch).iterdir()), "the spill goes with its records"
+
+
+def test_ncbi_record_lines_are_copied_from_the_spill() -> None:
+    spec = get_task("ncbi_disease")
+    examples = tuple(Example(f"s{i}", {"text": f"breast cancer {i}", "tokens": ("breast", "cancer", str(i))},
+                             NerGold(("B-Disease", "I-Disease", "O"), (Span(0, 2, "Disease"),)), {})
+                     for i in range(30))
+    answers = tuple(Completion(text="<diseases><disease>breast cancer</disease></diseases>" if i % 3 else "none",
+                               usage=Usage(10, 5)) for i in range(30))
+    samples = TaskSamples(spec, examples, tuple(f"k{i}" for i in range(30)), answers, (0,) * 30)
+    with tempfile.TemporaryDirectory() as scratch:
+        chunks = chunks_of(samples, 7)
+        out = score_task_chunked(spec, chunks, None, MetricOptions(), scratch=Path(scratch))
+        assert out.records.spill is not None and out.records.spill.parent == Path(scratch)
+        whole = score_task(spec, examples, samples.keys, answers, None, MetricOptions(), samples.truncated)
+        assert list(record_lines(out.records)) == [record_line(r) for r in whole.records]
+        assert chunks.reads == 1
 
 
 def metric_options(root: Path, task: str) -> MetricOptions:
