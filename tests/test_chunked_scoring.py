@@ -279,7 +279,7 @@ def synthetic_ner(n: int) -> tuple[list[Example], list[Completion]]:
 
 def test_chunked_ner_scoring_keeps_far_less_than_the_whole_corpus() -> None:
     """What scoring itself holds at its peak (tracemalloc), for NER sentences given to it in chunks of
-    500: the examples and answers are made outside the measurement (the runner reads them chunk by
+    250: the examples and answers are made outside the measurement (the runner reads them chunk by
     chunk). The whole-corpus path holds every prediction, its scores and parts; the chunked path one
     chunk and the running sums (+ 8 bytes of latency per sample). Measured: 20,000 sentences scored
     whole 32.9 MB, chunked 1.1 MB; 2,000 whole 3.3 MB. The test (kept to ~10 s: tracemalloc slows
@@ -292,8 +292,8 @@ def test_chunked_ner_scoring_keeps_far_less_than_the_whole_corpus() -> None:
         keys = [f"k{i}" for i in range(n)]
 
         def chunks() -> Iterator[ScoringChunk]:
-            for a in range(0, n, 500):
-                yield ScoringChunk(examples[a:a + 500], keys[a:a + 500], answers[a:a + 500])
+            for a in range(0, n, 250):
+                yield ScoringChunk(examples[a:a + 250], keys[a:a + 250], answers[a:a + 250])
 
         tracemalloc.start()
         try:
@@ -302,9 +302,9 @@ def test_chunked_ner_scoring_keeps_far_less_than_the_whole_corpus() -> None:
         finally:
             tracemalloc.stop()
 
-    whole_peak, whole = peak(2_000, chunked=False)
-    chunked_peak, chunked = peak(10_000, chunked=True)
-    assert whole_peak > 2_000_000, whole_peak  # what is avoided is real: ~1.6 KB per sample
+    whole_peak, whole = peak(1_000, chunked=False)
+    chunked_peak, chunked = peak(5_000, chunked=True)
+    assert whole_peak > 1_000_000, whole_peak  # what is avoided is real: ~1.6 KB per sample
     assert chunked_peak < whole_peak / 2, (chunked_peak, whole_peak)
     # a third of the sentences find both diseases, the others one: P = 1, R ≈ 2/3, F1 ≈ 0.8
     assert chunked["f1"] == pytest.approx(0.8, abs=1e-3) and whole["f1"] == pytest.approx(0.8, abs=1e-3)
