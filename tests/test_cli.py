@@ -146,7 +146,8 @@ def test_sigkill_mid_run_then_resume_gives_identical_metrics(tmp_path):
         deadline = time.monotonic() + 60
         store = None
         while time.monotonic() < deadline:
-            runs = [p for p in killed_dir.glob("*") if p.is_dir()] if killed_dir.exists() else []
+            # (a hidden .evalpipe-stage-* folder is the rendered plan waiting for the run directory)
+            runs = [p for p in killed_dir.glob("*") if p.is_dir() and not p.name.startswith(".")] if killed_dir.exists() else []
             store = runs[0] / "responses.sqlite" if runs else None
             if store is not None and _answers_stored(store) >= 15:
                 break
