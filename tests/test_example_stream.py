@@ -273,10 +273,10 @@ def test_a_pass_over_12000_sentences_holds_far_less_than_the_examples(tmp_path):
     and ~4.7 MB at 5,000, where holding the examples costs ~9 MB at 5,000 and ~32 MB at 20,000
     (tracemalloc, CPython 3.12). The test (kept to a few seconds: tracemalloc makes it slow) holds
     4,000 only: held memory grows with N, so "a pass over 12,000 holds less than holding 4,000" is the
-    stronger claim, and a pass's growth from 4,000 to 12,000 must stay under a quarter of what holding 4,000 costs
-    (holding grows by three times that). Both bounds leave 1.6× and 2.4× room for allocator and
-    interpreter differences; the pre-streaming loader, which held every record and example, fails
-    them by far."""
+    stronger claim, and a pass's growth from 4,000 to 12,000 must stay under a quarter of what
+    holding 4,000 costs (holding 12,000 would grow by twice the whole of it). The bounds leave room
+    for allocator and interpreter differences; the pre-streaming loader, which held every record and
+    example, fails them by far."""
     sentences = NCBI_TEST.read_text(encoding="utf-8").strip().split("\n\n")
 
     def stream(n: int) -> ExampleStream:
