@@ -4,20 +4,23 @@ The runner knows no task by name; everything task-specific comes from the :class
 Order of work is chosen so that mistakes cost nothing:
 
 1. load and validate every task's data, select shots, render every prompt (bad data or a broken
-   template fails here, before any request);
-2. write the plan (sample → cache key, each distinct prompt once) into the run's response store;
-3. look every key up in the store; only the missing ones are sent (that is resume);
-4. send them concurrently; each answer is committed to the store the moment it arrives (in groups,
-   :mod:`evalpipe.answer_writer`: an answer is counted only once it is committed);
-5. parse and score everything, write ``samples.jsonl``, ``metrics.json`` and ``summary.json``.
+   template fails here, before any request) into a stage on disk (:mod:`evalpipe.plan_stage`);
+2. under the run directory's lock, the store copies the staged plan (sample → cache key, each
+   distinct prompt once) and queues every key it has no answer for (that is resume);
+3. the queued prompts are sent concurrently, read from the queue a page at a time; each answer is
+   committed to the store the moment it arrives (in groups, :mod:`evalpipe.answer_writer`: an
+   answer is counted only once it is committed);
+4. each task is parsed and scored — a samplewise scoring a page of the plan at a time, its
+   examples read again from the data (:func:`evalpipe.scoring.score_task_chunked`) — and
+   ``samples.jsonl``, ``metrics.json`` and ``summary.json`` are written.
 
-Memory: a prepared task holds its examples, its keys and its prompts *packed* — the form the store
-keeps (:mod:`evalpipe.prompt_pack`: the text all its prompts share, once, and each prompt's own
-part) — never its rendered prompts: 47,000 rendered 5-shot prompts are ~300 MB in Python objects,
-packed ~15 MB. Each prompt is rendered once; a pending one is unpacked when it is sent. Records are
-built as ``samples.jsonl`` is written.
+Memory is flat in the number of samples: no stage holds a sample from one stage to the next. A
+prepared task keeps its settings, its shots and the text its prompts share; its examples are a
+stream read again where needed (a loader that cannot stream gives a tuple), its keys and packed
+prompts are on disk (stage, then store), and a pending prompt is unpacked when it is sent
+(``docs/architecture.md``, "Memory flat in N").
 
-``evalpipe score`` is steps 3 and 5 without a backend, reading the plan from the store
+``evalpipe score`` is step 4 without a backend, reading the plan from the store
 (:mod:`evalpipe.rescoring`); parsing and scoring one task is :mod:`evalpipe.scoring`.
 """
 
@@ -119,9 +122,6 @@ class PreparedTask:
     def keys(self) -> Iterator[str]:
         """Every sample's cache key, in evaluation order (read from the stage)."""
         return (key for _, key, _, _ in self.stage.rows(self.plan_name))
-
-    def truncated_tokens(self) -> tuple[int, ...]:
-        return tuple(int(json.loads(info).get("truncated_tokens", 0)) for _, _, _, info in self.stage.rows(self.plan_name))
 
     def prompt(self, i: int) -> Prompt:
         """The prompt of the ``i``-th example (unpacked now: the module docstring says why)."""
