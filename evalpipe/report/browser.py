@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from html import escape
 from importlib.resources import files
 from typing import Any, Literal, NotRequired, TypedDict
@@ -37,6 +37,7 @@ __all__ = [
     "FRAGMENT_KEYS",
     "PAGE_SIZE",
     "RunResult",
+    "iter_sample_browser",
     "json_for_script",
     "render_sample_browser",
     "samples_fragment",
@@ -134,8 +135,13 @@ def validate(data: Mapping[str, Any]) -> None:
     names = [t.get("name") for t in data["tasks"]]
     if any(not isinstance(n, str) or not n for n in names) or len(set(names)) != len(names):
         raise ValueError(f"sample browser data: tasks need unique non-empty names (got {names!r})")
-    known_runs, known_tasks = set(run_keys), set(names)
-    for i, sample in enumerate(data["samples"]):
+    _validate_samples(data["samples"], set(run_keys), set(names))
+
+
+def _validate_samples(samples: Iterable[Mapping[str, Any]], known_runs: set[str], known_tasks: set[str],
+                      start: int = 0) -> None:
+    """:func:`validate` of samples (the ``start``-th first) against the known run keys and task names."""
+    for i, sample in enumerate(samples, start):
         where = f"sample browser data: samples[{i}]"
         if sample.get("task") not in known_tasks:
             raise ValueError(f"{where}.task: {sample.get('task')!r} is not one of tasks[].name")
@@ -227,24 +233,77 @@ def samples_fragment(*, task: str | None = None, run: str | None = None, compare
     return "#samples" + ("?" + urlencode(pairs) if pairs else "")
 
 
+#: samples serialised per piece of the streamed page (:func:`iter_sample_browser`)
+BATCH = 500
+
+def _json_pieces(data: Mapping[str, Any], samples: Iterable[Any], count: int) -> Iterator[str]:
+    """The text :func:`json_for_script` makes of ``{**data, "samples": [*samples]}`` (``samples`` in
+    ``data``'s place when it has the key, else last), in pieces of :data:`BATCH` samples, each
+    checked (:func:`_validate_samples`) as it is made — so neither the samples nor their JSON are
+    ever held whole. The pieces joined are exactly the text of the whole (JSON with these separators
+    is the concatenation of its members' texts)."""
+    known_runs = {r.get("key") for r in data["runs"]}
+    known_tasks = {t.get("name") for t in data["tasks"]}
+    keys = [*data.keys(), *(() if "samples" in data else ("samples",))]
+    for n, key in enumerate(keys):
+        yield ("{" if n == 0 else ",") + json_for_script(key) + ":"
+        if key != "samples":
+            yield json_for_script(data[key])
+            continue
+        yield "["
+        batch: list[Any] = []
+        written = 0
+        for sample in samples:
+            batch.append(sample)
+            if len(batch) == BATCH:
+                _validate_samples(batch, known_runs, known_tasks, written)
+                yield ("," if written else "") + json_for_script(batch)[1:-1]
+                written += len(batch)
+                batch = []
+        if batch:
+            _validate_samples(batch, known_runs, known_tasks, written)
+            yield ("," if written else "") + json_for_script(batch)[1:-1]
+            written += len(batch)
+        if written != count:
+            raise ValueError(f"sample browser data: {written} samples, announced {count}")
+        yield "]"
+    yield "}"
+
+
+def iter_sample_browser(data: Mapping[str, Any], samples: Iterable[Mapping[str, Any]] | None = None,
+                        count: int | None = None) -> Iterator[str]:
+    """:func:`render_sample_browser` in pieces, for writing straight into a file.
+
+    ``samples`` (with their ``count``) stand for ``data["samples"]``: an iterable that makes them one
+    at a time (:class:`evalpipe.report.browser_data.BrowserRows`), serialised :data:`BATCH` at a time.
+    Everything but the samples is checked before the first piece; each sample as it is serialised.
+    """
+    if samples is None:
+        validate(data)
+        samples, count = data["samples"], len(data["samples"])
+    else:
+        validate({**data, "samples": ()})
+    if count is None:
+        raise ValueError("sample browser: streamed samples need their count")
+    yield (
+        f'<section id="samples" class="sb" aria-labelledby="samples-title">'
+        f'<h2 id="samples-title">Samples</h2>'
+        f'<style>{_asset("browser.css", "</style")}</style>'
+        f'<noscript><p>The sample browser needs JavaScript ({count} samples, {len(data["runs"])} runs).</p></noscript>'
+        f'<div class="sb-app" data-page-size="{PAGE_SIZE}"></div>'
+        f'<script type="application/json" id="samples-data">'
+    )
+    yield from _json_pieces(data, samples, count)
+    yield f'</script><script>{_asset("browser.js", "</script")}</script></section>'
+
+
 def render_sample_browser(data: Mapping[str, Any]) -> str:
     """The browser as an HTML fragment (``<section id="samples">…</section>``) for a report body.
 
     ``data`` follows :class:`BrowserData` (checked by :func:`validate`). The fragment carries its
     own ``<style>`` (every rule scoped to ``#samples``) and ``<script>``; put it once per page.
     """
-    validate(data)
-    n_samples, n_runs = len(data["samples"]), len(data["runs"])
-    return (
-        f'<section id="samples" class="sb" aria-labelledby="samples-title">'
-        f'<h2 id="samples-title">Samples</h2>'
-        f'<style>{_asset("browser.css", "</style")}</style>'
-        f'<noscript><p>The sample browser needs JavaScript ({n_samples} samples, {n_runs} runs).</p></noscript>'
-        f'<div class="sb-app" data-page-size="{PAGE_SIZE}"></div>'
-        f'<script type="application/json" id="samples-data">{json_for_script(data)}</script>'
-        f'<script>{_asset("browser.js", "</script")}</script>'
-        "</section>"
-    )
+    return "".join(iter_sample_browser(data))
 
 
 _PAGE_STYLE = ('body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; '

@@ -33,7 +33,7 @@ Run keys are ``r0``, ``r1`` … in the order the runs were given (A = ``r0`` in 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from evalpipe.metrics.aggregation import Mean
@@ -42,7 +42,7 @@ from evalpipe.report.leaderboard import primary_metric
 from evalpipe.report.ner_errors import SampleOutcomes, gold_spans, prediction_spans, sample_outcomes, span_text
 from evalpipe.report.runs import ReportRun, TaskInfo
 
-__all__ = ["LINKED_OUTCOMES", "SampleLinks", "TaskKind", "browser_data", "correctness_key", "run_key", "task_kinds"]
+__all__ = ["LINKED_OUTCOMES", "BrowserRows", "SampleLinks", "TaskKind", "browser_data", "correctness_key", "run_key", "task_kinds"]
 
 #: the outcomes any task can have, besides its own (NER categories, correct/incorrect)
 PARSE_FAILURE, ERROR = "parse_failure", "error"
@@ -175,10 +175,27 @@ def _entities(record: Mapping[str, Any], outcomes: SampleOutcomes | None) -> tup
     return entities, list(dict.fromkeys(o.category for o in (*gold_out, *pred_out)))
 
 
+def _outcomes(record: Mapping[str, Any], kind: str, key: str | None,
+              entity_outcomes: SampleOutcomes | None = None) -> list[str]:
+    """The browser's ``outcomes`` of one record (see the module docstring), in the page's order."""
+    outcomes: list[str] = []
+    if kind == TaskKind.NER:
+        gold_out, pred_out = entity_outcomes if entity_outcomes is not None else sample_outcomes(record)
+        outcomes = list(dict.fromkeys(o.category for o in (*gold_out, *pred_out)))
+    elif key is not None:
+        value = _number((record.get("scores") or {}).get(key))
+        if value is not None:
+            outcomes.append("correct" if value == 1.0 else "incorrect")
+    if record.get("parse_failed") is True:
+        outcomes.append(PARSE_FAILURE)
+    if record.get("error"):
+        outcomes.append(ERROR)
+    return outcomes
+
+
 def _result(record: Mapping[str, Any], kind: str, key: str | None,
             entity_outcomes: SampleOutcomes | None = None) -> dict[str, Any]:
     ner = kind == TaskKind.NER
-    outcomes: list[str] = []
     result: dict[str, Any] = {
         "answer": record.get("answer"),
         "prediction_text": _prediction_text(record, ner),
@@ -190,16 +207,8 @@ def _result(record: Mapping[str, Any], kind: str, key: str | None,
     if diagnostics:
         result["diagnostics"] = diagnostics
     if ner:
-        result["entities"], outcomes = _entities(record, entity_outcomes)
-    elif key is not None:
-        value = _number((record.get("scores") or {}).get(key))
-        if value is not None:
-            outcomes.append("correct" if value == 1.0 else "incorrect")
-    if record.get("parse_failed") is True:
-        outcomes.append(PARSE_FAILURE)
-    if record.get("error"):
-        outcomes.append(ERROR)
-    result["outcomes"] = outcomes
+        result["entities"], _ = _entities(record, entity_outcomes)
+    result["outcomes"] = _outcomes(record, kind, key, entity_outcomes)
     judge = record.get("judge")
     if judge is not None:
         result["judge"] = dict(judge) if isinstance(judge, Mapping) else {"judge": judge}
@@ -218,36 +227,92 @@ def _score_keys(task: str, runs: Sequence[ReportRun], info: TaskInfo | None) -> 
     return declared
 
 
-def browser_data(runs: Sequence[ReportRun], infos: Mapping[str, TaskInfo] | None = None) -> dict[str, Any]:
-    """Every sample of every run in the browser's data contract (:class:`evalpipe.report.browser.BrowserData`).
+class BrowserRows:
+    """Every sample of every run in the browser's data contract (:class:`evalpipe.report.browser.BrowserData`),
+    made one row at a time.
 
     Samples are keyed by (task, id); a sample only some runs evaluated has only their results. Order:
-    tasks as the runs list them, samples in the first run's order, then samples only later runs have.
+    tasks as the runs list them, samples in the first run's order, then samples only later runs have
+    (a run that repeats an id: its first record's place, its last record's result, the first record's
+    input and gold).
+
+    Why rows on demand: at tens of thousands of samples the rows (and their JSON) were the report's
+    largest objects after the records themselves, and the page only needs them once, as they are
+    written (:func:`evalpipe.report.browser.iter_sample_browser`). What holds is an index per task — the
+    sample ids in order and where each run's record of them is — and the outcome counts the report's
+    numbers link with (:meth:`links`).
     """
-    infos = infos or {}
-    kinds = task_kinds(runs, infos)
-    samples: dict[tuple[str, str], dict[str, Any]] = {}
-    for task, (kind, correct_key) in kinds.items():  # tasks in order; in each, the first run's samples first
-        for index, run in enumerate(runs):
-            key = run_key(index)
-            records = run.task_records(task)
-            outcomes = run.span_outcomes(task) if kind == TaskKind.NER else None
-            for i, record in enumerate(records):
-                sample_id = str(record.get("id"))
-                sample = samples.get((task, sample_id))
-                if sample is None:
-                    sample = samples[(task, sample_id)] = {
-                        "task": task, "id": sample_id, "input": _shown_inputs(record),
-                        "gold_text": _gold_text(record, kind == TaskKind.NER), "runs": {},
-                    }
-                sample["runs"][key] = _result(record, kind, correct_key, outcomes[i] if outcomes else None)
-    ordered = list(samples.values())
-    return {
-        "runs": [{"key": run_key(i), "label": run.label, "path": str(run.path)} for i, run in enumerate(runs)],
-        "tasks": [{"name": task, "kind": kind,
-                   "score_keys": _score_keys(task, runs, infos.get(task))} for task, (kind, _) in kinds.items()],
-        "samples": ordered,
-    }
+
+    def __init__(self, runs: Sequence[ReportRun], infos: Mapping[str, TaskInfo] | None = None) -> None:
+        infos = infos or {}
+        self._runs = tuple(runs)
+        self._kinds = task_kinds(runs, infos)
+        self.header: dict[str, Any] = {
+            "runs": [{"key": run_key(i), "label": run.label, "path": str(run.path)} for i, run in enumerate(runs)],
+            "tasks": [{"name": task, "kind": kind, "score_keys": _score_keys(task, runs, infos.get(task))}
+                      for task, (kind, _) in self._kinds.items()],
+        }
+        #: task → sample ids in page order; task → run index → id → index of that run's (last) record
+        self._order: dict[str, list[str]] = {}
+        self._where: dict[str, list[dict[str, int]]] = {}
+        for task in self._kinds:
+            where = []
+            for run in runs:
+                where.append({str(record.get("id")): i for i, record in enumerate(run.task_records(task))})
+            self._order[task] = list(dict.fromkeys(sample_id for run_where in where for sample_id in run_where))
+            self._where[task] = where
+
+    def __len__(self) -> int:
+        return sum(len(ids) for ids in self._order.values())
+
+    def links(self) -> SampleLinks:
+        """The rows' counts per (task, run) and outcome, as links for the report's numbers (no row is made)."""
+        links = SampleLinks({"samples": ()})
+        for task, (kind, correct_key) in self._kinds.items():
+            for index, run in enumerate(self._runs):
+                where = self._where[task][index]
+                if not where:
+                    continue
+                records = run.task_records(task)
+                outcomes = run.span_outcomes(task) if kind == TaskKind.NER else None
+                links.samples[(task, run_key(index))] = len(where)
+                counts = links.outcomes.setdefault((task, run_key(index)), {})
+                for i in where.values():
+                    for outcome in _outcomes(records[i], kind, correct_key, outcomes[i] if outcomes else None):
+                        counts[outcome] = counts.get(outcome, 0) + 1
+        return links
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for task, (kind, correct_key) in self._kinds.items():
+            per_run = [(run_key(index), run.task_records(task), self._where[task][index],
+                        run.span_outcomes(task) if kind == TaskKind.NER else None)
+                       for index, run in enumerate(self._runs)]
+            firsts: list[dict[str, int]] = []
+            for _, records, where, _ in per_run:  # the first record of each id, for input and gold
+                first: dict[str, int] = {}
+                if len(where) != len(records):
+                    for i, record in enumerate(records):
+                        first.setdefault(str(record.get("id")), i)
+                firsts.append(first)
+            for sample_id in self._order[task]:
+                sample: dict[str, Any] | None = None
+                for (key, records, where, outcomes), first in zip(per_run, firsts):
+                    i = where.get(sample_id)
+                    if i is None:
+                        continue
+                    if sample is None:
+                        record = records[first.get(sample_id, i)]
+                        sample = {"task": task, "id": sample_id, "input": _shown_inputs(record),
+                                  "gold_text": _gold_text(record, kind == TaskKind.NER), "runs": {}}
+                    sample["runs"][key] = _result(records[i], kind, correct_key, outcomes[i] if outcomes else None)
+                assert sample is not None
+                yield sample
+
+
+def browser_data(runs: Sequence[ReportRun], infos: Mapping[str, TaskInfo] | None = None) -> dict[str, Any]:
+    """Every sample of every run in the browser's data contract, all at once (see :class:`BrowserRows`)."""
+    rows = BrowserRows(runs, infos)
+    return {**rows.header, "samples": list(rows)}
 
 
 #: outcomes a metrics row links to, in this order, with the words its link shows

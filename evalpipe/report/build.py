@@ -22,15 +22,15 @@ import pandas as pd
 
 from evalpipe.heap import frozen_heap
 from evalpipe.report.bootstrap import TaskBootstrap, bootstrap_task
-from evalpipe.report.browser import render_sample_browser
-from evalpipe.report.browser_data import SampleLinks, browser_data, run_key
+from evalpipe.report.browser import iter_sample_browser
+from evalpipe.report.browser_data import BrowserRows, SampleLinks, run_key
 from evalpipe.report.contributions import sections as contributed_sections
 from evalpipe.report.compare import CompareResult, compare_loaded, compare_section
 from evalpipe.report.document import (
     Cell, Document, Examples, Html, Paragraph, Plot, Section, Table, fmt, fmt_interval,
 )
 from evalpipe.report.glossary import glossary_section
-from evalpipe.report.html import render_html
+from evalpipe.report.html import render_html, utf8, write_html
 from evalpipe.report.judging import judging_section
 from evalpipe.report.leaderboard import BOOKKEEPING, Leaderboard, build_leaderboard, shown_metrics
 from evalpipe.report.markdown import render_markdown
@@ -235,12 +235,13 @@ def _specs(runs: Sequence[ReportRun]) -> dict[str, TaskInfo]:
 
 def _samples_section(runs: Sequence[ReportRun], specs: dict[str, TaskInfo]) -> tuple[Section, SampleLinks]:
     """The sample browser as a section of its own, and the links into it for the other sections."""
-    data = browser_data(runs, specs)
-    n = len(data["samples"])
+    rows = BrowserRows(runs, specs)
+    n = len(rows)
     text = (f"The sample browser ({n} samples × {len(runs)} run{'s' if len(runs) > 1 else ''}) is in report.html: "
             "open report.html#samples, or a view such as report.html#samples?task=TASK&outcome=missed.")
-    return (Section("samples", "Samples", [Html(render_sample_browser(data), text)], own_element=True),
-            SampleLinks(data))
+    # the rows are made (and serialised) as report.html is written, never held all at once
+    block = Html("", text, pieces=lambda: iter_sample_browser(rows.header, rows, n))
+    return Section("samples", "Samples", [block], own_element=True), rows.links()
 
 
 def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBootstrap]], board: Leaderboard,
@@ -316,11 +317,7 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
 def _write_text(path: Path, text: str) -> None:
     """A report file as UTF-8; a lone surrogate of a model's answer (kept exactly in the run) is shown
     as U+FFFD — a report is for reading, and UTF-8 cannot hold the surrogate itself."""
-    try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError:  # only then the copies (a report is tens of MB)
-        data = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
-    path.write_bytes(data)
+    path.write_bytes(utf8(text))
 
 
 def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed: int = 0,
@@ -362,7 +359,7 @@ def _build_loaded(loaded: list[ReportRun], out: Path, *, resamples: int, seed: i
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     html_path, md_path, csv_path = out / "report.html", out / "report.md", out / "leaderboard.csv"
-    _write_text(html_path, render_html(doc))
+    write_html(doc, html_path)  # piece by piece: the page (tens of MB) is never one string
     _write_text(md_path, render_markdown(doc))
     frame = board.to_frame()
     for contribution in contributed_sections():

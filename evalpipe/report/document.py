@@ -7,6 +7,7 @@ check content without parsing HTML.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 __all__ = ["Block", "Cell", "Document", "Examples", "Html", "Paragraph", "Plot", "Section", "Table", "fmt",
@@ -67,10 +68,19 @@ class Examples:
 
 @dataclass(frozen=True)
 class Html:
-    """HTML made elsewhere and placed as it is (the sample browser); Markdown shows ``text``."""
+    """HTML made elsewhere and placed as it is (the sample browser); Markdown shows ``text``.
+
+    ``pieces``, when given, makes the HTML piece by piece as it is written (``html`` is then empty):
+    the sample browser of tens of thousands of samples is tens of megabytes, never held as one string.
+    """
 
     html: str
     text: str = ""
+    pieces: Callable[[], Iterable[str]] | None = None
+
+    def chunks(self) -> Iterable[str]:
+        """The HTML, in the pieces it is made in."""
+        return self.pieces() if self.pieces is not None else (self.html,)
 
 
 Block = Table | Plot | Paragraph | Examples | Html

@@ -12,11 +12,13 @@ are ``#samples?…`` fragments the sample browser reads (:func:`evalpipe.report.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from html import escape
+from pathlib import Path
 
 from evalpipe.report.document import Cell, Document, Examples, Html, Paragraph, Plot, Section, Table
 
-__all__ = ["cell_html", "render_html", "table_html"]
+__all__ = ["cell_html", "iter_html", "render_html", "table_html", "utf8", "write_html"]
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1400px;
@@ -89,9 +91,12 @@ def _examples_html(block: Examples) -> str:
     return f'<h3>{escape(block.title)}</h3><dl class="examples" id="{escape(block.id)}">{items}</dl>'
 
 
-def _section_html(section: Section) -> str:
+def _section_html(section: Section) -> Iterator[str]:
     if section.own_element:
-        return "".join(b.html for b in section.blocks if isinstance(b, Html))
+        for block in section.blocks:
+            if isinstance(block, Html):
+                yield from block.chunks()
+        return
     parts = [f'<section id="{escape(section.anchor)}"><h2>{escape(section.title)}</h2>']
     for block in section.blocks:
         if isinstance(block, Table):
@@ -104,16 +109,42 @@ def _section_html(section: Section) -> str:
         elif isinstance(block, Examples):
             parts.append(_examples_html(block))
         elif isinstance(block, Html):
-            parts.append(block.html)
+            yield "".join(parts)
+            parts = []
+            yield from block.chunks()
     parts.append("</section>")
-    return "".join(parts)
+    yield "".join(parts)
+
+
+def iter_html(document: Document) -> Iterator[str]:
+    """The page in pieces (a section, or a piece of a section's :class:`Html` block, at a time): written
+    straight into the file by :func:`write_html`, the page is never one string."""
+    nav = "".join(f'<li><a href="#{escape(s.anchor)}">{escape(s.title)}</a></li>' for s in document.sections)
+    yield (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{escape(document.title)}</title><style>{_STYLE}</style></head><body>"
+        f"<h1>{escape(document.title)}</h1><nav><ul>{nav}</ul></nav>"
+    )
+    for section in document.sections:
+        yield from _section_html(section)
+    yield "</body></html>\n"
 
 
 def render_html(document: Document) -> str:
-    nav = "".join(f'<li><a href="#{escape(s.anchor)}">{escape(s.title)}</a></li>' for s in document.sections)
-    body = "".join(_section_html(s) for s in document.sections)
-    return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>{escape(document.title)}</title><style>{_STYLE}</style></head><body>"
-        f"<h1>{escape(document.title)}</h1><nav><ul>{nav}</ul></nav>{body}</body></html>\n"
-    )
+    return "".join(iter_html(document))
+
+
+def utf8(text: str) -> bytes:
+    """``text`` as UTF-8; a lone surrogate of a model's answer (kept exactly in the run) is written as
+    U+FFFD — a report is for reading, and UTF-8 cannot hold the surrogate itself."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
+
+
+def write_html(document: Document, path: Path) -> None:
+    """Write ``document`` to ``path`` piece by piece (:func:`iter_html`), as UTF-8 (:func:`utf8`)."""
+    with path.open("wb") as out:
+        for piece in iter_html(document):
+            out.write(utf8(piece))

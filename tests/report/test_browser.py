@@ -492,3 +492,55 @@ def test_screenshot_script_without_chromium_says_how_to_get_it(tmp_path):
                             capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == 2 and "apt-get install chromium" in result.stderr
 
+
+
+# ---- the page in pieces -------------------------------------------------------------------------------
+
+def test_streamed_samples_make_the_same_fragment_as_the_whole_data(monkeypatch):
+    import evalpipe.report.browser as browser
+
+    data = make_data(7, 4)
+    data["samples"][3]["runs"]["r0"]["scores"] = {"f1": float("nan")}  # one batch needs the NaN fallback
+    whole = "".join(browser.iter_sample_browser(data))
+    head = {k: v for k, v in data.items() if k != "samples"}
+    for batch in (1, 2, 3, 500):  # batch boundaries anywhere
+        monkeypatch.setattr(browser, "BATCH", batch)
+        pieces = list(browser.iter_sample_browser(head, iter(data["samples"]), len(data["samples"])))
+        assert "".join(pieces) == whole
+    block = re.search(r'id="samples-data">(.*?)</script>', whole, re.S).group(1)
+    assert block == json_for_script(data) and json.loads(block)["samples"][3]["runs"]["r0"]["scores"]["f1"] is None
+
+
+def test_a_streamed_sample_that_breaks_the_contract_is_named_by_its_place_in_all_samples(monkeypatch):
+    import evalpipe.report.browser as browser
+
+    monkeypatch.setattr(browser, "BATCH", 2)
+    data = make_data(3, 2)
+    data["samples"][4]["task"] = "nope"
+    head = {k: v for k, v in data.items() if k != "samples"}
+    with pytest.raises(ValueError, match=r"samples\[4\]\.task"):
+        "".join(browser.iter_sample_browser(head, iter(data["samples"]), len(data["samples"])))
+    with pytest.raises(ValueError, match="announced"):
+        "".join(browser.iter_sample_browser(head, iter(make_data(3, 2)["samples"]), 4))
+
+
+def test_the_page_written_in_pieces_is_the_page_as_one_string_even_with_a_lone_surrogate(tmp_path):
+    from evalpipe.report.document import Document, Html, Paragraph, Section
+    from evalpipe.report.html import render_html, utf8, write_html
+
+    data = make_data(4, 2)
+    data["samples"][0]["runs"]["r0"]["answer"] = "bad \ud800 answer"
+    doc = Document("t", [Section("a", "A", [Paragraph("before")]),
+                         Section("samples", "Samples", [Html("", "md", pieces=lambda: browser_pieces(data))],
+                                 own_element=True),
+                         Section("b", "B", [Paragraph("after \udfff")])])
+    write_html(doc, tmp_path / "r.html")
+    written = (tmp_path / "r.html").read_bytes()
+    assert written == utf8(render_html(doc))
+    assert "\ufffd" in written.decode("utf-8") and json_for_script(data) in render_html(doc)
+
+
+def browser_pieces(data: dict):
+    from evalpipe.report.browser import iter_sample_browser
+
+    return iter_sample_browser(data)

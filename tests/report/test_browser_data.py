@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from evalpipe.report.browser import samples_fragment, validate
-from evalpipe.report.browser_data import SampleLinks, browser_data, correctness_key, run_key
+from evalpipe.report.browser_data import BrowserRows, SampleLinks, browser_data, correctness_key, run_key
 from evalpipe.report.ner_errors import sample_outcomes
 from evalpipe.report.runs import ReportRun, TaskInfo, load_report_runs, resample_task
 from evalpipe.results import TaskSummary
@@ -214,3 +214,44 @@ def test_a_very_long_input_is_cut_in_the_page_saying_where_the_rest_is():
     assert shown["letter"].startswith(letter[:INPUT_CHARS])
     assert shown["letter"].endswith(f"[… {len(letter) - INPUT_CHARS:,} more characters not shown here; "
                                     "the whole input is in the run's samples.jsonl]")
+
+
+# ---- rows made as the page is written (BrowserRows) -----------------------------------------------------
+
+def _gen(sample_id: str, answer: str, *, failed: bool = False, score: float = 0.0, text: str = "q") -> dict:
+    return {"id": sample_id, "inputs": {"q": text}, "answer": answer, "gold": "g", "prediction": answer,
+            "parse_failed": failed, "error": None, "scores": {"accuracy": score}}
+
+
+def test_streamed_rows_keep_the_order_first_input_and_last_result_of_a_repeated_id():
+    a = hand_run("a", "gen", [_gen("1", "first", text="one"), _gen("2", "x", failed=True),
+                              _gen("1", "again", score=1.0, text="one, later")], {"acc": MEAN_ACCURACY})
+    b = hand_run("b", "gen", [_gen("3", "only b"), _gen("2", "y", score=1.0)], {"acc": MEAN_ACCURACY})
+    rows = BrowserRows([a, b])
+    samples = list(rows)
+    assert len(rows) == len(samples) == 3
+    assert [s["id"] for s in samples] == ["1", "2", "3"]
+    assert samples[0]["input"] == {"q": "one"} and samples[0]["runs"]["r0"]["answer"] == "again"
+    assert samples[0]["runs"]["r0"]["outcomes"] == ["correct"]
+    assert list(samples[1]["runs"]) == ["r0", "r1"] and samples[1]["runs"]["r0"]["outcomes"] == ["incorrect", "parse_failure"]
+    assert list(samples[2]["runs"]) == ["r1"]
+    assert list(iter(rows)) == samples  # made again, the same
+
+
+def test_the_links_counts_come_without_the_rows_and_count_what_the_rows_show():
+    a = hand_run("a", "gen", [_gen("1", "first"), _gen("2", "x", failed=True), _gen("1", "again", score=1.0)],
+                 {"acc": MEAN_ACCURACY})
+    b = hand_run("b", "gen", [_gen("3", "only b"), _gen("2", "y", score=1.0)], {"acc": MEAN_ACCURACY})
+    counted = BrowserRows([a, b]).links()
+    shown = SampleLinks(browser_data([a, b]))
+    assert counted.samples == shown.samples == {("gen", "r0"): 2, ("gen", "r1"): 2}
+    assert counted.outcomes == shown.outcomes
+    assert counted.count("gen", "r0", "incorrect") == 1 and counted.count("gen", "r0", "correct") == 1
+
+
+def test_ner_links_counted_from_the_records_equal_those_of_the_rows(ner, two_runs):
+    runs, data = ner
+    infos = {t: i for run in runs for t, i in run.info.items()}
+    counted, shown = BrowserRows(runs, infos).links(), SampleLinks(data)
+    assert counted.samples == shown.samples and counted.outcomes == shown.outcomes
+    assert counted.count("ncbi_disease", "r1", "missed") > 0
