@@ -38,7 +38,8 @@ CREATE TABLE IF NOT EXISTS rows (
     key TEXT NOT NULL,
     packed TEXT NOT NULL,
     info TEXT NOT NULL,
-    PRIMARY KEY (plan, position)
+    PRIMARY KEY (plan, position),
+    UNIQUE (plan, sample_id)
 );
 """
 
@@ -59,6 +60,14 @@ def scratch_folder(where: Path) -> Iterator[Path]:
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+class DuplicateSample(ValueError):
+    """Two samples of one plan have the same id (the store keeps answers by plan and id)."""
+
+    def __init__(self, sample_id: str, first: int, again: int) -> None:
+        super().__init__(f"sample id {sample_id!r} is given twice (samples {first + 1} and {again + 1})")
+        self.sample_id, self.first, self.again = sample_id, first, again
 
 
 class PlanStage:
@@ -98,11 +107,24 @@ class PlanStage:
             for row in numbered():
                 batch.append(row)
                 if len(batch) >= BATCH:
-                    self._db.executemany("INSERT INTO rows VALUES (?, ?, ?, ?, ?, ?)", batch)
+                    self._insert(batch)
                     batch.clear()
             if batch:
-                self._db.executemany("INSERT INTO rows VALUES (?, ?, ?, ?, ?, ?)", batch)
+                self._insert(batch)
         return count
+
+    def _insert(self, batch: list[tuple[str, int, str, str, str, str]]) -> None:
+        """Insert a batch; a sample id seen before in the plan is :class:`DuplicateSample` (the
+        loader checks ids over a whole file, but ``--limit`` stops a stream before that check)."""
+        try:
+            self._db.executemany("INSERT INTO rows VALUES (?, ?, ?, ?, ?, ?)", batch)
+        except sqlite3.IntegrityError:
+            for plan, position, sid, *_ in batch:
+                first = self._db.execute("SELECT position FROM rows WHERE plan = ? AND sample_id = ? "
+                                         "AND position != ?", (plan, sid, position)).fetchone()
+                if first is not None:
+                    raise DuplicateSample(from_db_text(sid), first[0], position) from None
+            raise
 
     def update(self, plan: str, changed: Iterable[tuple[int, str, str, str]]) -> None:
         """Replace the key, packed prompt and info of some rows: ``(position, key, packed, info)``."""

@@ -50,7 +50,7 @@ from evalpipe.budget import (
 )
 from evalpipe.answer_writer import AnswerWriter
 from evalpipe.heap import frozen_heap
-from evalpipe.plan_stage import PlanStage, info_json
+from evalpipe.plan_stage import DuplicateSample, PlanStage, info_json
 from evalpipe.prompt_pack import LEARN, Packer, unpack
 from evalpipe.cache import ResponseStore, cache_key
 from evalpipe.conditions import Condition, TaskConditions, plan_name, shot_permutation, task_conditions
@@ -351,7 +351,10 @@ def _stage_all(stage: PlanStage, plan: str, model: str, examples: Examples,
             prompt = make_prompt(example)
             yield example.id, cache_key(model, prompt), _dumps(packer.pack(to_jsonable(prompt))), unbudgeted
 
-    return stage.write(plan, rows()), packer
+    try:
+        return stage.write(plan, rows()), packer
+    except DuplicateSample as exc:
+        raise RunError(f"task {plan}: {exc}; sample ids must be unique") from None
 
 
 def _dumps(packed: Any) -> str:

@@ -12,9 +12,11 @@ import pytest
 
 from evalpipe.cache import ResponseStore
 from evalpipe.config import RunConfig
-from evalpipe.plan_stage import PREFIX, PlanStage, info_json, remove_stale
+from evalpipe.plan_stage import PREFIX, DuplicateSample, PlanStage, info_json, remove_stale
 from evalpipe.records import Completion, Usage
+from evalpipe.outcome import RunError
 from evalpipe.runner import execute
+from evalpipe.tasks import registry
 from tests.support.scripted_backend import ScriptedBackend
 
 
@@ -115,3 +117,33 @@ def test_a_run_leaves_no_stage_behind_whether_it_succeeds_or_fails(tmp_path):
                             lambda c: ScriptedBackend(lambda prompt: ""), results))
     assert sorted(p.name for p in results.iterdir()) == [config.default_run_name()]
     assert not any(Path(results).glob(f"{PREFIX}*"))
+
+
+def test_a_sample_id_given_twice_is_named_with_both_places(tmp_path):
+    stage = PlanStage(tmp_path)
+    twice = rows(1500) + [("s3", "k", "{}", info_json(0))]
+    with pytest.raises(DuplicateSample, match=r"'s3' is given twice \(samples 4 and 1501\)"):
+        stage.write("t", iter(twice))
+    assert list(stage.rows("t")) == []
+    stage.close()
+
+
+def test_duplicate_ids_within_a_limit_stop_the_run_before_any_request(tmp_path):
+    data = tmp_path / "d.csv"
+    data.write_text("id,text,label\n" + "".join(f"{i % 3},note {i},yes\n" for i in range(10)))
+    task = tmp_path / "dup.task.yaml"
+    task.write_text("name: dup\nkind: classification\ndata: {files: {test: d.csv}, default_dir: .}\n"
+                    "fields: {id: id, inputs: {text: text}, label: label}\nlabels: [\"yes\", \"no\"]\n"
+                    "template: dup.j2\n")
+    (tmp_path / "dup.j2").write_text("{% macro prompt(example, shots) %}{{ example.text }}{% endmacro %}")
+    asked = []
+    before = dict(registry._TASKS)
+    try:
+        registry.register_task_file(task)
+        with pytest.raises(RunError, match=r"task dup: sample id '0' is given twice \(samples 1 and 4\)"):
+            asyncio.run(execute(RunConfig(tasks=("dup",), model="m", base_url="http://127.0.0.1:9/v1", limit=5),
+                                lambda c: ScriptedBackend(lambda p: asked.append(p) or "yes"), tmp_path / "results"))
+    finally:
+        registry._TASKS.clear()
+        registry._TASKS.update(before)
+    assert asked == []
