@@ -33,7 +33,7 @@ import itertools
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -118,6 +118,8 @@ class PreparedTask:
     condition: Condition | None = None
     #: the variant's template under prompts/ (None = the task's canonical template)
     template: str | None = None
+    #: the sha256 of each data file as the prompts were rendered from it (a stream reads the file again)
+    data_digests: Mapping[str, str] = field(default_factory=dict)
 
     def keys(self) -> Iterator[str]:
         """Every sample's cache key, in evaluation order (read from the stage)."""
@@ -329,9 +331,28 @@ def _render_task(spec: TaskSpec, config: RunConfig, data: TaskData, examples: Ex
             spec.choice_scoring.continuations)
     # every prompt is rendered here, before anything is sent: a template error costs nothing
     name = plan_name(spec.name, condition)
+    digests = _digests(data)
     size, packer = _stage_all(stage, name, config.model, examples, make_prompt, watch)
     return PreparedTask(spec, data, examples, shots, make_prompt, stage, size, packer, max_tokens, renderer,
-                        config.model, condition=condition, template=template)
+                        config.model, condition=condition, template=template, data_digests=digests)
+
+
+def _digests(data: TaskData) -> dict[str, str]:
+    """Each data file's sha256, taken before the examples are read (recorded in config.json, and
+    checked again before a streamed task is scored)."""
+    return {str(f): file_sha256(Path(f)) for f in data.files}
+
+
+def check_unchanged(p: PreparedTask) -> None:
+    """A streamed task's data is read again for scoring: it must be the data its prompts were
+    rendered from, or answers would be scored against other gold."""
+    if not isinstance(p.examples, ExampleStream):
+        return
+    for path, digest in p.data_digests.items():
+        if not Path(path).is_file() or file_sha256(Path(path)) != digest:
+            raise RunError(f"{path}: changed while the run was going (its prompts were rendered from the earlier "
+                           "contents). Every answer is stored: put the file back and run `evalpipe score` on the "
+                           "run directory, or run again to ask about the new contents")
 
 
 def _stage_all(stage: PlanStage, plan: str, model: str, examples: Examples,
@@ -436,7 +457,7 @@ def _prepare_ranking(spec: TaskSpec, config: RunConfig, data: TaskData, examples
     identity = ranking_identity(config, planned.pool, spec.ranking.depth)
     size, packer = _stage_all(stage, plan_name(spec.name, None), identity, planned.examples, make_prompt)
     return PreparedTask(spec, data, planned.examples, (), make_prompt, stage, size, packer, spec.ranking.depth,
-                        None, identity, pool=planned.pool)
+                        None, identity, pool=planned.pool, data_digests=_digests(data))
 
 
 async def apply_budget(p: PreparedTask, context_length: int, counter: TokenCounter) -> PreparedTask:
@@ -613,7 +634,7 @@ def _task_record(p: PreparedTask, config: RunConfig) -> dict[str, Any]:
         "template": _shown_path(template) if template is not None else None,
         "template_sha256": template_sha256(p.spec, template=p.template) if template is not None else None,
         **({"pool_size": len(p.pool), "pool_digest": pool_digest(p.pool)} if p.pool else {}),
-        "data_files": {str(f): file_sha256(Path(f)) for f in p.data.files},
+        "data_files": dict(p.data_digests) or {str(f): file_sha256(Path(f)) for f in p.data.files},
         "split": p.data.split,
         "n": p.size,
         "shots": [s.id for s in p.shots],
@@ -910,6 +931,8 @@ async def _execute_locked(
         outcome = RunOutcome(run_dir=run, tasks=[], sent=pending, cached=total - pending,
                              skipped=skipped, budget=Budget.from_json(budget_info.get("budget")), notes=notes)
         options = MetricOptions.from_json(config.metric_options)
+        for p in prepared:
+            check_unchanged(p)
         # one scored outcome per task and prompt condition; a task's conditions become one task (robustness)
         outcome.tasks.extend(combine_tasks([ConditionOutcome(p.spec, p.condition, len(p.shots), score_task_chunked(
             p.spec, functools.partial(_chunks, run.store_path, p, failures),

@@ -1,9 +1,11 @@
-"""`evalpipe score` reads the data again beside the stored plan, page by page, and gives the run's numbers."""
+"""Data read again: `evalpipe score` beside the stored plan, page by page, gives the run's numbers; a run whose data changed under it stops before scoring."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+
+import pytest
 
 from evalpipe.config import RunConfig
 from evalpipe.rescoring import load_stored, rescore
@@ -47,3 +49,24 @@ def test_a_run_of_chosen_ids_rescores_in_its_own_order(tmp_path):
     rescore(run.path)
     assert json.loads(run.metrics_path(None).read_text()) == metrics
     assert [json.loads(line)["id"] for line in run.samples_path(None).read_text().splitlines()] == samples
+
+
+def test_a_data_file_changed_while_the_run_goes_stops_it_before_scoring_with_every_answer_kept(tmp_path):
+    from evalpipe.cache import ResponseStore
+    from evalpipe.outcome import RunError
+
+    data = _data(tmp_path, 30)
+
+    def answer(prompt) -> str:  # the file is edited while the answers arrive
+        data.write_text(data.read_text().replace("cancer\tI-Disease", "cancer\tO", 1))
+        return _answer(prompt)
+
+    config = RunConfig(tasks=("ncbi_disease",), model="m", base_url="http://127.0.0.1:9/v1",
+                       data={"ncbi_disease": str(data)}, run_name="edited")
+    with pytest.raises(RunError, match="changed while the run was going"):
+        asyncio.run(execute(config, lambda c: ScriptedBackend(answer), tmp_path / "results"))
+    run = tmp_path / "results" / "edited"
+    assert not (run / "metrics.json").exists()
+    store = ResponseStore(run / "responses.sqlite")
+    assert len(store) == 30  # nothing lost
+    store.close()
