@@ -1,4 +1,5 @@
-"""Data read again: `evalpipe score` beside the stored plan, page by page, gives the run's numbers; a run whose data changed under it stops before scoring."""
+"""Data read again: `evalpipe score` beside the stored plan, page by page, gives the run's numbers,
+and a run whose data changed under it stops before scoring."""
 
 from __future__ import annotations
 
