@@ -40,7 +40,8 @@ from evalpipe.report.ner_errors import SampleOutcomes, is_span_task, sample_outc
 from evalpipe.results import RunDir, RunSummary, TaskSummary
 from evalpipe.robustness import plain_metrics
 
-__all__ = ["RUNNER_METRICS", "ReportRun", "TaskInfo", "load_report_runs", "resample_task"]
+__all__ = ["FRAME_COLUMNS", "RUNNER_METRICS", "ReportRun", "TaskInfo", "full_samples_frame", "load_report_runs",
+           "resample_task"]
 
 #: metrics the runner adds to every task (bookkeeping: the operations table shows them)
 RUNNER_METRICS = frozenset({"n", "errors", "parse_failure_rate"})
@@ -78,6 +79,7 @@ class ReportRun:
     tasks: tuple[str, ...]
     metrics: dict[str, dict[str, float]]
     summary: RunSummary | None
+    #: the samples as a frame of the columns the report reads (:data:`FRAME_COLUMNS` and ``score.*``)
     samples: pd.DataFrame
     #: the samples as written (inputs, gold, prediction, parts … as JSON values)
     records: list[dict[str, Any]] = field(default_factory=list, repr=False)
@@ -176,15 +178,62 @@ def _split_conditions(records: list[dict[str, Any]], variants: Mapping[str, Mapp
 
 #: record fields no part of the report reads (left out as records are read)
 UNREAD_FIELDS = ("prompt", "key")
+#: the columns of ``ReportRun.samples`` besides the ``score.*`` ones: what the operations table and
+#: the score-vs-length plots read (the whole frame, nested values and all, is :func:`full_samples_frame`)
+FRAME_COLUMNS = frozenset({"task", "id", "answer_chars", "parse_failed", "error", "latency_s", "prompt_tokens",
+                           "completion_tokens", "truncated_tokens", "finish_reason"})
+
+
+#: strings up to this long are shared between records as they are read (see :func:`_share`)
+SHARED_CHARS = 200
+
+
+def _share(value: Any, strings: dict[str, str]) -> Any:
+    """``value`` with its (short) strings replaced by one shared copy of each, in place where it is
+    a list or dict.
+
+    The JSON decoder makes every string anew, so 47,000 NCBI records held 1.1 million token and tag
+    strings ("the", "I-Disease" …), an entity type per span, the endpoint, the data file's name and
+    the task's name once per record — ~55 bytes each, about half of what a record held. A list of
+    strings (tokens, tags) is shared in one C-level pass; only strings are shared, never numbers
+    (1 and 1.0 are equal keys, and which one a record holds shows in the report).
+    """
+    kind = type(value)
+    if kind is str:
+        return strings.setdefault(value, value) if len(value) <= SHARED_CHARS else value
+    if kind is list:
+        if value and set(map(type, value)) == {str}:
+            value[:] = map(strings.setdefault, value, value)
+        else:
+            for i, item in enumerate(value):
+                if type(item) in _CONTAINERS:
+                    value[i] = _share(item, strings)
+    elif kind is dict:
+        for key, item in value.items():
+            if type(item) in _CONTAINERS:
+                value[key] = _share(item, strings)
+    return value
+
+
+_CONTAINERS = frozenset({str, list, dict})
 
 
 def _read_records(run_dir: RunDir, compat: str | None) -> list[dict[str, Any]]:
     records = []
+    strings: dict[str, str] = {}
     for record in run_dir.iter_samples(compat):
         for name in UNREAD_FIELDS:
             record.pop(name, None)
-        records.append(record)
+        records.append(_share(record, strings))
     return records
+
+
+def full_samples_frame(run: ReportRun) -> pd.DataFrame:
+    """Every column of :func:`evalpipe.frames.samples_frame` for the run's samples (its reference
+    conditions, as ``ReportRun.samples``), read again from the run directory: ``report --parquet``."""
+    run_dir = RunDir(run.path)
+    records = _split_conditions(_read_records(run_dir, run.compat), run.variants)[0]
+    return samples_frame(records, run_identity(run.path), run.compat)
 
 
 def load_report_runs(paths: Sequence[Path], compat: str | None = None) -> list[ReportRun]:
@@ -214,7 +263,7 @@ def _load_report_runs(paths: Sequence[Path], compat: str | None) -> list[ReportR
             # the spread numbers are the robustness section's; every other part reads the reference's metrics
             metrics={t: plain_metrics(v) if t in variants else v for t, v in metrics.items()},
             summary=run_dir.read_summary(compat),
-            samples=samples_frame(records, identity, compat),
+            samples=samples_frame(records, identity, compat, columns=FRAME_COLUMNS),
             records=records, variants=variants, condition_records=by_condition,
         )
         by_task: dict[str, list[dict[str, Any]]] = {}
