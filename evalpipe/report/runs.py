@@ -184,47 +184,112 @@ FRAME_COLUMNS = frozenset({"task", "id", "answer_chars", "parse_failed", "error"
                            "completion_tokens", "truncated_tokens", "finish_reason"})
 
 
-#: strings up to this long are shared between records as they are read (see :func:`_share`)
+#: strings up to this long are shared between records as they are read (see :class:`_Sharing`)
 SHARED_CHARS = 200
+#: a field's dicts are shared while fewer than half of them are new after this many records
+SHARING_TRIAL = 512
+_FLAT = frozenset({str, int, float, bool, type(None)})
 
 
-def _share(value: Any, strings: dict[str, str]) -> Any:
-    """``value`` with its (short) strings replaced by one shared copy of each, in place where it is
-    a list or dict.
+class _Sharing:
+    """Makes records read by the report share their repeated values, as each is read.
 
-    The JSON decoder makes every string anew, so 47,000 NCBI records held 1.1 million token and tag
-    strings ("the", "I-Disease" …), an entity type per span, the endpoint, the data file's name and
-    the task's name once per record — ~55 bytes each, about half of what a record held. A list of
-    strings (tokens, tags) is shared in one C-level pass; only strings are shared, never numbers
-    (1 and 1.0 are equal keys, and which one a record holds shows in the report).
+    The JSON decoder makes every value anew: 47,000 NCBI records held 1.1 million token and tag
+    strings ("the", "I-Disease" …), the task's name, the endpoint and the data file's name once
+    per record, and as many parse ``diagnostics`` dicts, nearly all equal — about half of what a
+    record held. So, since the report only reads records:
+
+    * a string up to :data:`SHARED_CHARS` long is replaced by the first equal one (a list of
+      strings, such as tokens or tags, in one C-level pass);
+    * a *flat* dict (scalar values, empty lists) one level down in a record (``diagnostics``,
+      ``scores``, ``parts`` …), or in a list one level further (gold ``spans``), is replaced by
+      the first one that is the same JSON value: compared by the ``repr`` of its values, so 1,
+      1.0 and True differ, and so do 0.0 and -0.0. A field whose dicts are mostly distinct
+      (``usage``, ``meta``: after :data:`SHARING_TRIAL` records, more than half new) is no longer
+      tried: its keys would cost more than they save.
+
+    Numbers are never shared on their own (small ints already are; equal floats are rare).
     """
-    kind = type(value)
-    if kind is str:
-        return strings.setdefault(value, value) if len(value) <= SHARED_CHARS else value
-    if kind is list:
-        if value and set(map(type, value)) == {str}:
-            value[:] = map(strings.setdefault, value, value)
-        else:
-            for i, item in enumerate(value):
-                if type(item) in _CONTAINERS:
-                    value[i] = _share(item, strings)
-    elif kind is dict:
-        for key, item in value.items():
-            if type(item) in _CONTAINERS:
-                value[key] = _share(item, strings)
-    return value
+
+    def __init__(self) -> None:
+        self.strings: dict[str, str] = {}
+        #: field → its flat dicts by key; None for a field no longer tried
+        self.dicts: dict[str, dict[tuple[Any, ...], dict[str, Any]] | None] = {}
+        self.records = 0
+
+    def record(self, record: dict[str, Any]) -> dict[str, Any]:
+        share = self.strings.setdefault
+        for name, item in record.items():
+            kind = type(item)
+            if kind is str:
+                if len(item) <= SHARED_CHARS:
+                    record[name] = share(item, item)
+            elif kind is dict:
+                if item:
+                    record[name] = self._dict(name, item, True)
+            elif kind is list:
+                if item:
+                    self._list(name, item)
+        self.records += 1
+        if self.records == SHARING_TRIAL:
+            for name, cache in self.dicts.items():
+                if cache is not None and 2 * len(cache) > SHARING_TRIAL:
+                    self.dicts[name] = None
+        return record
+
+    def _list(self, field: str, items: list[Any]) -> None:
+        kinds = set(map(type, items))
+        if kinds == _STR:
+            share = self.strings.setdefault
+            items[:] = map(share, items, items)
+        elif kinds == _DICT:
+            for i, item in enumerate(items):
+                items[i] = self._dict(field, item, False)
+
+    def _dict(self, field: str, item: dict[str, Any], nested: bool) -> dict[str, Any]:
+        values = item.values()
+        kinds = set(map(type, values))
+        if kinds <= _FLAT or (kinds <= _FLAT_OR_LIST and not any(v for v in values if type(v) is list)):
+            cache = self.dicts.get(field, _NEW)
+            if cache is not None:
+                # str, int and None values are equal only to their own type's; bool (True == 1)
+                # and float (1.0 == 1, 0.0 == -0.0) are told apart by their repr
+                key = tuple(item.items()) if kinds <= _EXACT else (*item, *map(repr, values))
+                found = cache.get(key)
+                if found is not None:
+                    return found
+                if cache is _NEW:
+                    cache = self.dicts[field] = {}
+                cache[key] = item
+            if str not in kinds:
+                return item
+        share = self.strings.setdefault
+        for name, value in item.items():
+            kind = type(value)
+            if kind is str:
+                if len(value) <= SHARED_CHARS:
+                    item[name] = share(value, value)
+            elif kind is list:
+                if value:
+                    self._list(f"{field}.{name}", value)
+            elif kind is dict and nested:
+                item[name] = self._dict(f"{field}.{name}", value, False)
+        return item
 
 
-_CONTAINERS = frozenset({str, list, dict})
+_STR, _DICT, _EXACT = frozenset({str}), frozenset({dict}), frozenset({str, int, type(None)})
+_FLAT_OR_LIST = _FLAT | {list}
+#: a field not seen yet (its cache is made on its first flat dict)
+_NEW: dict[tuple[Any, ...], dict[str, Any]] = {}
 
 
 def _read_records(run_dir: RunDir, compat: str | None) -> list[dict[str, Any]]:
     records = []
-    strings: dict[str, str] = {}
+    sharing = _Sharing()
     for record in run_dir.iter_samples(compat):
         for name in UNREAD_FIELDS:
             record.pop(name, None)
-        records.append(_share(record, strings))
+        records.append(sharing.record(record))
     return records
 
 
