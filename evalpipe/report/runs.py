@@ -36,7 +36,7 @@ from evalpipe.frames import run_identity, samples_frame
 from evalpipe.heap import collector_paused
 from evalpipe.metrics.aggregation import Aggregation, aggregation_from_json
 from evalpipe.report.bootstrap import ResampleTask
-from evalpipe.report.ner_errors import SampleOutcomes, is_span_task, sample_outcomes
+from evalpipe.report.ner_errors import SampleOutcomes, classify, gold_spans, prediction_spans
 from evalpipe.results import RunDir, RunSummary, TaskSummary
 from evalpipe.robustness import plain_metrics
 
@@ -108,8 +108,7 @@ class ReportRun:
 
         Computed once: the sample browser and the NER error analysis both need them."""
         if task not in self._outcomes:
-            records = self.task_records(task)
-            self._outcomes[task] = [sample_outcomes(r) for r in records] if is_span_task(records) else None
+            self._outcomes[task] = _span_outcomes(self.task_records(task))
         return self._outcomes[task]
 
     @property
@@ -119,6 +118,20 @@ class ReportRun:
 
     def task_summary(self, task: str) -> TaskSummary:
         return self.summary.tasks.get(task, TaskSummary()) if self.summary is not None else TaskSummary()
+
+
+def _span_outcomes(records: Sequence[Mapping[str, Any]]) -> list[SampleOutcomes] | None:
+    """``[sample_outcomes(r) for r in records] if is_span_task(records) else None``, each record's
+    spans read once instead of twice."""
+    outcomes: list[SampleOutcomes] = []
+    for record in records:
+        gold = record.get("gold")
+        gold_entities = gold_spans(gold)
+        predicted = prediction_spans(record.get("prediction"), gold) if gold_entities is not None else None
+        if predicted is None:
+            return None
+        outcomes.append(classify(gold_entities, predicted))
+    return outcomes or None
 
 
 def _aggregations(summary: TaskSummary, notes: list[str], task: str) -> dict[str, Aggregation]:
@@ -202,8 +215,7 @@ class _Sharing:
     * a string up to :data:`SHARED_CHARS` long is replaced by the first equal one (a list of
       strings, such as tokens or tags, in one C-level pass);
     * a *flat* dict (scalar values, empty lists) one level down in a record (``diagnostics``,
-      ``scores``, ``parts`` …), or in a list one level further (gold ``spans``), is replaced by
-      the first one that is the same JSON value: compared by the ``repr`` of its values, so 1,
+      ``scores``, ``parts``, ``usage`` …) is replaced by the first one that is the same JSON value: compared by the ``repr`` of its values, so 1,
       1.0 and True differ, and so do 0.0 and -0.0. A field whose dicts are mostly distinct
       (``usage``, ``meta``: after :data:`SHARING_TRIAL` records, more than half new) is no longer
       tried: its keys would cost more than they save.
@@ -238,13 +250,9 @@ class _Sharing:
         return record
 
     def _list(self, field: str, items: list[Any]) -> None:
-        kinds = set(map(type, items))
-        if kinds == _STR:
+        if set(map(type, items)) == _STR:
             share = self.strings.setdefault
             items[:] = map(share, items, items)
-        elif kinds == _DICT:
-            for i, item in enumerate(items):
-                items[i] = self._dict(field, item, False)
 
     def _dict(self, field: str, item: dict[str, Any], nested: bool) -> dict[str, Any]:
         values = item.values()
@@ -277,7 +285,7 @@ class _Sharing:
         return item
 
 
-_STR, _DICT, _EXACT = frozenset({str}), frozenset({dict}), frozenset({str, int, type(None)})
+_STR, _EXACT = frozenset({str}), frozenset({str, int, type(None)})
 _FLAT_OR_LIST = _FLAT | {list}
 #: a field not seen yet (its cache is made on its first flat dict)
 _NEW: dict[tuple[Any, ...], dict[str, Any]] = {}
