@@ -17,8 +17,12 @@ interval, and the report says why and how to add them (``evalpipe score RUN``).
 
 Memory: the records are read once and kept (every section reads them); what no section reads is
 left out as they stream in — the prompt older runs repeated in every record, the request key —
-and the garbage collector is paused while they are read (hundreds of thousands of new containers
-would make it walk them all again and again, for nothing: records hold no cycles).
+what repeats from record to record is kept once (short strings, token and tag strings, equal flat
+dicts such as the parse diagnostics: :class:`_Sharing`), and the garbage collector is paused while
+they are read (hundreds of thousands of new containers would make it walk them all again and
+again, for nothing: records hold no cycles). ``ReportRun.samples`` is a frame of only the columns
+the report reads (:data:`FRAME_COLUMNS`); ``report --parquet`` reads the records again for the
+whole frame (:func:`full_samples_frame`).
 """
 
 from __future__ import annotations
