@@ -37,7 +37,7 @@ from evalpipe.report.markdown import render_markdown
 from evalpipe.report.ner_errors import CATEGORIES, GOLD_CATEGORIES, PRED_CATEGORIES, analyse
 from evalpipe.report.operations import operations_table, task_operations
 from evalpipe.report.plots import metric_bars, parse_failure_bars, score_vs_length
-from evalpipe.report.runs import ReportRun, TaskInfo, load_report_runs
+from evalpipe.report.runs import ReportRun, TaskInfo, full_samples_frame, load_report_runs
 from evalpipe.report.variants import add_rank_stability, robustness_section
 from evalpipe.report.summary import summary_section
 from evalpipe.tasks.registry import suites
@@ -371,7 +371,7 @@ def _build_loaded(loaded: list[ReportRun], out: Path, *, resamples: int, seed: i
     if parquet:
         from evalpipe.frames import write_parquet
 
-        parquet_path = write_parquet(pd.concat([r.samples for r in loaded], ignore_index=True),
+        parquet_path = write_parquet(pd.concat([full_samples_frame(r) for r in loaded], ignore_index=True),
                                      out / "samples.parquet")
     return BuildResult(html_path, md_path, csv_path, parquet_path, time.perf_counter() - start)
 

@@ -136,7 +136,7 @@ def classify(gold: Iterable[Span], pred: Iterable[Span]) -> tuple[list[EntityOut
 def _span(value: Any) -> Span | None:
     if isinstance(value, Span):
         return value
-    if isinstance(value, Mapping) and {"start", "end", "label"} <= set(value):
+    if isinstance(value, Mapping) and "start" in value and "end" in value and "label" in value:
         try:
             return Span(int(value["start"]), int(value["end"]), str(value["label"]))
         except (TypeError, ValueError):

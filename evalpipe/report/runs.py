@@ -17,8 +17,12 @@ interval, and the report says why and how to add them (``evalpipe score RUN``).
 
 Memory: the records are read once and kept (every section reads them); what no section reads is
 left out as they stream in — the prompt older runs repeated in every record, the request key —
-and the garbage collector is paused while they are read (hundreds of thousands of new containers
-would make it walk them all again and again, for nothing: records hold no cycles).
+what repeats from record to record is kept once (short strings, token and tag strings, equal flat
+dicts such as the parse diagnostics: :class:`_Sharing`), and the garbage collector is paused while
+they are read (hundreds of thousands of new containers would make it walk them all again and
+again, for nothing: records hold no cycles). ``ReportRun.samples`` is a frame of only the columns
+the report reads (:data:`FRAME_COLUMNS`); ``report --parquet`` reads the records again for the
+whole frame (:func:`full_samples_frame`).
 """
 
 from __future__ import annotations
@@ -36,11 +40,12 @@ from evalpipe.frames import run_identity, samples_frame
 from evalpipe.heap import collector_paused
 from evalpipe.metrics.aggregation import Aggregation, aggregation_from_json
 from evalpipe.report.bootstrap import ResampleTask
-from evalpipe.report.ner_errors import SampleOutcomes, is_span_task, sample_outcomes
+from evalpipe.report.ner_errors import SampleOutcomes, classify, gold_spans, prediction_spans
 from evalpipe.results import RunDir, RunSummary, TaskSummary
 from evalpipe.robustness import plain_metrics
 
-__all__ = ["RUNNER_METRICS", "ReportRun", "TaskInfo", "load_report_runs", "resample_task"]
+__all__ = ["FRAME_COLUMNS", "RUNNER_METRICS", "ReportRun", "TaskInfo", "full_samples_frame", "load_report_runs",
+           "resample_task"]
 
 #: metrics the runner adds to every task (bookkeeping: the operations table shows them)
 RUNNER_METRICS = frozenset({"n", "errors", "parse_failure_rate"})
@@ -78,6 +83,7 @@ class ReportRun:
     tasks: tuple[str, ...]
     metrics: dict[str, dict[str, float]]
     summary: RunSummary | None
+    #: the samples as a frame of the columns the report reads (:data:`FRAME_COLUMNS` and ``score.*``)
     samples: pd.DataFrame
     #: the samples as written (inputs, gold, prediction, parts … as JSON values)
     records: list[dict[str, Any]] = field(default_factory=list, repr=False)
@@ -106,8 +112,7 @@ class ReportRun:
 
         Computed once: the sample browser and the NER error analysis both need them."""
         if task not in self._outcomes:
-            records = self.task_records(task)
-            self._outcomes[task] = [sample_outcomes(r) for r in records] if is_span_task(records) else None
+            self._outcomes[task] = _span_outcomes(self.task_records(task))
         return self._outcomes[task]
 
     @property
@@ -117,6 +122,20 @@ class ReportRun:
 
     def task_summary(self, task: str) -> TaskSummary:
         return self.summary.tasks.get(task, TaskSummary()) if self.summary is not None else TaskSummary()
+
+
+def _span_outcomes(records: Sequence[Mapping[str, Any]]) -> list[SampleOutcomes] | None:
+    """``[sample_outcomes(r) for r in records] if is_span_task(records) else None``, each record's
+    spans read once instead of twice."""
+    outcomes: list[SampleOutcomes] = []
+    for record in records:
+        gold = record.get("gold")
+        gold_entities = gold_spans(gold)
+        predicted = prediction_spans(record.get("prediction"), gold) if gold_entities is not None else None
+        if predicted is None:
+            return None
+        outcomes.append(classify(gold_entities, predicted))
+    return outcomes or None
 
 
 def _aggregations(summary: TaskSummary, notes: list[str], task: str) -> dict[str, Aggregation]:
@@ -176,15 +195,122 @@ def _split_conditions(records: list[dict[str, Any]], variants: Mapping[str, Mapp
 
 #: record fields no part of the report reads (left out as records are read)
 UNREAD_FIELDS = ("prompt", "key")
+#: the columns of ``ReportRun.samples`` besides the ``score.*`` ones: what the operations table and
+#: the score-vs-length plots read (the whole frame, nested values and all, is :func:`full_samples_frame`)
+FRAME_COLUMNS = frozenset({"task", "id", "answer_chars", "parse_failed", "error", "latency_s", "prompt_tokens",
+                           "completion_tokens", "truncated_tokens", "finish_reason"})
+
+
+#: strings up to this long are shared between records as they are read (see :class:`_Sharing`)
+SHARED_CHARS = 200
+#: a field's dicts are shared while fewer than half of them are new after this many records
+SHARING_TRIAL = 512
+_FLAT = frozenset({str, int, float, bool, type(None)})
+
+
+class _Sharing:
+    """Makes records read by the report share their repeated values, as each is read.
+
+    The JSON decoder makes every value anew: 47,000 NCBI records held 1.1 million token and tag
+    strings ("the", "I-Disease" …), the task's name, the endpoint and the data file's name once
+    per record, and as many parse ``diagnostics`` dicts, nearly all equal — about half of what a
+    record held. So, since the report only reads records:
+
+    * a string up to :data:`SHARED_CHARS` long is replaced by the first equal one (a list of
+      strings, such as tokens or tags, in one C-level pass);
+    * a *flat* dict (scalar values, empty lists) one level down in a record (``diagnostics``,
+      ``scores``, ``parts``, ``usage`` …) is replaced by the first one that is the same JSON value: compared by the ``repr`` of its values, so 1,
+      1.0 and True differ, and so do 0.0 and -0.0. A field whose dicts are mostly distinct
+      (``usage``, ``meta``: after :data:`SHARING_TRIAL` records, more than half new) is no longer
+      tried: its keys would cost more than they save.
+
+    Numbers are never shared on their own (small ints already are; equal floats are rare).
+    """
+
+    def __init__(self) -> None:
+        self.strings: dict[str, str] = {}
+        #: field → its flat dicts by key; None for a field no longer tried
+        self.dicts: dict[str, dict[tuple[Any, ...], dict[str, Any]] | None] = {}
+        self.records = 0
+
+    def record(self, record: dict[str, Any]) -> dict[str, Any]:
+        share = self.strings.setdefault
+        for name, item in record.items():
+            kind = type(item)
+            if kind is str:
+                if len(item) <= SHARED_CHARS:
+                    record[name] = share(item, item)
+            elif kind is dict:
+                if item:
+                    record[name] = self._dict(name, item, True)
+            elif kind is list:
+                if item:
+                    self._list(name, item)
+        self.records += 1
+        if self.records == SHARING_TRIAL:
+            for name, cache in self.dicts.items():
+                if cache is not None and 2 * len(cache) > SHARING_TRIAL:
+                    self.dicts[name] = None
+        return record
+
+    def _list(self, field: str, items: list[Any]) -> None:
+        if set(map(type, items)) == _STR:
+            share = self.strings.setdefault
+            items[:] = map(share, items, items)
+
+    def _dict(self, field: str, item: dict[str, Any], nested: bool) -> dict[str, Any]:
+        values = item.values()
+        kinds = set(map(type, values))
+        if kinds <= _FLAT or (kinds <= _FLAT_OR_LIST and not any(v for v in values if type(v) is list)):
+            cache = self.dicts.get(field, _NEW)
+            if cache is not None:
+                # str, int and None values are equal only to their own type's; bool (True == 1)
+                # and float (1.0 == 1, 0.0 == -0.0) are told apart by their repr
+                key = tuple(item.items()) if kinds <= _EXACT else (*item, *map(repr, values))
+                found = cache.get(key)
+                if found is not None:
+                    return found
+                if cache is _NEW:
+                    cache = self.dicts[field] = {}
+                cache[key] = item
+            if str not in kinds:
+                return item
+        share = self.strings.setdefault
+        for name, value in item.items():
+            kind = type(value)
+            if kind is str:
+                if len(value) <= SHARED_CHARS:
+                    item[name] = share(value, value)
+            elif kind is list:
+                if value:
+                    self._list(f"{field}.{name}", value)
+            elif kind is dict and nested:
+                item[name] = self._dict(f"{field}.{name}", value, False)
+        return item
+
+
+_STR, _EXACT = frozenset({str}), frozenset({str, int, type(None)})
+_FLAT_OR_LIST = _FLAT | {list}
+#: a field not seen yet (its cache is made on its first flat dict)
+_NEW: dict[tuple[Any, ...], dict[str, Any]] = {}
 
 
 def _read_records(run_dir: RunDir, compat: str | None) -> list[dict[str, Any]]:
     records = []
+    sharing = _Sharing()
     for record in run_dir.iter_samples(compat):
         for name in UNREAD_FIELDS:
             record.pop(name, None)
-        records.append(record)
+        records.append(sharing.record(record))
     return records
+
+
+def full_samples_frame(run: ReportRun) -> pd.DataFrame:
+    """Every column of :func:`evalpipe.frames.samples_frame` for the run's samples (its reference
+    conditions, as ``ReportRun.samples``), read again from the run directory: ``report --parquet``."""
+    run_dir = RunDir(run.path)
+    records = _split_conditions(_read_records(run_dir, run.compat), run.variants)[0]
+    return samples_frame(records, run_identity(run.path), run.compat)
 
 
 def load_report_runs(paths: Sequence[Path], compat: str | None = None) -> list[ReportRun]:
@@ -214,7 +340,7 @@ def _load_report_runs(paths: Sequence[Path], compat: str | None) -> list[ReportR
             # the spread numbers are the robustness section's; every other part reads the reference's metrics
             metrics={t: plain_metrics(v) if t in variants else v for t, v in metrics.items()},
             summary=run_dir.read_summary(compat),
-            samples=samples_frame(records, identity, compat),
+            samples=samples_frame(records, identity, compat, columns=FRAME_COLUMNS),
             records=records, variants=variants, condition_records=by_condition,
         )
         by_task: dict[str, list[dict[str, Any]]] = {}

@@ -81,3 +81,62 @@ def test_a_report_of_a_run_whose_answers_hold_lone_surrogates(tmp_path):
     assert frame["answer"].str.contains("\ufffd").all()
     built = build_report([run], tmp_path / "report", resamples=20)
     assert built.html.is_file()
+
+
+def _row_by_row(records, identity, columns):
+    """The obvious frame of the records — one dict per row, pandas fills what a row lacks with NaN —
+    that samples_frame (built a column at a time) must equal, dtypes included."""
+    import pandas as pd
+
+    rows = []
+    for r in records:
+        answer = r.get("answer")
+        row = {"run": identity["run"], "model": identity["model"], "compat": "default", "task": r.get("task"),
+               "id": r.get("id"), "answer": answer,
+               "answer_chars": len(answer) if isinstance(answer, str) else float("nan"),
+               "parse_failed": r.get("parse_failed"), "error": r.get("error"), "latency_s": r.get("latency_s"),
+               "attempts": r.get("attempts"),
+               "prompt_tokens": float((r.get("usage") or {}).get("prompt_tokens", float("nan"))),
+               "completion_tokens": float((r.get("usage") or {}).get("completion_tokens", float("nan"))),
+               "truncated_tokens": float(r.get("truncated_tokens", float("nan"))),
+               "finish_reason": r.get("finish_reason"), "endpoint": r.get("endpoint"), "key": r.get("key"),
+               **{c: r.get(c) for c in ("inputs", "prompt", "prediction", "gold", "parts", "diagnostics", "meta")}}
+        if "condition" in r:
+            row.update({c: r.get(c) for c in ("condition", "variant", "shots", "shot_order")})
+        row.update({f"score.{k}": float(v) for k, v in (r.get("scores") or {}).items()
+                    if isinstance(v, (int, float)) and not isinstance(v, bool)})
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    return frame[[c for c in columns if c in frame.columns]]
+
+
+def test_samples_frame_equals_the_row_by_row_frame_dtypes_and_missing_values_included():
+    import pandas as pd
+
+    from evalpipe.frames import samples_frame
+
+    identity = {"run": "r", "model": "m"}
+    records = [
+        {"task": "t", "id": "a", "answer": "yes", "parse_failed": False, "error": None, "latency_s": 0.5,
+         "attempts": 1, "usage": {"prompt_tokens": 10, "completion_tokens": 2}, "truncated_tokens": 0,
+         "finish_reason": "stop", "scores": {"acc": 1, "f1": 0.5, "flag": True}, "gold": {"x": [1]}},
+        {"task": "t", "id": "b", "answer": None, "parse_failed": None, "error": "timeout", "latency_s": None,
+         "scores": {"rouge": 0.25}, "condition": "c1", "variant": "v", "shots": 2, "shot_order": "o"},
+        {"task": "u", "id": "c", "answer": "", "parse_failed": True, "error": None, "latency_s": 1,
+         "attempts": 2, "usage": {}, "finish_reason": "length", "scores": {"acc": 0}},
+    ]
+    whole = samples_frame(records, identity)
+    expected = _row_by_row(records, identity, whole.columns)
+    assert list(whole.columns) == [
+        "run", "model", "compat", "task", "id", "condition", "variant", "shots", "shot_order", "answer",
+        "answer_chars", "parse_failed", "error", "latency_s", "attempts", "prompt_tokens", "completion_tokens",
+        "truncated_tokens", "finish_reason", "endpoint", "key", "inputs", "prompt", "prediction", "gold", "parts",
+        "diagnostics", "meta", "score.acc", "score.f1", "score.rouge"]
+    pd.testing.assert_frame_equal(whole, expected, check_exact=True)
+    # a few columns: those, in the same order, and every score column
+    few = samples_frame(records, identity, columns={"task", "error", "finish_reason"})
+    assert list(few.columns) == ["task", "error", "finish_reason", "score.acc", "score.f1", "score.rouge"]
+    pd.testing.assert_frame_equal(few, whole[list(few.columns)], check_exact=True)
+    # no records: every fixed column, as objects
+    empty = samples_frame([], identity)
+    assert empty.shape == (0, 24) and {str(d) for d in empty.dtypes} == {"object"}
