@@ -290,17 +290,20 @@ def prepare_task(
     data, examples, options = _load_task(spec, config, context_length, token_counter)
     if spec.ranking is not None:
         return _prepare_ranking(spec, config, data, tuple(examples), options, stage)
+    digests = _digests(data)  # before the data is read (a stream reads it again to score)
     _, prepared = _shots_and_render(
         spec, config, data, examples, _shots_drawn(spec, config, condition),
-        lambda shots, watch: _render_task(spec, config, data, examples, shots, stage, condition, watch))
+        lambda shots, watch: _render_task(spec, config, data, examples, shots, stage, condition, watch, digests))
     return prepared
 
 
 def _render_task(spec: TaskSpec, config: RunConfig, data: TaskData, examples: Examples,
                  shots: tuple[Example, ...], stage: PlanStage, condition: Condition | None = None,
-                 watch: Callable[[Example], None] | None = None) -> PreparedTask:
+                 watch: Callable[[Example], None] | None = None,
+                 digests: Mapping[str, str] | None = None) -> PreparedTask:
     """Render every example's prompt under ``condition`` with ``shots`` into ``stage``; ``watch``
-    sees each example as it is rendered."""
+    sees each example as it is rendered. ``digests``: the data files' sha256 if already taken (a
+    task's conditions share one load)."""
     template = None
     if condition is not None:  # ---- prompt conditions (evalpipe.conditions) ----
         k = _run_shots(spec, config) if condition.shots is None else condition.shots
@@ -331,10 +334,10 @@ def _render_task(spec: TaskSpec, config: RunConfig, data: TaskData, examples: Ex
             spec.choice_scoring.continuations)
     # every prompt is rendered here, before anything is sent: a template error costs nothing
     name = plan_name(spec.name, condition)
-    digests = _digests(data)
     size, packer = _stage_all(stage, name, config.model, examples, make_prompt, watch)
     return PreparedTask(spec, data, examples, shots, make_prompt, stage, size, packer, max_tokens, renderer,
-                        config.model, condition=condition, template=template, data_digests=digests)
+                        config.model, condition=condition, template=template,
+                        data_digests=digests if digests is not None else _digests(data))
 
 
 def _digests(data: TaskData) -> dict[str, str]:
@@ -427,11 +430,13 @@ def prepare_conditions(spec: TaskSpec, config: RunConfig, notes: list[str] | Non
     if not asked.varied:
         return [prepare_task(spec, config, stage=stage)]
     data, examples, _ = _load_task(spec, config)
+    digests = _digests(data)  # once for every condition: each reads the same files
     first, *others = asked.conditions
     shots, prepared = _shots_and_render(
         spec, config, data, examples, _shots_drawn(spec, config, first),
-        lambda drawn, watch: _render_task(spec, config, data, examples, drawn, stage, first, watch))
-    return [prepared, *(_render_task(spec, config, data, examples, shots, stage, c) for c in others)]
+        lambda drawn, watch: _render_task(spec, config, data, examples, drawn, stage, first, watch, digests))
+    return [prepared, *(_render_task(spec, config, data, examples, shots, stage, c, digests=digests)
+                        for c in others)]
 
 
 def ranking_identity(config: RunConfig, pool: Sequence[str], depth: int) -> str:
