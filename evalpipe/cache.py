@@ -289,56 +289,18 @@ class ResponseStore:
             self._db.execute(f"PRAGMA wal_autocheckpoint={previous}")
             self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
-    def write_plan(self, task: str, rows: Sequence[tuple[str, str]], packed: Sequence[str],
-                   texts: Mapping[str, str], infos: Sequence[Mapping[str, Any]] | None = None) -> None:
-        """Record which key each sample of ``task`` asks (``rows``: sample id, key), replacing an older plan.
-
-        ``packed[i]`` is row ``i``'s prompt packed by a :class:`~evalpipe.prompt_pack.Packer` (JSON
-        text) and ``texts`` the packer's shared texts; a key whose prompt the store holds already is
-        not stored again. Written before the first request, in one transaction (plan, prompts, shared
-        texts), so a run directory can be re-scored later from the store alone — even if it was
-        killed, and even if the template has changed since. A resumed run usually has the very same
-        plan: then nothing is written (the key is a hash of the prompt, so equal ids, keys and infos
-        mean equal rows).
-        """
-        infos_json = [json.dumps(dict(info)) for info in infos] if infos is not None else ["{}"] * len(rows)
-        if self._plan_is(task, rows, infos_json):
-            return
-        first: dict[str, int] = {}
-        for i, (_, key) in enumerate(rows):
-            first.setdefault(key, i)
-        stored = self._keys_with_prompts(list(first))
-        wanted = [i for key, i in first.items() if key not in stored]
-        with self._db:
-            self._db.execute("BEGIN")
-            self._db.execute("DELETE FROM plan WHERE task = ?", (task,))
-            self._db.executemany(
-                "INSERT INTO plan VALUES (?, ?, ?, ?, '', ?)",
-                ((task, to_db_text(sid), i, key, info) for i, ((sid, key), info) in enumerate(zip(rows, infos_json))),
-            )
-            self._db.executemany("INSERT OR REPLACE INTO prompts (key, prompt) VALUES (?, ?)",
-                                 ((rows[i][1], to_db_text(packed[i])) for i in wanted))
-            self._db.executemany("INSERT OR IGNORE INTO texts (key, text) VALUES (?, ?)",
-                                 [(key, to_db_text(text)) for key, text in texts.items()])
-
-    def _plan_is(self, task: str, rows: Sequence[tuple[str, str]], infos_json: Sequence[str]) -> bool:
-        """Whether the recorded plan of ``task`` is exactly these rows (compared as they stream by)."""
-        cursor = self._db.execute("SELECT sample_id, key, info FROM plan WHERE task = ? ORDER BY position", (task,))
-        count = 0
-        for (sid, key, info), (want_sid, want_key), want_info in zip(cursor, rows, infos_json):
-            if from_db_text(sid) != want_sid or key != want_key or info != want_info:
-                cursor.close()
-                return False
-            count += 1
-        return count == len(rows) == self.plan_size(task)
-
     def write_staged_plan(self, task: str, stage: Path, staged: str, texts: Mapping[str, str]) -> None:
         """Record the plan of ``task`` from plan ``staged`` of a :class:`~evalpipe.plan_stage.PlanStage`
-        file, replacing an older plan — :meth:`write_plan` without a sample ever in Python.
+        file (rows ``plan, position, sample_id, key, packed, info``), replacing an older plan, with
+        each key's prompt (a key whose prompt the store holds already keeps it) and the shared
+        ``texts`` of the prompts' packer. No sample is ever in Python: SQLite copies the rows across
+        the attached file (47,000 samples without 47,000 tuples).
 
-        SQLite copies the rows (``INSERT … SELECT`` across an attached file): 47,000 samples
-        without 47,000 Python tuples. The prompts a key already has are kept; an unchanged plan (a
-        resumed run) is not written again.
+        Written before the first request, in one transaction (plan, prompts, shared texts), so a run
+        directory can be re-scored later from the store alone — even if it was killed, and even if
+        the template has changed since. A resumed run usually has the very same plan: then nothing is
+        written (compared in SQL; the key is a hash of the prompt, so equal ids, keys and infos mean
+        equal rows).
         """
         self._db.execute("ATTACH DATABASE ? AS stage", (str(stage),))
         try:
@@ -404,7 +366,7 @@ class ResponseStore:
 
     def pending_pages(self, name: str, size: int = 512) -> Iterator[list[tuple[str, str]]]:
         """The queue ``name`` (:meth:`queue_pending`) as pages of ``(key, packed prompt JSON)``, in
-        queue order; the shared texts a packed prompt references are :meth:`texts_of`'s."""
+        queue order (a packed prompt references shared texts: its packer's, also in table ``texts``)."""
         after = 0
         while True:
             page = self._db.execute(
@@ -414,14 +376,6 @@ class ResponseStore:
                 return
             yield [(key, from_db_text(prompt)) for _, key, prompt in page]
             after = page[-1][0]
-
-    def texts_of(self, keys: set[str]) -> dict[str, str]:
-        """The shared texts (by their sha256 key) packed prompts reference."""
-        return self._texts(keys)
-
-    def _keys_with_prompts(self, keys: list[str]) -> set[str]:
-        """Which of ``keys`` have a stored prompt (in ``prompts``)."""
-        return {k for (k,) in self._rows_with_keys("SELECT key FROM prompts WHERE key IN", keys)}
 
     def plan_size(self, task: str) -> int:
         """How many samples the recorded plan of ``task`` has."""

@@ -75,7 +75,7 @@ def test_the_store_takes_a_staged_plan_and_writes_an_unchanged_one_no_more(tmp_p
     assert [row for page in store.plan_pages("t", size=3) for row in page] == store.read_plan("t")
     # each key's prompt once (the first sample that asked it), the shared texts
     assert store.prompts(["k0", "k3"]) == {"k0": {"text": "p0"}, "k3": {"text": "p3"}}  # k0 asked again by s6, s9
-    assert store.texts_of({"sha"}) == {"sha": "shared text"}
+    assert store._db.execute("SELECT key, text FROM texts").fetchall() == [("sha", "shared text")]
     changes = store._db.total_changes
     store.write_staged_plan("t", stage.path, "t", {"sha": "shared text"})  # a resumed run: the very same plan
     assert store._db.total_changes == changes

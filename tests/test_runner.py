@@ -17,6 +17,7 @@ from evalpipe.runner import RunError, check_endpoint_policy, execute, load_optio
 from evalpipe.tasks.base import LoadOptions
 from evalpipe.tasks.registry import get_task
 from tests.support.scripted_backend import ScriptedBackend, query_text
+from tests.support.plans import write_plan
 
 SPEC = get_task("ncbi_disease")
 GOLD = {ex.inputs["text"]: SPEC.shot_target(ex) for ex in SPEC.load(LoadOptions()).examples}
@@ -336,11 +337,11 @@ def test_an_unchanged_plan_is_not_rewritten_and_a_changed_one_is(tmp_path):
     packer.learn(prompts)
     packed = [json.dumps(packer.pack(p)) for p in prompts]
     assert not any("shared" in p for p in packed) and len(packer.texts) == 1  # the shared prefix, once
-    store.write_plan("t", rows, packed, packer.texts, [{"truncated_tokens": 0}, {"truncated_tokens": 3}])
+    write_plan(store, "t", rows, packed, packer.texts, [{"truncated_tokens": 0}, {"truncated_tokens": 3}])
     changes = store._db.total_changes
-    store.write_plan("t", rows, packed, packer.texts, [{"truncated_tokens": 0}, {"truncated_tokens": 3}])
+    write_plan(store, "t", rows, packed, packer.texts, [{"truncated_tokens": 0}, {"truncated_tokens": 3}])
     assert store._db.total_changes == changes  # the resume case: nothing written
-    store.write_plan("t", rows[:1], packed[:1], packer.texts, [{"truncated_tokens": 0}])
+    write_plan(store, "t", rows[:1], packed[:1], packer.texts, [{"truncated_tokens": 0}])
     assert store.read_plan("t") == [("a", "k1", {"truncated_tokens": 0})]
     # every prompt stays (a plan that shrank keeps its answers and prompts), unpacked whole
     assert store.prompts(["k1", "k2", "absent"]) == {"k1": prompts[0], "k2": prompts[1]}

@@ -20,6 +20,7 @@ from evalpipe.prompt_pack import Packer
 from evalpipe.records import Completion, GenerationParams, Message, Prediction, Prompt, Usage
 from evalpipe.results import RunDir
 from tests.fuzz.strategies import fuzz_settings
+from tests.support.plans import write_plan
 
 LONE = "\udcff"
 ANSWERS = [
@@ -91,10 +92,10 @@ def test_cache_key_and_plan_accept_surrogates(tmp_path):
     packer = Packer()
     packer.learn(prompts)
     packed = [json.dumps(packer.pack(p), ensure_ascii=False) for p in prompts]
-    store.write_plan("t", rows, packed, packer.texts)
+    write_plan(store, "t", rows, packed, packer.texts)
     assert store.read_plan("t") == [(f"s1{LONE}", key, {}), ("s2", "k2", {})]
     assert store._db.execute("SELECT COUNT(*) FROM texts").fetchone()[0] == 1
-    store.write_plan("t", rows, packed, packer.texts)  # unchanged plan: no rewrite, no error
+    write_plan(store, "t", rows, packed, packer.texts)  # unchanged plan: no rewrite, no error
     assert store.plan_size("t") == 2
     assert store.prompts([key, "k2"]) == {key: prompts[0], "k2": prompts[1]}
 
