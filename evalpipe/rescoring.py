@@ -21,7 +21,7 @@ from evalpipe.data.digest import file_sha256
 from evalpipe.data.errors import DataError
 from evalpipe.heap import frozen_heap
 from evalpipe.metrics.options import MetricOptions
-from evalpipe.records import Example
+from evalpipe.records import Completion, Example
 from evalpipe.outcome import RunError, RunOutcome, write_outcome
 from evalpipe.plan_stage import scratch_folder
 from evalpipe.results import RunDir, RunInfo
@@ -52,18 +52,28 @@ class StoredTask:
     shots: int = 0
 
     def chunks(self) -> Iterator[ScoringChunk]:
-        """The samples, a page of the plan at a time, with their stored answers (own connection)."""
-        store = ResponseStore(self.store_path)
-        try:
-            examples = iter(self.examples)
-            for page in store.plan_pages(self.plan):
-                chunk = [_next_planned(examples, sid, self.plan) for sid, _, _ in page]
-                keys = [key for _, key, _ in page]
-                answers = store.get_many(keys)
-                yield ScoringChunk(examples=chunk, keys=keys, answers=[answers.get(k) for k in keys],
-                                   truncated=[int(info.get("truncated_tokens", 0)) for _, _, info in page])
-        finally:
-            store.close()
+        """The samples, a page of the plan at a time, with their stored answers (:func:`plan_chunks`)."""
+        return plan_chunks(self.store_path, self.plan, self.examples)
+
+
+def plan_chunks(store_path: Path, plan: str, examples: Examples,
+                failures: Mapping[str, Completion] | None = None) -> Iterator[ScoringChunk]:
+    """A plan's samples for scoring, a page of the plan at a time: the plan's examples read again
+    from ``examples`` beside it, answers from the store (a request that failed for good, not stored,
+    from ``failures``). Its own connection to the store: records are built when read, and may be
+    read after the caller's connection is closed. Shared by a run and by re-scoring."""
+    failures = failures or {}
+    store = ResponseStore(store_path)
+    try:
+        remaining = iter(examples)
+        for page in store.plan_pages(plan):
+            chunk = [_next_planned(remaining, sid, plan) for sid, _, _ in page]
+            keys = [key for _, key, _ in page]
+            answers = store.get_many(keys)
+            yield ScoringChunk(examples=chunk, keys=keys, answers=[answers.get(k, failures.get(k)) for k in keys],
+                               truncated=[int(info.get("truncated_tokens", 0)) for _, _, info in page])
+    finally:
+        store.close()
 
 
 def _next_planned(examples: Iterator[Example], sample_id: str, plan: str) -> Example:

@@ -74,8 +74,9 @@ from evalpipe.backends.ranking import RankingBackend, pool_digest
 from evalpipe.records import Completion, Example, GenerationParams, Prompt, to_jsonable
 from evalpipe.outcome import RunError, RunOutcome, write_outcome
 from evalpipe.results import Budget, RunDir, RunDirError, RunInfo, git_commit, os_problem
+from evalpipe.rescoring import plan_chunks
 from evalpipe.robustness import ConditionOutcome, combine_tasks
-from evalpipe.scoring import ScoringChunk, answer_prefix, score_task_chunked
+from evalpipe.scoring import answer_prefix, score_task_chunked
 from evalpipe.tasks.base import LOGLIKELIHOOD, Examples, ExampleStream, LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.registry import get_task
 
@@ -346,12 +347,13 @@ def _digests(data: TaskData) -> dict[str, str]:
     return {str(f): file_sha256(Path(f)) for f in data.files}
 
 
-def check_unchanged(p: PreparedTask) -> None:
+def check_unchanged(prepared: Sequence[PreparedTask]) -> None:
     """A streamed task's data is read again for scoring: it must be the data its prompts were
-    rendered from, or answers would be scored against other gold."""
-    if not isinstance(p.examples, ExampleStream):
-        return
-    for path, digest in p.data_digests.items():
+    rendered from, or answers would be scored against other gold (each file hashed once, however
+    many of the run's tasks and conditions read it)."""
+    recorded = {path: digest for p in prepared if isinstance(p.examples, ExampleStream)
+                for path, digest in p.data_digests.items()}
+    for path, digest in recorded.items():
         if not Path(path).is_file() or file_sha256(Path(path)) != digest:
             raise RunError(f"{path}: changed while the run was going (its prompts were rendered from the earlier "
                            "contents). Every answer is stored: put the file back and run `evalpipe score` on the "
@@ -936,11 +938,10 @@ async def _execute_locked(
         outcome = RunOutcome(run_dir=run, tasks=[], sent=pending, cached=total - pending,
                              skipped=skipped, budget=Budget.from_json(budget_info.get("budget")), notes=notes)
         options = MetricOptions.from_json(config.metric_options)
-        for p in prepared:
-            check_unchanged(p)
+        check_unchanged(prepared)
         # one scored outcome per task and prompt condition; a task's conditions become one task (robustness)
         outcome.tasks.extend(combine_tasks([ConditionOutcome(p.spec, p.condition, len(p.shots), score_task_chunked(
-            p.spec, functools.partial(_chunks, run.store_path, p, failures),
+            p.spec, functools.partial(plan_chunks, run.store_path, p.plan_name, p.examples, failures),
             config.compat, options, answer_prefix(p.spec, config), scratch=p.stage.folder,
         )) for p in prepared]))
         outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
@@ -953,27 +954,6 @@ async def _execute_locked(
         heap.close()
         for backend, _ in backends:
             await backend.aclose()
-        store.close()
-
-
-def _chunks(store_path: Path, p: PreparedTask, failures: Mapping[str, Completion]) -> Iterator[ScoringChunk]:
-    """The task's samples for scoring, a page of the plan at a time: examples from the loader (in
-    plan order: the plan was rendered from this very iteration), answers from the store (failed
-    requests from ``failures``). Its own connection to the store: records are built when read, and
-    may be read after the run's connection is closed."""
-    store = ResponseStore(store_path)
-    try:
-        examples = iter(p.examples)
-        for page in store.plan_pages(p.plan_name):
-            chunk = list(itertools.islice(examples, len(page)))
-            if len(chunk) != len(page) or any(ex.id != sid for ex, (sid, _, _) in zip(chunk, page)):
-                raise RunError(f"task {p.plan_name}: the data read again for scoring differs from the data the "
-                               "prompts were rendered from (a file changed during the run?)")
-            keys = [key for _, key, _ in page]
-            answers = store.get_many(keys)
-            yield ScoringChunk(examples=chunk, keys=keys, answers=[answers.get(k, failures.get(k)) for k in keys],
-                               truncated=[int(info.get("truncated_tokens", 0)) for _, _, info in page])
-    finally:
         store.close()
 
 
