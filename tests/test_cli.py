@@ -243,7 +243,10 @@ def _bootstrapped() -> str | None:
     import hashlib
 
     stamp = REPO / ".venv" / ".evalpipe-installed"
-    want = hashlib.sha256((REPO / "pyproject.toml").read_bytes() + (REPO / "run.sh").read_bytes()).hexdigest()
+    # run.sh's stamp: these files, then the engine flavour choice (see run.sh)
+    parts = [REPO / "pyproject.toml", REPO / "run.sh", REPO / "evalpipe" / "engines" / "llamacpp_install.py"]
+    native = os.environ.get("EVALPIPE_LLAMACPP_NATIVE", "")
+    want = hashlib.sha256(b"".join(p.read_bytes() for p in parts) + f"llamacpp-native={native}\n".encode()).hexdigest()
     if not stamp.is_file() or stamp.read_text().strip() != want:
         return "./run.sh's environment is not installed or not current (run ./run.sh test)"
     return None
