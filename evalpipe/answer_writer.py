@@ -71,6 +71,12 @@ class AnswerWriter:
             self._commit_now()
         await asyncio.shield(committed)
 
+    def flush(self) -> None:
+        """Commit the open group now: a run that is being stopped (its engine died, its endpoint
+        is gone, Ctrl-C) keeps every answer that had arrived, counted or not yet."""
+        if self._group:
+            self._commit_now()
+
     async def _commit_soon(self, committed: asyncio.Future[None]) -> None:
         for _ in range(self.yields):
             await asyncio.sleep(0)

@@ -58,6 +58,11 @@ class RunConfig:
     concurrency: int = 64
     timeout_s: float = 120.0
     max_retries: int = 6
+    #: stop the run when the endpoint accepted no connection for this long, 0 = never
+    #: (evalpipe.backends.liveness); how requests are sent, not what they are answered: no identity
+    unreachable_after_s: float = 30.0
+    #: answer from a store whose answers another endpoint gave (evalpipe.endpoint_identity), deliberately
+    reuse_answers_from_other_endpoint: bool = False
     compat: str | None = None
     #: scoring settings (see evalpipe.metrics.options.MetricOptions)
     metric_options: dict[str, Any] = field(default_factory=dict)
@@ -182,6 +187,8 @@ def option_problems(config: RunConfig) -> list[str]:
         problems.append(f"--timeout must be a finite number of seconds > 0, got {config.timeout_s}")
     if config.max_retries < 0:
         problems.append(f"--max-retries must be >= 0, got {config.max_retries}")
+    if not finite(config.unreachable_after_s) or config.unreachable_after_s < 0:
+        problems.append(f"--unreachable-after must be a finite number of seconds >= 0, got {config.unreachable_after_s}")
     if config.shots is not None and config.shots < 0:
         problems.append(f"--shots must be >= 0, got {config.shots}")
     if config.shot_orders < 1:

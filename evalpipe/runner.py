@@ -789,6 +789,7 @@ async def fetch_answers(
     finally:
         for task in tasks:
             task.cancel()
+        writer.flush()  # a run stopped early (engine died, endpoint gone) keeps every answer that arrived
     return keep if keep is not None else {}
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from evalpipe.engines import llamacpp_install as li
-from evalpipe.engines.smoke import SmokeResult, ended, probe_command, run_probe
+from evalpipe.engines.smoke import SmokeResult, probe_command, run_probe
+from evalpipe.engines.watch import ended
 
 REPO = Path(__file__).resolve().parents[1]
 STANDIN = REPO / "tests" / "support" / "standin_llama_cpp"

@@ -24,17 +24,21 @@ def make_backend(config: RunConfig) -> Backend:
         return VLLMBackend(VLLMConfig(model=config.model, max_model_len=config.context_length,
                                       seed=config.seed or 0,
                                       extra=inprocess_kwargs(config.engine_options.get("extra") or {}), **named))
+    from evalpipe.backends.liveness import Liveness
     from evalpipe.backends.openai_compat import OpenAICompatBackend, OpenAICompatConfig
 
     if not config.base_url:
         raise BackendError("no endpoint: pass --base-url URL (or set EVALPIPE_BASE_URL), e.g. "
                        "--base-url http://127.0.0.1:8000/v1 for a local vLLM server, or --engine llamacpp")
     urls = [config.base_url, *config.replicas]
+    # one watch over every replica: the run stops only when none of them accepts a connection
+    liveness = Liveness(config.unreachable_after_s)
     backends = [
         OpenAICompatBackend(OpenAICompatConfig(
             base_url=url, model=config.model, api_key_env=config.api_key_env,
             concurrency=config.concurrency, timeout_s=config.timeout_s, max_retries=config.max_retries,
-        ))
+            unreachable_after_s=config.unreachable_after_s,
+        ), liveness)
         for url in urls
     ]
     if len(backends) == 1:

@@ -58,6 +58,7 @@ import aiohttp
 from evalpipe.backends.base import BackendError, Credentials
 from evalpipe.backends.client import EndpointClient, decode_json, one_line
 from evalpipe.backends.limiter import AIMDLimiter
+from evalpipe.backends.liveness import AFTER_S, EndpointGone, Liveness
 from evalpipe.backends.retry import GaveUp, RequestFailed, RetryPolicy, call_with_retries, parse_retry_after
 from evalpipe.endpoints import redact_url
 from evalpipe.records import Completion, GenerationParams, Message, Prompt, Usage, chat_payload
@@ -100,6 +101,9 @@ class OpenAICompatConfig:
     connect_timeout_s: float = 10.0
     preflight_timeout_s: float = 5.0
     rate_limit_window_s: float = 1.0
+    #: stop the run when nothing but failed connections came for this long (0 = never;
+    #: :mod:`evalpipe.backends.liveness`)
+    unreachable_after_s: float = AFTER_S
 
     def __post_init__(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
@@ -113,7 +117,8 @@ class OpenAICompatConfig:
         for name in ("timeout_s", "connect_timeout_s", "preflight_timeout_s"):
             if getattr(self, name) <= 0:
                 raise BackendError(f"{name} must be positive (got {getattr(self, name)})")
-        for name in ("backoff_base_s", "backoff_max_s", "retry_after_max_s", "rate_limit_window_s"):
+        for name in ("backoff_base_s", "backoff_max_s", "retry_after_max_s", "rate_limit_window_s",
+                     "unreachable_after_s"):
             if getattr(self, name) < 0:
                 raise BackendError(f"{name} must not be negative (got {getattr(self, name)})")
 
@@ -147,8 +152,10 @@ class OpenAICompatBackend:
     ``top_p``, ``seed``, ``stop`` only when set.
     """
 
-    def __init__(self, config: OpenAICompatConfig) -> None:
+    def __init__(self, config: OpenAICompatConfig, liveness: Liveness | None = None) -> None:
         self.config = config
+        #: whether the endpoint still answers; replicas of one model share one (see its module)
+        self.liveness = liveness if liveness is not None else Liveness(config.unreachable_after_s)
         self.model = config.model
         #: the URL as shown in messages, logs, config.json and samples: without user-info or query
         self.shown_url = redact_url(config.base_url.rstrip("/"))
@@ -205,6 +212,8 @@ class OpenAICompatBackend:
             (text, finish_reason, usage), attempts = await call_with_retries(self._retrying, attempt)
         except GaveUp as gave_up:
             return self._failed(gave_up.failure.reason, gave_up.failure.detail, gave_up.attempts, started, endpoint)
+        except EndpointGone:  # the one failure that stops the run: the endpoint has gone
+            raise
         except Exception as err:  # a bug or a library surprise: one sample fails, the run goes on
             log.warning("unexpected %s from %s", type(err).__name__, self.shown_url)
             return self._failed(f"unexpected {type(err).__name__}", str(err), 1, started, endpoint)
@@ -348,6 +357,8 @@ class OpenAICompatBackend:
         except GaveUp as gave_up:
             return self._failed(gave_up.failure.reason, gave_up.failure.detail, gave_up.attempts, started,
                                 "completions")
+        except EndpointGone:
+            raise
         except Exception as err:  # a bug or a library surprise: one sample fails, the run goes on
             log.warning("unexpected %s from %s", type(err).__name__, self.shown_url)
             return self._failed(f"unexpected {type(err).__name__}", str(err), 1, started, "completions")
@@ -360,11 +371,16 @@ class OpenAICompatBackend:
     async def _send(self, url: str, payload: bytes, *, generation: bool = True) -> Any:
         """POST under a limiter slot; feed the limiter and (for generation requests) the counters;
         the decoded JSON reply."""
+        self.liveness.check()
         async with self._limiter:
             self._counts.requests_sent += generation
             try:
                 raw = await self._client.fetch("POST", url, payload)
             except RequestFailed as failure:
+                if failure.reason == "connection error" and failure.status is None:
+                    self.liveness.refused(self.shown_url, failure.detail)  # raises EndpointGone when gone
+                else:
+                    self.liveness.alive()  # an HTTP reply or a timeout: the server is there
                 if failure.status == 429 and self._limiter.on_overload():
                     log.info("HTTP 429 from %s: concurrency limit lowered to %d", self.shown_url, self._limiter.limit)
                 if generation:
@@ -372,6 +388,7 @@ class OpenAICompatBackend:
                     self._counts.rate_limited += failure.status == 429
                 raise
         self._limiter.on_success()
+        self.liveness.answered()
         # Refill the slot before using the answer: the release above woke a request waiting for
         # this slot, and it runs in the event loop's next pass. Yielding twice puts this answer's
         # processing (decoding, the caller's storing and scoring) behind *every* request woken by

@@ -9,6 +9,10 @@ prompts that arrive within a short window into a batch, sorts the batch so promp
 few-shot prefix are adjacent (prefix caching is on), runs it in a worker thread, and resolves each
 prompt's future. Answers therefore arrive — and are committed to the response store — one batch
 at a time; ``max_batch`` bounds how many answers a crash can cost.
+
+A batch that fails is recorded as failed requests, and the run goes on; an engine that died
+(vLLM's ``EngineDeadError``: its engine core process is gone) stops the run with the same one line
+and exit code as a dead engine server (:class:`~evalpipe.engines.watch.EngineDied`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalpipe.backends.base import BackendError
+from evalpipe.engines.watch import EngineDied, death_line
 from evalpipe.records import Completion, Message, Prompt, Usage, chat_payload
 
 
@@ -47,6 +52,13 @@ def _load_vllm() -> Any:
             "or start a server (`evalpipe serve --engine vllm`) and use --base-url"
         ) from exc
     return vllm
+
+
+def engine_dead(exc: BaseException) -> bool:
+    """Whether ``exc`` says the engine itself is dead (vLLM's ``EngineDeadError``, from
+    ``vllm.v1.engine.exceptions``; matched by name, so vLLM is not imported to ask), as opposed to
+    one batch failing."""
+    return any(cls.__name__ == "EngineDeadError" for cls in type(exc).__mro__)
 
 
 def _sort_key(prompt: Prompt) -> str:
@@ -81,6 +93,8 @@ class VLLMBackend:
         self._flusher: asyncio.Task[None] | None = None
         self._batches = 0
         self._requests = 0
+        #: set when the engine died (vLLM's EngineDeadError): every later request raises it
+        self._dead: EngineDied | None = None
 
     async def preflight(self) -> None:
         return None
@@ -108,7 +122,17 @@ class VLLMBackend:
         ids = encoded["input_ids"] if isinstance(encoded, Mapping) else encoded
         return len(ids)
 
+    def _die(self, exc: BaseException, batch: list[tuple[Prompt, asyncio.Future[Completion]]]) -> None:
+        """The engine is dead: this batch's requests and every queued one raise :class:`EngineDied`."""
+        self._dead = EngineDied(death_line("vLLM (in process)", type(exc).__name__, str(exc), "what it said"))
+        waiting, self._queue = [*batch, *self._queue], []
+        for _, future in waiting:
+            if not future.done():
+                future.set_exception(self._dead)
+
     async def complete(self, prompt: Prompt) -> Completion:
+        if self._dead is not None:
+            raise self._dead
         future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
         self._queue.append((prompt, future))
         if self._flusher is None or self._flusher.done():
@@ -135,7 +159,10 @@ class VLLMBackend:
             started = time.perf_counter()
             try:
                 outputs = await asyncio.to_thread(self._generate, [p for p, _ in group], is_chat)
-            except Exception as exc:  # the engine failed this batch: record, never crash the run
+            except Exception as exc:  # the engine failed this batch: record, never crash the run …
+                if engine_dead(exc):  # … unless the engine is dead: then every request fails, and the run stops
+                    self._die(exc, batch)
+                    return
                 for _, future in group:
                     if not future.done():
                         future.set_result(Completion(text=None, error=f"vLLM error: {type(exc).__name__}: {exc}"))

@@ -33,15 +33,19 @@ console = Console(width=None if sys.stdout.isatty() else 160, markup=False)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160, markup=False)
 
 EXIT_FAILED_REQUESTS = 3
+#: an engine evalpipe started died while in use (evalpipe.engines.watch); answers so far are stored
+EXIT_ENGINE_DIED = 4
+#: the endpoint stopped answering mid-run: only refused connections for a while (evalpipe.backends.liveness)
+EXIT_ENDPOINT_GONE = 5
 EXIT_INTERRUPTED = 130
 USER_ERRORS = (RunError, BackendError, DataError, TemplateError, FileNotFoundError, KeyError, ValueError,
                EngineUnavailable, ServerStartError, RunDirBusy, RunDirError, StoreError)
 
 
-def _fail(exc: BaseException) -> typer.Exit:
+def _fail(exc: BaseException, code: int = 1) -> typer.Exit:
     message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
     err.print(Text("error: ", style="bold red") + Text(message), highlight=False, soft_wrap=True)
-    return typer.Exit(1)
+    return typer.Exit(code)
 
 
 # engine options shared by `run` and `serve`

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -11,12 +12,13 @@ import typer
 from evalpipe.config import RunConfig
 from evalpipe.engines.launch import VLLM_NAMED, engine_options, server_spec
 from evalpipe.engines.server import ManagedServer
+from evalpipe.engines.watch import POLL_S, EngineDied
 from evalpipe.results import DEFAULT_ROOT
 from evalpipe.outcome import RunError
 from evalpipe.tasks.registry import resolve
 
 from evalpipe.cli.evaluate import execute_run
-from evalpipe.cli.common import DtypeOption, EngineArgOption, GpuMemoryOption, LLAMACPP_CONCURRENCY, RevisionOption, StartupTimeoutOption, TensorParallelOption, USER_ERRORS, _fail, app, console, err
+from evalpipe.cli.common import DtypeOption, EXIT_ENGINE_DIED, EngineArgOption, GpuMemoryOption, LLAMACPP_CONCURRENCY, RevisionOption, StartupTimeoutOption, TensorParallelOption, USER_ERRORS, _fail, app, console, err
 
 
 @app.command()
@@ -45,14 +47,18 @@ def serve(
         raise typer.BadParameter(str(exc), param_hint="--engine") from None
     try:
         spec = server_spec(engine, model, context_length, options, port=port)
-        with ManagedServer(spec, startup_timeout_s=startup_timeout, log=lambda line: err.print(line, highlight=False, markup=False)):
+        with ManagedServer(spec, startup_timeout_s=startup_timeout, log=lambda line: err.print(line, highlight=False, markup=False)) as server:
             console.print(f"{spec.name} serves {spec.model!r} at {spec.base_url}  (Ctrl-C stops it)\n"
                           f"  ./run.sh run --task TASK --base-url {spec.base_url} --model {spec.model}   (tasks: ./run.sh tasks)",
                           highlight=False)
-            while True:
-                time.sleep(3600)
+            sys.stdout.flush()  # the command to use, at once even through a pipe
+            while (death := server.died()) is None:  # watched: a server that dies ends `serve` with its line
+                time.sleep(POLL_S)
+            raise death
     except KeyboardInterrupt:
         err.print("stopped")
+    except EngineDied as exc:
+        raise _fail(exc, EXIT_ENGINE_DIED)
     except USER_ERRORS as exc:
         raise _fail(exc)
 

@@ -16,6 +16,8 @@ from evalpipe.config import RunConfig, local_model_fingerprint
 from evalpipe.data.errors import DataError
 from evalpipe.engines.launch import ENGINES, VLLM_NAMED, engine_options, server_spec
 from evalpipe.engines.server import ManagedServer
+from evalpipe.engines.watch import EngineDied, run_watched
+from evalpipe.backends.liveness import EndpointGone
 from evalpipe.results import DEFAULT_ROOT, RunDir, RunDirError, os_problem
 from evalpipe.rescoring import rescore
 from evalpipe.outcome import RunOutcome
@@ -24,7 +26,7 @@ from evalpipe.tasks.registry import resolve
 from evalpipe.robustness import plain_metrics
 from evalpipe.terminal import metrics_table, robustness_table, summary_lines
 
-from evalpipe.cli.common import DEFAULT_CONCURRENCY, DtypeOption, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, EngineArgOption, GpuMemoryOption, INPROCESS_CONCURRENCY, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, LLAMACPP_CONCURRENCY, RevisionOption, StartupTimeoutOption, TaskFileOption, TasksDirOption, TensorParallelOption, USER_ERRORS, _fail, _user_tasks, app, console, err
+from evalpipe.cli.common import DEFAULT_CONCURRENCY, DtypeOption, EXIT_ENDPOINT_GONE, EXIT_ENGINE_DIED, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, EngineArgOption, GpuMemoryOption, INPROCESS_CONCURRENCY, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, LLAMACPP_CONCURRENCY, RevisionOption, StartupTimeoutOption, TaskFileOption, TasksDirOption, TensorParallelOption, USER_ERRORS, _fail, _user_tasks, app, console, err
 
 
 def _parse_data(pairs: list[str]) -> dict[str, str]:
@@ -129,6 +131,8 @@ def run(
     concurrency: Annotated[Optional[int], typer.Option(help="Requests in flight at most (default 64; with --engine vllm-inprocess 256, so a batch holds up to 512 prompts; with --engine llamacpp 2).")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per request attempt.")] = 120.0,
     max_retries: Annotated[int, typer.Option(help="Retries per request for retryable failures.")] = 6,
+    unreachable_after: Annotated[float, typer.Option(help="Stop the run when the endpoint accepted no connection for this many seconds (only refused connections, nothing answered; 0 = never). Answers so far stay stored.")] = 30.0,
+    reuse_answers_from_other_endpoint: Annotated[bool, typer.Option(help="Reuse answers this run directory holds from another endpoint (other URL, or another model behind the same name); recorded in config.json. Without it such a run stops and says so.")] = False,
     compat: Annotated[Optional[str], typer.Option(help="Score like a reference implementation, e.g. evalscope.")] = None,
     rouge_stemmer: Annotated[bool, typer.Option(help="ROUGE with Porter stemming.")] = False,
     bertscore_model: Annotated[Optional[str], typer.Option(help="BERTScore encoder (local path or hub name).")] = None,
@@ -207,7 +211,9 @@ def run(
             split=split, limit=limit, ids=tuple(i.strip() for i in ids.split(",") if i.strip()) if ids else None,
             data=_parse_data(data), data_dir=str(Path(data_dir).resolve()) if data_dir else None,
             context_length=context_length, concurrency=concurrency, timeout_s=timeout,
-            max_retries=max_retries, compat=compat, allow_external_endpoint=allow_external_endpoint,
+            max_retries=max_retries, unreachable_after_s=unreachable_after,
+            reuse_answers_from_other_endpoint=reuse_answers_from_other_endpoint,
+            compat=compat, allow_external_endpoint=allow_external_endpoint,
             run_name=run_name,
             metric_options=_metric_options(rouge_stemmer, bertscore_model, bertscore_layers, bertscore_idf,
                                            bertscore_baseline, umls_extractor),
@@ -292,11 +298,17 @@ def execute_run(config: RunConfig, results_dir: Path, startup_timeout: float = 6
             started = time.monotonic()
             server.start()
             err.print(f"{spec.name} server ready in {time.monotonic() - started:.1f}s", highlight=False)
-        outcome = asyncio.run(execute(config, make_backend, results_dir, make_progress(err), announce))
+        # watched: the run stops within a second if the engine evalpipe started dies under it
+        outcome = asyncio.run(run_watched(execute(config, make_backend, results_dir, make_progress(err), announce),
+                                          [server] if server is not None else []))
     except KeyboardInterrupt:
         err.print("interrupted: every answer received so far is saved; "
                   "run the same command again to resume", style="yellow")
         return EXIT_INTERRUPTED, None
+    except EngineDied as exc:
+        raise _fail(exc, EXIT_ENGINE_DIED)
+    except EndpointGone as exc:
+        raise _fail(exc, EXIT_ENDPOINT_GONE)
     except USER_ERRORS as exc:
         raise _fail(exc)
     except OSError as exc:  # writing results: no permission, disk full … (network errors are the backend's)

@@ -9,10 +9,12 @@ from typing import Annotated, Any
 import typer
 
 from evalpipe.engines.launch import server_spec
+from evalpipe.backends.liveness import EndpointGone
 from evalpipe.engines.server import ManagedServer
+from evalpipe.engines.watch import EngineDied, run_watched
 from evalpipe.terminal import metrics_table
 
-from evalpipe.cli.common import EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, StartupTimeoutOption, USER_ERRORS, _fail, app, console, err
+from evalpipe.cli.common import EXIT_ENDPOINT_GONE, EXIT_ENGINE_DIED, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, StartupTimeoutOption, USER_ERRORS, _fail, app, console, err
 
 
 def judge_plan(judges: list[str], engine: str | None, api_key_env: str, rubrics: list[str],
@@ -60,12 +62,17 @@ def judge_run(run_path: Path, panel: list[Any], engine: str | None, options: Any
             spec = server_spec(engine, None, None, {})
             server = ManagedServer(spec, startup_timeout_s=startup_timeout)
             panel = [*panel, Judge(model=spec.model, url=spec.base_url, engine=engine)]
-        outcome = asyncio.run(execute_judging(run_path, panel, options, backend_factory=backends,
-                                              progress=make_progress(err)))
+        # watched: the judge engine, once started, stops the judging within a second if it dies
+        outcome = asyncio.run(run_watched(execute_judging(run_path, panel, options, backend_factory=backends,
+                                                          progress=make_progress(err)), started))
     except KeyboardInterrupt:
         err.print("interrupted: every judgement received so far is saved; run the same command again to resume",
                   style="yellow")
         return EXIT_INTERRUPTED
+    except EngineDied as exc:
+        raise _fail(exc, EXIT_ENGINE_DIED)
+    except EndpointGone as exc:
+        raise _fail(exc, EXIT_ENDPOINT_GONE)
     except USER_ERRORS as exc:
         raise _fail(exc)
     finally:

@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
+from evalpipe.engines.watch import EngineDied, death_of, ended
+
 
 class ServerStartError(RuntimeError):
     """The server exited or did not become healthy in time; the message holds its last log lines."""
@@ -65,6 +67,8 @@ class ManagedServer:
         self._tail: collections.deque[str] = collections.deque(maxlen=tail_lines)
         self._process: subprocess.Popen[str] | None = None
         self._reader: threading.Thread | None = None
+        #: set once evalpipe itself stops the server: its exit is then no death
+        self._stopping = False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -112,8 +116,10 @@ class ManagedServer:
             return
         if outcome == "exited":
             time.sleep(0.2)  # let the reader collect the last lines
+            code = self._process.poll() or 0
+            how = f"with code {code}" if code >= 0 else f"({ended(code)})"
             raise ServerStartError(
-                f"{self.spec.name} server exited with code {self._process.poll()} before becoming healthy; "
+                f"{self.spec.name} server exited {how} before becoming healthy; "
                 f"last log lines:\n{self.last_lines()}"
             )
         self.stop()
@@ -145,7 +151,21 @@ class ManagedServer:
         finally:
             await client.aclose()
 
+    def died(self) -> EngineDied | None:
+        """The one-line :class:`~evalpipe.engines.watch.EngineDied` of a server that ended by
+        itself after it was started (None while it runs, or once evalpipe stops it)."""
+        process = self._process
+        if process is None or self._stopping:
+            return None
+        code = process.poll()
+        if code is None:
+            return None
+        if self._reader is not None:
+            self._reader.join(timeout=1.0)  # its last lines, as far as they came
+        return death_of(code, self.spec.name, self.last_lines())
+
     def stop(self, grace_s: float = 10.0) -> None:
+        self._stopping = True
         process = self._process
         if process is None or process.poll() is not None:
             return

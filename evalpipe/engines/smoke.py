@@ -13,12 +13,13 @@ timeout, and the child's last output lines).
 from __future__ import annotations
 
 import argparse
-import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from evalpipe.engines.watch import ended
 
 #: the child's program: load the model, complete one token, print what came back
 PROBE = """
@@ -43,16 +44,6 @@ class SmokeResult:
     def line(self) -> str:
         tail = " | ".join(line for line in self.output.strip().splitlines()[-_TAIL_LINES:] if line.strip())
         return f"llama.cpp smoke test: {self.how}" + (f" (last output: {tail})" if tail and not self.ok else "")
-
-
-def ended(returncode: int) -> str:
-    """An exit status in words: ``killed by SIGSEGV`` for a signal, else ``exit code N``."""
-    if returncode < 0:
-        try:
-            return f"killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"killed by signal {-returncode}"
-    return f"exit code {returncode}"
 
 
 def run_probe(command: Sequence[str], timeout_s: float = DEFAULT_TIMEOUT_S,

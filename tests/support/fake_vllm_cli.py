@@ -6,7 +6,10 @@ with argparse's exit code 2, as the real command would. It then serves the fake 
 vLLM's extra routes (``/health``, ``/tokenize``, ``max_model_len`` in ``/v1/models``).
 
 Environment: ``FAKE_VLLM_ANSWER`` — the answer to every generation request (default: echo);
-``FAKE_VLLM_ARGV`` — a file the command line is written to, for tests to inspect.
+``FAKE_VLLM_ARGV`` — a file the command line is written to, for tests to inspect;
+``FAKE_VLLM_DIE_AFTER`` — answer that many generation requests, then log an error line and kill
+the server with SIGSEGV on the next one (an engine crashing mid-run, as llama.cpp did on an AVX-512
+VM).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -42,6 +46,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _dying(responder, answers: int):
+    """``responder`` for ``answers`` requests; then the process dies with SIGSEGV."""
+    count = 0
+
+    def answer(body):
+        nonlocal count
+        count += 1
+        if count > answers:
+            print("ERROR: EngineCore: segmentation fault in the CPU kernel", flush=True)
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return responder(body)
+
+    return answer
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if os.environ.get("FAKE_VLLM_ARGV"):
@@ -49,9 +68,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             json.dump(argv, handle)
     args = _parser().parse_args(argv)
     answer = os.environ.get("FAKE_VLLM_ANSWER")
+    responder = (lambda body: answer) if answer is not None else echo_responder
+    if os.environ.get("FAKE_VLLM_DIE_AFTER"):
+        responder = _dying(responder, int(os.environ["FAKE_VLLM_DIE_AFTER"]))
     server = FakeOpenAIServer(
         models=tuple(args.served_model_name or [args.model_tag]),
-        responder=(lambda body: answer) if answer is not None else echo_responder,
+        responder=responder,
         port=args.port,
         max_model_len=args.max_model_len or 4096,
         tokenize=True,

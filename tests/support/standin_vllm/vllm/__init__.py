@@ -19,6 +19,14 @@ __version__ = "0.0-standin"
 ENGINE_ARGS = {"max_model_len", "enable_prefix_caching", "max_num_seqs", "enforce_eager"}
 
 
+class EngineDeadError(Exception):
+    """What vLLM raises from ``LLM.generate``/``LLM.chat`` once its engine core process is gone
+    (the real one: ``vllm.v1.engine.exceptions.EngineDeadError``, same name, same message)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__("EngineCore encountered an issue. See stack trace (above) for the root cause.", *args)
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     max_tokens: int | None = 16
