@@ -111,6 +111,11 @@ CREATE TABLE IF NOT EXISTS texts (
     key TEXT PRIMARY KEY,
     text TEXT NOT NULL
 );
+-- facts about the store as a whole, one JSON value each (key "endpoints": evalpipe.endpoint_identity)
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 """
 
 
@@ -462,6 +467,15 @@ class ResponseStore:
 
     def __len__(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    def read_meta(self, key: str) -> Any:
+        """The JSON value stored under ``key`` in table ``meta`` (None when there is none)."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def write_meta(self, key: str, value: Any) -> None:
+        """Store ``value`` (JSON) under ``key``, committed at once."""
+        self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, json.dumps(value)))
 
     def close(self) -> None:
         self._db.close()

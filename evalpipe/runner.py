@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from evalpipe import __version__
-from evalpipe.backends.base import Backend
+from evalpipe import endpoint_identity
+from evalpipe.backends.base import Backend, BackendError
 from evalpipe.backends.factory import OnceFactory
 from evalpipe.budget import (
     EstimateCounter,
@@ -682,7 +683,7 @@ def _task_records(prepared: Sequence[PreparedTask], config: RunConfig) -> dict[s
 
 def write_config(run: RunDir, config: RunConfig, prepared: Sequence[PreparedTask],
                  backends: Sequence[Backend] = (), skipped: Mapping[str, str] | None = None,
-                 budget: Any = None) -> None:
+                 budget: Any = None, endpoints: Sequence[Mapping[str, Any]] | None = None) -> None:
     previous = run.read_config() if run.exists() else {}
     ran = replace(
         config,
@@ -703,6 +704,8 @@ def write_config(run: RunDir, config: RunConfig, prepared: Sequence[PreparedTask
                         previous.get("backend")),
         "rankers": [dict(b.describe()) for b in backends if isinstance(b, RankingBackend)] or previous.get("rankers"),
         "allow_external_endpoint": config.allow_external_endpoint,
+        # what gave the stored answers, as the store records it (evalpipe.endpoint_identity)
+        "endpoints": list(endpoints) if endpoints else previous.get("endpoints"),
         # the judges and rubrics of `evalpipe judge` (written by evalpipe.judging), kept across re-runs
         **({"judging": previous["judging"]} if previous.get("judging") else {}),
         "created": previous.get("created", time.strftime("%Y-%m-%dT%H:%M:%S%z")),
@@ -887,6 +890,10 @@ async def _execute_locked(
     notes: list[str] = list(prepare_notes)
     heap = contextlib.ExitStack()
     try:
+        # who answers: the store's answers must be this endpoint's (evalpipe.endpoint_identity)
+        identity = endpoint_identity.identity_of(config)
+        if identity is not None:
+            endpoint_identity.check(store, identity, config.reuse_answers_from_other_endpoint, notes)
         # the prepared tasks live until the end: out of the garbage collector's sight (evalpipe.heap)
         settle = heap.enter_context(frozen_heap())
         for p in prepared:
@@ -907,10 +914,13 @@ async def _execute_locked(
             backend = _answerer_backend(config, queue, store, backend_factory, embedder_factory)
             backends.append((backend, queue))
             await backend.preflight()
+            if identity is not None and not queue.prepared[0].pool:  # the generating model's server
+                identity = await _identified(backend, identity, store, config, notes)
             if any(p.size and p.prompt(0).choices is not None and store.unanswered(p.plan_name)
                    for p in queue.prepared):
                 await check_choice_scoring(backend)
-        write_config(run, config, prepared, [b for b, _ in backends], skipped, budget_info.get("budget"))
+        write_config(run, config, prepared, [b for b, _ in backends], skipped, budget_info.get("budget"),
+                     endpoints=[i.to_json() for i in endpoint_identity.read(store)])
         fetch_s = 0.0
         stats: dict[str, Any] = {}
         failures: dict[str, Completion] = {}
@@ -932,6 +942,9 @@ async def _execute_locked(
                         stats.setdefault("ranking", {}).update(backend.stats())
                     else:
                         stats.update(backend.stats())
+                        if identity is not None:
+                            endpoint_identity.add_fingerprints(store, identity,
+                                                               endpoint_identity.fingerprints_in(stats), notes)
             finally:
                 progress.close()
             fetch_s = time.monotonic() - fetch_started
@@ -956,6 +969,21 @@ async def _execute_locked(
         for backend, _ in backends:
             await backend.aclose()
         store.close()
+
+
+async def _identified(backend: Backend, identity: endpoint_identity.EndpointIdentity, store: ResponseStore,
+                      config: RunConfig, notes: list[str]) -> endpoint_identity.EndpointIdentity:
+    """``identity`` with the server's ``/v1/models`` entry for the model, checked against the store's
+    (the URL alone was checked before the plan was written)."""
+    try:
+        entry = endpoint_identity.entry_of(await backend.models(), config.model)
+    except (AttributeError, BackendError):  # a backend that lists no models: the URL is the identity
+        return identity
+    if entry is None:
+        return identity
+    identity = replace(identity, entry=entry)
+    endpoint_identity.check(store, identity, config.reuse_answers_from_other_endpoint, notes)
+    return identity
 
 
 async def check_choice_scoring(backend: Backend) -> None:

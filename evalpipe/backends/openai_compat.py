@@ -170,6 +170,8 @@ class OpenAICompatBackend:
         self._probe_timeout = aiohttp.ClientTimeout(total=per_try)
         self._counts = _Counters()
         self._errors: Counter[str] = Counter()
+        #: ``system_fingerprint`` of the answers, where the server sends one
+        self._fingerprints: Counter[str] = Counter()
         self._paths = {"chat": self._client.url("/chat/completions"), "completions": self._client.url("/completions")}
         #: the endpoint URLs as shown in samples: without user-info or query
         self._urls = {name: redact_url(url).removesuffix(" (credentials removed)") for name, url in self._paths.items()}
@@ -202,6 +204,9 @@ class OpenAICompatBackend:
 
         async def attempt() -> tuple[str, str | None, Usage]:
             data = await self._send(url, payload)
+            fingerprint = data.get("system_fingerprint") if isinstance(data, dict) else None
+            if isinstance(fingerprint, str) and fingerprint:  # what served it (evalpipe.endpoint_identity)
+                self._fingerprints[fingerprint] += 1
             try:
                 return _answer(data, chat=chat)
             except RequestFailed as failure:
@@ -303,6 +308,8 @@ class OpenAICompatBackend:
         """Counters for the run summary; ``errors`` counts failed *attempts* by reason."""
         counts = asdict(self._counts)
         counts["errors"] = dict(self._errors)
+        if self._fingerprints:
+            counts["system_fingerprints"] = dict(self._fingerprints)
         counts["concurrency_max"] = self.config.concurrency
         counts["concurrency_limit"] = self._limiter.limit
         counts["concurrency_limit_min"] = self._limiter.min_reached
