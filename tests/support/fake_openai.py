@@ -359,6 +359,8 @@ class FakeOpenAIServer:
     ``api_key``: when set, ``/v1/*`` requires ``Authorization: Bearer <api_key>`` (401 otherwise).
     ``record``: keep every generation request (:attr:`requests`); benches turn it off.
     ``max_model_len``: reported per model by ``GET /v1/models``, as vLLM does.
+    ``model_root``: the ``root`` of each ``/v1/models`` entry (vLLM: the checkpoint's path; with it,
+    ``created`` is the time of the call, as vLLM sends it). ``system_fingerprint``: in every completion.
     ``tokenize``: answer a tokenizer endpoint (see :func:`fake_token_count`): ``True`` or
     ``"vllm"`` for vLLM's ``POST /tokenize`` (with ``chat_template=False`` a chat-form request is
     refused, 400, as for a model without a template), ``"llamacpp"`` for llama.cpp's
@@ -384,6 +386,8 @@ class FakeOpenAIServer:
         tokenize: bool | str = False,
         chat_template: bool = True,
         logprobs: bool = True,
+        model_root: str | None = None,
+        system_fingerprint: str | None = None,
     ) -> None:
         if tokenize not in (False, True, "vllm", "llamacpp"):
             raise ValueError(f"tokenize must be False, True, 'vllm' or 'llamacpp' (got {tokenize!r})")
@@ -392,6 +396,10 @@ class FakeOpenAIServer:
         self.tokenize: str | None = "vllm" if tokenize is True else (tokenize or None)
         self.chat_template = chat_template
         self.logprobs = logprobs
+        #: ``root`` of every ``/v1/models`` entry (vLLM lists the checkpoint's path there)
+        self.model_root = model_root
+        #: sent with every completion, as OpenAI does (None: none, as vLLM and llama.cpp)
+        self.system_fingerprint = system_fingerprint
         self.responder: Responder = responder or echo_responder
         self.latency = latency
         self.record = record
@@ -648,6 +656,8 @@ class FakeOpenAIServer:
         data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake-openai"} for m in self.models]
         if self.max_model_len is not None:
             data = [{**entry, "max_model_len": self.max_model_len} for entry in data]
+        if self.model_root is not None:
+            data = [{**entry, "root": self.model_root, "created": int(time.time())} for entry in data]
         return _json_response(200, {"object": "list", "data": data})
 
     async def _tokenize(self, request: web.Request) -> web.Response:
@@ -805,6 +815,7 @@ class FakeOpenAIServer:
         return {
             **head,
             "created": int(time.time()),
+            **({"system_fingerprint": self.system_fingerprint} if self.system_fingerprint else {}),
             "model": body["model"],
             "choices": [choice],
             "usage": {
