@@ -160,7 +160,7 @@ def check(store: Any, current: EndpointIdentity, reuse: bool, notes: list[str]) 
         raise OtherEndpoint(
             f"this run directory's {answers} stored answers came from {before.label()}; this run asks "
             f"{current.label()}, another endpoint whose answers may differ. Give the run a directory of its "
-            "own (--run-name NAME), or reuse the stored answers deliberately with "
+            "own (--run-name NAME or --results-dir DIR), or reuse the stored answers deliberately with "
             "--reuse-answers-from-other-endpoint (recorded in config.json)")
     if answers and recorded:
         notes.append(f"{answers} stored answers from {recorded[-1].label()} were reused for "

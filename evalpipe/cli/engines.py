@@ -81,6 +81,7 @@ def demo(
     base_url: Annotated[Optional[str], typer.Option(envvar="EVALPIPE_BASE_URL", help="Evaluate this OpenAI-compatible endpoint instead of the embedded engine.")] = None,
     results_dir: Annotated[Path, typer.Option(help="Where run directories go.")] = DEFAULT_ROOT,
     report: Annotated[bool, typer.Option(help="Write the run's report (report.html with the sample browser) when it is done.")] = True,
+    reuse_answers_from_other_endpoint: Annotated[bool, typer.Option(help="Reuse answers the run directory holds from another endpoint (recorded in config.json).")] = False,
 ) -> None:
     """The main job of ./run.sh: the demo suite, then its report.
 
@@ -98,7 +99,8 @@ def demo(
             raise typer.BadParameter("EVALPIPE_MODEL (or --model) must name the model at EVALPIPE_BASE_URL")
         err.print(f"demo: evaluating {model} at {base_url} on {names}, {limit} samples each", highlight=False)
         config = RunConfig(tasks=tuple(s.name for s in specs), suites=("demo",), model=model,
-                           base_url=base_url, limit=limit, generation=caps)
+                           base_url=base_url, limit=limit, generation=caps,
+                           reuse_answers_from_other_endpoint=reuse_answers_from_other_endpoint)
     else:
         from evalpipe.engines.llamacpp import llamacpp_available
 

