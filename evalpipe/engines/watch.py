@@ -102,7 +102,7 @@ async def run_watched(work: Awaitable[T], engines: Sequence[Watched], poll_s: fl
         if not task.cancelled() and task.exception() is not None:
             # the run failed: because its engine died (connections refused first)? Then say that
             death = _any_death(engines)
-            if death is None:
+            if death is None and engines:  # its exit status may trail the refused connections a little
                 await asyncio.sleep(poll_s)
                 death = _any_death(engines)
             if death is not None:
