@@ -167,7 +167,7 @@ def test_a_run_whose_every_request_failed_shows_no_number_as_a_measurement(tmp_p
     report = _evalpipe("report", str(run_dir), "--out", str(tmp_path / "report"), "--resamples", "50")
     assert report.returncode == 0, report.stderr
     html = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
-    summary_text = html[html.index('id="summary"'):][:3000]
+    summary_text = html[html.index('id="section-summary"'):][:3000]
     assert "Coverage below 100 %" in summary_text and "no answered samples" in summary_text
     assert "not computed" in html and "No metrics plot for ncbi_disease" in html
     assert 'id="plot-metrics-ncbi_disease"' not in html
