@@ -105,13 +105,16 @@ class Leaderboard:
 
     def to_frame(self) -> pd.DataFrame:
         """Wide: one row per model; ``source`` = ``run`` (a report may add published reference rows
-        with another source); ``group:metric``, ``…:ci_low``, ``…:ci_high`` per column."""
+        with another source); ``group:metric``, ``…:ci_low``, ``…:ci_high`` per column (a coverage
+        column has its value only)."""
         records = []
         for row, run in zip(self.rows, self.runs):
             record: dict[str, object] = {"model": row, "run": run, "source": "run"}
             for column in self.columns:
                 e = self.entry(row, column)
                 record[column.key] = e.value
+                if column.kind == "coverage":  # a share fixed by the run: no interval columns
+                    continue
                 record[f"{column.key}:ci_low"] = e.low
                 record[f"{column.key}:ci_high"] = e.high
             records.append(record)
