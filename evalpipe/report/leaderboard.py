@@ -288,11 +288,11 @@ def build_leaderboard(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str
                 interval = run_boots.get(column.group)
                 ci = interval.intervals.get(column.metric) if interval else None
                 why = (ci.reason if ci is not None else "no bootstrap for this task") or ""
-                not_computed = run.task_summary(column.group).not_computed.get(column.metric)
                 if value is not None:
                     entries[(run.label, column.key)] = Entry(value, ci.low if ci else None, ci.high if ci else None,
                                                              reason=why)
                 elif column.metric in run.metrics.get(column.group, {}):  # null: not computed
+                    not_computed = run.task_summary(column.group).not_computed.get(column.metric)
                     entries[(run.label, column.key)] = Entry(None, text="not computed", reason=not_computed or why)
                 else:
                     entries[(run.label, column.key)] = Entry(None)
