@@ -3,13 +3,18 @@
 Shared by a run (fresh and stored answers) and by re-scoring (stored answers only), so both give
 the same numbers from the same answers.
 
-Besides the task's own metrics, every task gets three the runner defines the same way for all:
+**Which samples count** (:mod:`evalpipe.coverage`): the scorer sees the *answered* samples only —
+a sample whose request failed for good, or was never sent, is left out of every metric, corpus
+metrics included; an unparseable answer counts (as the scoring's failed prediction). With no
+answered sample, every metric of the scorer is None (not computed, with the reason in
+``summary.not_computed``).
 
-* ``n`` — evaluated samples (no interval: it is fixed by the run, not estimated);
-* ``errors`` — samples without an answer (request failed for good, or never sent), summed over
-  samples (per-sample part ``run.error``);
+Besides the task's own metrics, every task gets five the runner defines the same way for all:
+
+* ``n`` — evaluated samples; ``errors`` — samples without an answer; ``answered`` = n − errors;
+  ``coverage`` = answered / n (all four fixed by the run, so without an interval);
 * ``parse_failure_rate`` — answered samples whose answer could not be parsed, over answered
-  samples (``Σ run.parse_failed / Σ run.answered``; 0 when nothing was answered).
+  samples (``Σ run.parse_failed / Σ run.answered``; None when nothing was answered).
 
 Each sample record carries ``parts``: the additive statistics the task's declared aggregations
 sum (:mod:`evalpipe.metrics.aggregation`), so intervals and comparisons need only the run directory.
