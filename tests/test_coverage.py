@@ -160,6 +160,14 @@ def test_a_run_whose_every_request_failed_shows_no_number_as_a_measurement(tmp_p
     assert "ncbi_disease: no metric computed — no answered samples: 6 of 6 requests failed" in printed
     assert "0.0000" not in printed.split("coverage")[0].split("metric")[-1]  # no F1 / accuracy printed as 0
 
+    # as an older evalpipe wrote it: no coverage in summary.json nor metrics.json
+    summary_file = json.loads((run_dir / "summary.json").read_text())
+    del summary_file["tasks"]["ncbi_disease"]["coverage"]
+    (run_dir / "summary.json").write_text(json.dumps(summary_file))
+    old = {k: v for k, v in metrics.items() if k not in ("answered", "coverage")}
+    (run_dir / "metrics.json").write_text(json.dumps({"ncbi_disease": old}))
+    shown = _evalpipe("show", str(run_dir))
+    assert "ncbi_disease: no metric computed — no answered samples: 6 of 6 requests failed" in shown.stdout + shown.stderr
     rescored = _evalpipe("score", str(run_dir))
     assert rescored.returncode == 0, rescored.stderr
     assert json.loads((run_dir / "metrics.json").read_text())["ncbi_disease"] == metrics
