@@ -40,16 +40,17 @@ class RunOutcome:
     notes: list[str] = field(default_factory=list)
 
     @property
-    def metrics(self) -> dict[str, dict[str, float]]:
+    def metrics(self) -> dict[str, dict[str, float | None]]:
         return {**{t.name: t.metrics for t in self.tasks}, **self.aggregates}
 
     def add_aggregates(self, suite_names: Sequence[str], subset: bool = False) -> None:
         """Suite aggregates over the tasks scored; say so when they cannot be compared to a paper.
 
         An aggregate over a subset (``--limit``/``--ids``) or over tasks with failed requests is
-        still computed — it is what was measured — but flagged in ``incomplete``.
+        still computed — it is what was measured — but flagged in ``incomplete``. A metric not
+        computed (None: no answered sample) is absent to the aggregate, which then says what it lacks.
         """
-        by_task = {t.name: t.metrics for t in self.tasks}
+        by_task = {t.name: {k: v for k, v in t.metrics.items() if v is not None} for t in self.tasks}
         known = suites()
         for name in suite_names:
             suite = known.get(name)

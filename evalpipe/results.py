@@ -4,7 +4,7 @@
 ``responses.sqlite`` every answer, committed as it arrives (see :mod:`evalpipe.cache`)
 ``samples.jsonl``    one record per evaluated sample: inputs, request key, answer, prediction, gold, scores, …
                      (the prompt is in the store, once: ``read_samples(prompts=True)`` adds it back)
-``metrics.json``     task → metric → number
+``metrics.json``     task → metric → number (null: not computed, e.g. no answered sample; see evalpipe.coverage)
 ``summary.json``     diagnostics, token usage, latency percentiles, backend counters
 ``variants.json``    only for runs with prompt conditions: per task, every condition's metrics, the
                      spread along each varied axis, per-sample consistency (evalpipe.robustness)
@@ -93,6 +93,9 @@ class TaskSummary:
     no_interval: dict[str, str] = field(default_factory=dict)
     #: anything else a task reports about itself (e.g. a retrieval pool's size and definition)
     notes: dict[str, Any] = field(default_factory=dict)
+    #: how many samples were answered, and why the others were not (:meth:`evalpipe.coverage.Coverage.to_json`;
+    #: empty in a summary written before coverage was recorded)
+    coverage: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TaskSummary:

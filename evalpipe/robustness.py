@@ -135,7 +135,7 @@ def displayed_metrics(spec: TaskSpec, metrics: Sequence[str]) -> list[str]:
     for declared in spec.metrics:
         shown.extend(m for m in metrics if metric_matches(declared, m) and m not in shown)
     if not shown:
-        return [m for m in metrics if m not in ("n", "errors", "parse_failure_rate")]
+        return [m for m in metrics if m not in ("n", "errors", "parse_failure_rate", "answered", "coverage")]
     return [*shown, *(m for m in metrics if _TAGGED_F1.fullmatch(m) and m not in shown)]
 
 

@@ -3,13 +3,18 @@
 Shared by a run (fresh and stored answers) and by re-scoring (stored answers only), so both give
 the same numbers from the same answers.
 
-Besides the task's own metrics, every task gets three the runner defines the same way for all:
+**Which samples count** (:mod:`evalpipe.coverage`): the scorer sees the *answered* samples only —
+a sample whose request failed for good, or was never sent, is left out of every metric, corpus
+metrics included; an unparseable answer counts (as the scoring's failed prediction). With no
+answered sample, every metric of the scorer is None (not computed, with the reason in
+``summary.not_computed``).
 
-* ``n`` — evaluated samples (no interval: it is fixed by the run, not estimated);
-* ``errors`` — samples without an answer (request failed for good, or never sent), summed over
-  samples (per-sample part ``run.error``);
+Besides the task's own metrics, every task gets five the runner defines the same way for all:
+
+* ``n`` — evaluated samples; ``errors`` — samples without an answer; ``answered`` = n − errors;
+  ``coverage`` = answered / n (all four fixed by the run, so without an interval);
 * ``parse_failure_rate`` — answered samples whose answer could not be parsed, over answered
-  samples (``Σ run.parse_failed / Σ run.answered``; 0 when nothing was answered).
+  samples (``Σ run.parse_failed / Σ run.answered``; None when nothing was answered).
 
 Each sample record carries ``parts``: the additive statistics the task's declared aggregations
 sum (:mod:`evalpipe.metrics.aggregation`), so intervals and comparisons need only the run directory.
@@ -46,7 +51,8 @@ from pathlib import Path
 from typing import Any, TextIO, overload
 
 from evalpipe.config import RunConfig
-from evalpipe.metrics.aggregation import Aggregation, Ratio, Total, check_reproduces, evaluate_sums
+from evalpipe.coverage import ANSWERED_METRICS, COVERAGE_FIXED, Coverage, is_answered, spread
+from evalpipe.metrics.aggregation import Aggregation, Ratio, check_reproduces, evaluate_sums
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Completion, Example, Prediction, ScoreSheet, to_jsonable
 from evalpipe.results import TaskSummary, record_line
@@ -58,10 +64,12 @@ log = logging.getLogger(__name__)
 ANSWERED, PARSE_FAILED, ERROR = "run.answered", "run.parse_failed", "run.error"
 RUNNER_AGGREGATIONS: Mapping[str, Aggregation] = {
     "parse_failure_rate": Ratio(PARSE_FAILED, ANSWERED, empty=0.0),
-    "errors": Total(ERROR),
 }
-#: metrics with no interval by definition, and why
-FIXED_METRICS = {"n": "the number of evaluated samples, fixed by the run (not an estimate)"}
+#: metrics with no interval by definition, and why: counts fixed by the run. ``errors`` is one too:
+#: intervals resample the answered samples only (evalpipe.coverage), among which it is 0
+FIXED_METRICS = {"n": "the number of evaluated samples, fixed by the run (not an estimate)",
+                 "errors": "the number of samples without an answer, fixed by the run (not an estimate)",
+                 **COVERAGE_FIXED}
 
 
 class SampleParts(Mapping[str, float]):
@@ -163,7 +171,8 @@ class SampleRecords(Sequence[dict[str, Any]]):
 @dataclass
 class TaskOutcome:
     name: str
-    metrics: dict[str, float]
+    #: metric → value; None for a metric not computed (no answered sample: summary.not_computed says why)
+    metrics: dict[str, float | None]
     summary: TaskSummary
     #: one record per sample (:class:`SampleRecords` or, scored chunk by chunk, :class:`ChunkedRecords`:
     #: built when read; a list where a caller changed them)
@@ -201,31 +210,31 @@ def score_task(
 ) -> TaskOutcome:
     """Parse every answer, score the corpus, and describe each sample (its records are built when read).
 
-    ``keys`` are the samples' request keys (each record names its own). A sample without an answer
-    (request failed for good, or never sent) is scored with the
-    scoring's "no answer" prediction, so its gold items count against the model.
+    ``keys`` are the samples' request keys (each record names its own). Only answered samples are
+    scored (:mod:`evalpipe.coverage`): a sample without an answer (request failed for good, or never
+    sent) is left out of every metric and gets the scoring's "no answer" prediction in its record
+    only; with no answered sample, every metric of the scorer is None with the reason.
     """
     scoring = spec.scoring(compat)
     predictions = _predict(scoring, examples, answers, answer_prefix)
-    sheet = scoring.score(examples, predictions, options)
-
     n = len(examples)
-    answered_flags = [c is not None and c.ok for c in answers]
-    errors = n - sum(answered_flags)
-    answered = n - errors
+    answered_flags = [is_answered(c) for c in answers]
+    coverage = Coverage(n, sum(answered_flags), _error_kinds(answers))
     failed_flags = [ok and p.failed for ok, p in zip(answered_flags, predictions)]
     parse_failures = sum(failed_flags)
-    metrics = {k: float(v) for k, v in sheet.corpus.items()}
-    metrics["parse_failure_rate"] = parse_failures / answered if answered else 0.0
-    metrics["n"] = n
-    metrics["errors"] = errors
+    sheet = _score_answered(scoring, examples, predictions, answered_flags, options)
+    if coverage.answered:
+        metrics: dict[str, float | None] = {k: float(v) for k, v in sheet.corpus.items()}
+        metrics["parse_failure_rate"] = parse_failures / coverage.answered
+    else:
+        metrics = dict.fromkeys([*sheet.corpus, "parse_failure_rate"], None)
+    metrics.update(_coverage_metrics(coverage))
 
-    # per-sample parts: the scorer's, plus the runner's three (views, not copies: see SampleParts)
-    task_parts = sheet.sample_parts()
-    parts = [SampleParts(task_parts[i] if i < len(task_parts) else {}, ok, failed)
-             for i, (ok, failed) in enumerate(zip(answered_flags, failed_flags))]
-    declared: dict[str, Aggregation] = {**sheet.aggregations, **RUNNER_AGGREGATIONS}
-    problems = check_reproduces(metrics, declared, parts)
+    # per-sample parts: the scorer's (answered samples only), plus the runner's three (views: SampleParts)
+    task_parts = spread(sheet.sample_parts(), answered_flags, {}) if coverage.answered else [{}] * n
+    parts = [SampleParts(row, ok, failed) for row, ok, failed in zip(task_parts, answered_flags, failed_flags)]
+    declared: dict[str, Aggregation] = {**sheet.aggregations, **RUNNER_AGGREGATIONS} if coverage.answered else {}
+    problems = _check(metrics, sheet, parts, answered_flags) if coverage.answered else {}
     if problems and os.environ.get("EVALPIPE_STRICT_AGGREGATIONS"):
         # the test suite runs strict: a task whose declarations disagree with its scorer is a bug
         raise AssertionError(f"task {spec.name} ({compat or 'default'}): {problems}")
@@ -234,7 +243,8 @@ def score_task(
                    **{m: why for m, why in {**FIXED_METRICS, **sheet.fixed}.items() if m in metrics}}
     for metric in metrics:
         if metric not in aggregations and metric not in no_interval:
-            no_interval[metric] = "the task declares no aggregation for it"
+            no_interval[metric] = ("not computed: " + coverage.not_computed_reason() if not coverage.answered
+                                   else "the task declares no aggregation for it")
     keys_read = frozenset(k for a in aggregations.values() for k in a.keys())
 
     truncated = list(truncated) if truncated else [0] * n
@@ -246,8 +256,8 @@ def score_task(
                     diagnostics[key] = diagnostics.get(key, 0) + value
     records = SampleRecords(
         task=spec.name, examples=examples, keys=keys, answers=answers, predictions=predictions,
-        answered=answered_flags, per_sample=sheet.per_sample, parts=parts, parts_read=keys_read,
-        truncated=truncated,
+        answered=answered_flags, per_sample=_per_sample(sheet, answered_flags, coverage.answered), parts=parts,
+        parts_read=keys_read, truncated=truncated,
     )
     ok_answers = [c for c in answers if c is not None and c.ok]
     latencies = sorted(c.latency_s for c in ok_answers)
@@ -258,14 +268,60 @@ def score_task(
         prompt_tokens=sum(c.usage.prompt_tokens or 0 for c in ok_answers),
         completion_tokens=sum(c.usage.completion_tokens or 0 for c in ok_answers),
         latency_s={f"p{q}": _percentile(latencies, q) for q in (50, 90, 99)},
-        error_kinds=_error_kinds(answers),
-        not_computed=dict(sheet.notes),
+        error_kinds=dict(coverage.unanswered),
+        not_computed=_not_computed(sheet.notes, metrics, coverage),
         truncated_share=sum(1 for t in truncated if t > 0) / n if n else 0.0,
         truncated_tokens=sum(truncated),
         aggregations={m: a.to_json() for m, a in aggregations.items()},
         no_interval=no_interval,
+        coverage=coverage.to_json(),
     )
     return TaskOutcome(name=spec.name, metrics=metrics, summary=summary, records=records)
+
+
+def _score_answered(scoring: Scoring, examples: Sequence[Example], predictions: Sequence[Prediction],
+                    answered: Sequence[bool], options: MetricOptions) -> ScoreSheet:
+    """The scorer on the answered samples only (the policy of :mod:`evalpipe.coverage`).
+
+    With none answered, the scorer still runs once on every sample's "no answer" prediction, only
+    to learn which metrics the task reports (many scorers refuse an empty corpus); its values are
+    then discarded (None), never reported."""
+    if any(answered):
+        return scoring.score([e for e, ok in zip(examples, answered) if ok],
+                             [p for p, ok in zip(predictions, answered) if ok], options)
+    if not examples:
+        return ScoreSheet(corpus={}, per_sample=[])
+    return scoring.score(examples, predictions, options)
+
+
+def _check(metrics: Mapping[str, float | None], sheet: ScoreSheet, parts: Sequence[SampleParts],
+           answered: Sequence[bool]) -> dict[str, str]:
+    """The declared aggregations checked against the scorer's values: the scorer's on the answered
+    samples' parts (what it scored), the runner's on every sample's."""
+    answered_parts = [p for p, ok in zip(parts, answered) if ok]
+    values = {k: v for k, v in metrics.items() if v is not None}
+    return {**check_reproduces(values, sheet.aggregations, answered_parts),
+            **check_reproduces(values, RUNNER_AGGREGATIONS, parts)}
+
+
+def _per_sample(sheet: ScoreSheet, answered: Sequence[bool], count: int) -> list[Mapping[str, Any]]:
+    """Each sample's shown scores: the scorer's for an answered sample, none for the others."""
+    return spread(sheet.per_sample, answered, {}) if count else [{} for _ in answered]
+
+
+def _coverage_metrics(coverage: Coverage) -> dict[str, float | None]:
+    """The runner's counts every task reports: ``n``, ``errors``, ``answered`` and ``coverage``."""
+    return {"n": coverage.samples, "errors": coverage.samples - coverage.answered, **coverage.metrics()}
+
+
+def _not_computed(notes: Mapping[str, str], metrics: Mapping[str, float | None], coverage: Coverage) -> dict[str, str]:
+    """The scorer's notes, and for each metric left None for want of answers, the reason."""
+    out = dict(notes)
+    if not coverage.answered and coverage.samples:
+        for metric, value in metrics.items():
+            if value is None and metric not in ANSWERED_METRICS:
+                out.setdefault(metric, coverage.not_computed_reason())
+    return out
 
 
 def _predict(scoring: Scoring, examples: Sequence[Example], answers: Sequence[Completion | None],
@@ -328,30 +384,38 @@ class NotSamplewise(ValueError):
 
 @dataclass(frozen=True)
 class _ScoredChunk:
-    """One chunk parsed and scored: what its records are made of (dropped once they are built)."""
+    """One chunk parsed and scored: what its records are made of (dropped once they are built).
+
+    ``sheet`` is the scorer's on the chunk's answered samples only (None when it has none):
+    its rows are put back among the chunk's samples by :meth:`parts` and :meth:`per_sample`."""
 
     predictions: list[Prediction]
     answered: list[bool]
     failed: list[bool]
-    sheet: ScoreSheet
+    sheet: ScoreSheet | None
 
     def parts(self) -> list[SampleParts]:
-        task_parts = self.sheet.sample_parts()
-        return [SampleParts(task_parts[i] if i < len(task_parts) else {}, ok, failed)
-                for i, (ok, failed) in enumerate(zip(self.answered, self.failed))]
+        rows = spread(self.sheet.sample_parts(), self.answered, {}) if self.sheet is not None else \
+            [{}] * len(self.answered)
+        return [SampleParts(row, ok, failed) for row, ok, failed in zip(rows, self.answered, self.failed)]
+
+    def per_sample(self) -> list[Mapping[str, Any]]:
+        if self.sheet is None:
+            return [{} for _ in self.answered]
+        return spread(self.sheet.per_sample, self.answered, {})
 
 
 def _score_chunk(scoring: Scoring, chunk: ScoringChunk, options: MetricOptions, prefix: str) -> _ScoredChunk:
     predictions = _predict(scoring, chunk.examples, chunk.answers, prefix)
-    sheet = scoring.score(chunk.examples, predictions, options)
-    answered = [c is not None and c.ok for c in chunk.answers]
+    answered = [is_answered(c) for c in chunk.answers]
+    sheet = _score_answered(scoring, chunk.examples, predictions, answered, options) if any(answered) else None
     return _ScoredChunk(predictions, answered, [ok and p.failed for ok, p in zip(answered, predictions)], sheet)
 
 
 def _records_of(task: str, chunk: ScoringChunk, scored: _ScoredChunk, parts_read: frozenset[str]) -> SampleRecords:
     return SampleRecords(
         task=task, examples=chunk.examples, keys=chunk.keys, answers=chunk.answers,
-        predictions=scored.predictions, answered=scored.answered, per_sample=scored.sheet.per_sample,
+        predictions=scored.predictions, answered=scored.answered, per_sample=scored.per_sample(),
         parts=scored.parts(), parts_read=parts_read, truncated=chunk.cut_tokens(),
     )
 
@@ -359,7 +423,7 @@ def _records_of(task: str, chunk: ScoringChunk, scored: _ScoredChunk, parts_read
 def _parts_read(corpus: Iterable[str], aggregations: Mapping[str, Aggregation]) -> frozenset[str]:
     """The parts a record carries: those read by the aggregations of the metrics reported (as
     :func:`score_task` and :func:`_outcome_of_fold` choose them)."""
-    metrics = {*corpus, "parse_failure_rate", "n", "errors"}
+    metrics = {*corpus, "parse_failure_rate", *FIXED_METRICS}
     return frozenset(k for m, a in {**aggregations, **RUNNER_AGGREGATIONS}.items() if m in metrics for k in a.keys())
 
 
@@ -394,8 +458,44 @@ class _Fold:
     spill_ok: bool = True
 
     def add(self, chunk: ScoringChunk, scored: _ScoredChunk) -> None:
-        """Fold one chunk in; :class:`NotSamplewise` when its sheet cannot be summed with the others'."""
-        sheet = scored.sheet
+        """Fold one chunk in; :class:`NotSamplewise` when its sheet cannot be summed with the others'.
+        A chunk without an answered sample has no sheet: only its counts are folded in."""
+        if scored.sheet is not None:
+            self._add_sheet(chunk, scored.sheet)
+        self.n += len(chunk.examples)
+        self.answered += sum(scored.answered)
+        self.parse_failures += sum(scored.failed)
+        for ok, prediction in zip(scored.answered, scored.predictions):
+            if ok:
+                for key, value in prediction.diagnostics.items():
+                    if isinstance(value, (bool, int, float)):
+                        self.diagnostics[key] = self.diagnostics.get(key, 0) + value
+        for completion in chunk.answers:
+            if completion is not None and completion.ok:
+                self.prompt_tokens += completion.usage.prompt_tokens or 0
+                self.completion_tokens += completion.usage.completion_tokens or 0
+                self.latencies.append(completion.latency_s)
+        for kind, count in _error_kinds(chunk.answers).items():
+            self.error_kinds[kind] = self.error_kinds.get(kind, 0) + count
+        cut = chunk.cut_tokens()
+        self.truncated_samples += sum(1 for t in cut if t > 0)
+        self.truncated_tokens += sum(cut)
+        if self.spill is not None and self.spill_ok:
+            sheet = scored.sheet
+            if sheet is None:  # no answered sample: its records carry no parts, whatever the keys
+                keys = self.spill_keys or frozenset()
+            else:
+                keys = _parts_read(sheet.corpus, sheet.aggregations)
+                self.spill_keys = keys if self.spill_keys is None else self.spill_keys
+            if keys != (self.spill_keys or frozenset()):  # a label first seen here (macro F1): made again
+                self.spill_ok = False
+            else:
+                self.spill.writelines(record_line(r) for r in _records_of(self.task, chunk, scored, keys))
+
+
+
+    def _add_sheet(self, chunk: ScoringChunk, sheet: ScoreSheet) -> None:
+        """The scorer's sheet of a chunk's answered samples: its metrics checked and its parts summed."""
         keys = tuple(sheet.corpus)
         if self.corpus_keys is None:
             self.corpus_keys = keys
@@ -429,32 +529,6 @@ class _Fold:
             for key, value in row.items():
                 if value and isinstance(value, (int, float)):
                     sums[key] = sums.get(key, 0.0) + float(value)
-
-        self.n += len(chunk.examples)
-        self.answered += sum(scored.answered)
-        self.parse_failures += sum(scored.failed)
-        for ok, prediction in zip(scored.answered, scored.predictions):
-            if ok:
-                for key, value in prediction.diagnostics.items():
-                    if isinstance(value, (bool, int, float)):
-                        self.diagnostics[key] = self.diagnostics.get(key, 0) + value
-        for completion in chunk.answers:
-            if completion is not None and completion.ok:
-                self.prompt_tokens += completion.usage.prompt_tokens or 0
-                self.completion_tokens += completion.usage.completion_tokens or 0
-                self.latencies.append(completion.latency_s)
-        for kind, count in _error_kinds(chunk.answers).items():
-            self.error_kinds[kind] = self.error_kinds.get(kind, 0) + count
-        cut = chunk.cut_tokens()
-        self.truncated_samples += sum(1 for t in cut if t > 0)
-        self.truncated_tokens += sum(cut)
-        if self.spill is not None and self.spill_ok:
-            keys = _parts_read(sheet.corpus, sheet.aggregations)
-            self.spill_keys = keys if self.spill_keys is None else self.spill_keys
-            if keys != self.spill_keys:  # a label first seen here (macro F1): the records must be made again
-                self.spill_ok = False
-            else:
-                self.spill.writelines(record_line(r) for r in _records_of(self.task, chunk, scored, keys))
 
 
 @dataclass(frozen=True, eq=False)
@@ -647,19 +721,32 @@ def _score_whole(spec: TaskSpec, chunks: Chunks, compat: str | None, options: Me
 
 def _outcome_of_fold(spec: TaskSpec, scoring: Scoring, fold: _Fold, chunks: Chunks, compat: str | None,
                      options: MetricOptions, answer_prefix: str) -> TaskOutcome:
-    """What :func:`score_task` returns, from the folded state (same formulas, same order)."""
+    """What :func:`score_task` returns, from the folded state (same formulas, same order): the
+    corpus metrics from the parts summed over the answered samples, as many as the scorer saw."""
     n = fold.n
-    metrics = {k: evaluate_sums(fold.aggregations[k], fold.sums, n) if k in fold.aggregations else fold.fixed_values[k]
-               for k in fold.corpus_keys or ()}
-    metrics["parse_failure_rate"] = fold.parse_failures / fold.answered if fold.answered else 0.0
-    metrics["n"] = n
-    metrics["errors"] = n - fold.answered
-    declared: dict[str, Aggregation] = {**fold.aggregations, **RUNNER_AGGREGATIONS}
+    coverage = Coverage(n, fold.answered, dict(fold.error_kinds))
+    metrics: dict[str, float | None]
+    if fold.answered:
+        metrics = {k: evaluate_sums(fold.aggregations[k], fold.sums, fold.answered) if k in fold.aggregations
+                   else fold.fixed_values[k] for k in fold.corpus_keys or ()}
+        metrics["parse_failure_rate"] = fold.parse_failures / fold.answered
+        declared: dict[str, Aggregation] = {**fold.aggregations, **RUNNER_AGGREGATIONS}
+        fixed = fold.fixed
+    else:  # nothing answered: learn the metrics' names from the first chunk (see _score_answered)
+        first = next((c for c in chunks() if c.examples), None)
+        sheet = _score_answered(scoring, first.examples, _predict(scoring, first.examples, first.answers, answer_prefix),
+                                [False] * len(first.examples), options) if first is not None else \
+            ScoreSheet(corpus={}, per_sample=[])
+        metrics = dict.fromkeys([*sheet.corpus, "parse_failure_rate"], None)
+        declared, fixed = {}, dict(sheet.fixed)
+        fold.notes.update({k: v for k, v in sheet.notes.items() if k not in fold.notes})
+    metrics.update(_coverage_metrics(coverage))
     aggregations = {m: a for m, a in declared.items() if m in metrics}
-    no_interval = {m: why for m, why in {**FIXED_METRICS, **fold.fixed}.items() if m in metrics}
+    no_interval = {m: why for m, why in {**FIXED_METRICS, **fixed}.items() if m in metrics}
     for metric in metrics:
         if metric not in aggregations and metric not in no_interval:
-            no_interval[metric] = "the task declares no aggregation for it"
+            no_interval[metric] = ("not computed: " + coverage.not_computed_reason() if not coverage.answered
+                                   else "the task declares no aggregation for it")
     keys_read = frozenset(k for a in aggregations.values() for k in a.keys())
     latencies = sorted(fold.latencies)
     summary = TaskSummary(
@@ -670,11 +757,12 @@ def _outcome_of_fold(spec: TaskSpec, scoring: Scoring, fold: _Fold, chunks: Chun
         completion_tokens=fold.completion_tokens,
         latency_s={f"p{q}": _percentile(latencies, q) for q in (50, 90, 99)},
         error_kinds=fold.error_kinds,
-        not_computed=dict(fold.notes),
+        not_computed=_not_computed(fold.notes, metrics, coverage),
         truncated_share=fold.truncated_samples / n,
         truncated_tokens=fold.truncated_tokens,
         aggregations={m: a.to_json() for m, a in aggregations.items()},
         no_interval=no_interval,
+        coverage=coverage.to_json(),
     )
     records = ChunkedRecords(task=spec.name, scoring=scoring, chunks=chunks, options=options,
                              answer_prefix=answer_prefix, parts_read=keys_read, n=n)

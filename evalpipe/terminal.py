@@ -8,15 +8,17 @@ from collections.abc import Mapping
 from rich.table import Table
 from rich.text import Text
 
-from evalpipe.results import RunSummary
+from evalpipe.coverage import Coverage
+from evalpipe.results import RunSummary, TaskSummary
 from evalpipe.robustness import AXIS_LABELS, level_label
 
 #: metrics that are counts: printed as integers, not as 0.0000-style fractions
-COUNT_METRICS = {"n", "errors", "tp", "fp", "fn", "pool_size", "datasets"}
+COUNT_METRICS = {"n", "errors", "answered", "tp", "fp", "fn", "pool_size", "datasets"}
 
 
 def format_cell(name: str, value: float | None) -> str:
-    """A count as an integer, a score with four decimals, a missing value as an en dash."""
+    """A count as an integer, a score with four decimals, a missing value as an en dash (a metric
+    not computed — null in metrics.json — included: never a 0)."""
     if value is None:
         return "–"
     if name in COUNT_METRICS or (isinstance(value, int) and not isinstance(value, bool)):
@@ -41,6 +43,23 @@ def metrics_table(metrics: Mapping[str, Mapping[str, float]], title: str | None 
     return table
 
 
+def task_coverage(values: Mapping[str, float | None], info: TaskSummary | None) -> Coverage | None:
+    """The task's coverage from summary.json, or (older runs) from metrics.json's ``n`` and ``errors``."""
+    found = Coverage.from_json(info.coverage) if info is not None else None
+    n, errors = values.get("n"), values.get("errors")
+    if found is None and isinstance(n, (int, float)) and isinstance(errors, (int, float)):
+        found = Coverage(int(n), int(n - errors), dict(info.error_kinds) if info is not None else {})
+    return found
+
+
+def coverage_line(task: str, coverage: Coverage) -> str:
+    """What a task's partial (or empty) coverage means for its numbers, in one line."""
+    if not coverage.answered:
+        return f"{task}: no metric computed — {coverage.not_computed_reason()}"
+    return (f"{task}: {coverage.sentence()} — its metrics are measured on the {coverage.answered} answered "
+            "samples only (docs/coverage.md)")
+
+
 #: a parse-failure rate above this is flagged under the table: the metrics then measure format
 #: compliance as much as the task
 HIGH_PARSE_FAILURE = 0.2
@@ -57,6 +76,9 @@ def summary_lines(metrics: Mapping[str, Mapping[str, float]], summary: RunSummar
     tasks = summary.tasks if summary is not None else {}
     for task, values in metrics.items():
         info = tasks.get(task)
+        coverage = task_coverage(values, info)
+        if coverage is not None and not coverage.complete:
+            lines.append(("warn", coverage_line(task, coverage)))
         rate = values.get("parse_failure_rate")
         if isinstance(rate, (int, float)) and rate > HIGH_PARSE_FAILURE:
             lines.append(("warn", f"{task}: {rate:.0%} of answers could not be parsed — its metrics measure "
@@ -64,6 +86,8 @@ def summary_lines(metrics: Mapping[str, Mapping[str, float]], summary: RunSummar
         if info is None:
             continue
         for metric, why in info.not_computed.items():
+            if coverage is not None and not coverage.answered and why == coverage.not_computed_reason():
+                continue  # said once, by the coverage line
             lines.append(("info", f"{task}: {metric} not computed: {why}"))
         if info.truncated_share:
             lines.append(("info", f"{task}: {info.truncated_share:.1%} of prompts were shortened to fit the context "

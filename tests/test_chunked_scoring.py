@@ -207,8 +207,9 @@ def test_three_ner_samples_in_two_chunks_by_hand() -> None:
     """Gold: s0 has D[0,2) and D[3,4); s1 has D[1,3); s2 has none.
     Answers: s0 finds D[0,2) and invents D[5,6) → tp 1, fp 1, fn 1; s1 finds D[1,2) only → tp 0, fp 1,
     fn 1 (partial: tp 1, fp 0, fn 0); s2's request failed → nothing predicted, nothing to find.
-    Micro strict: tp 1, fp 2, fn 2 → P = R = F1 = 1/3; partial: tp 2, fp 1, fn 1 → 2/3. Tokens: s0 8 (7 right: token 5
-    wrongly B), s1 4 (3 right: token 2 should be I), s2 5 (all O, all right) → 14/17."""
+    Micro strict: tp 1, fp 2, fn 2 → P = R = F1 = 1/3; partial: tp 2, fp 1, fn 1 → 2/3. Tokens: s0 8 (6 right:
+    token 3's entity missed, token 5 wrongly B), s1 4 (3 right: token 2 should be I), s2 got no answer, so its
+    5 tokens are left out (evalpipe.coverage; they would be 5 "right" O tags) → 9/12, not 14/17. Coverage 2/3."""
     spec = get_task("ncbi_disease")
     examples = (ner_example(0, 8, (Span(0, 2, "Disease"), Span(3, 4, "Disease"))),
                 ner_example(1, 4, (Span(1, 3, "Disease"),)),
@@ -227,8 +228,9 @@ def test_three_ner_samples_in_two_chunks_by_hand() -> None:
     assert (m["tp"], m["fp"], m["fn"]) == (1.0, 2.0, 2.0)
     assert m["precision"] == m["recall"] == m["f1"] == pytest.approx(1 / 3)
     assert m["partial_precision"] == m["partial_recall"] == m["partial_f1"] == pytest.approx(2 / 3)
-    assert m["accuracy"] == pytest.approx(14 / 17)
-    assert (m["n"], m["errors"], m["parse_failure_rate"]) == (3, 1, 0.0)
+    assert m["accuracy"] == pytest.approx(9 / 12)
+    assert (m["n"], m["errors"], m["answered"], m["parse_failure_rate"]) == (3, 1, 2, 0.0)
+    assert m["coverage"] == pytest.approx(2 / 3)
     assert (out.summary.prompt_tokens, out.summary.completion_tokens) == (22, 7)
     assert out.summary.error_kinds == {"HTTP 500": 1}
     assert out.summary.truncated_tokens == 4 and out.summary.truncated_share == pytest.approx(1 / 3)
@@ -238,7 +240,7 @@ def test_three_ner_samples_in_two_chunks_by_hand() -> None:
         {"tp": 1, "fp": 1, "fn": 1, "partial_tp": 1, "partial_fp": 1, "partial_fn": 1, "tokens": 8,
          "correct_tokens": 6, "run.answered": 1},
         {"fp": 1, "fn": 1, "partial_tp": 1, "tokens": 4, "correct_tokens": 3, "run.answered": 1},
-        {"tokens": 5, "correct_tokens": 5, "run.error": 1}]
+        {}]
     assert records[2]["error"] == "HTTP 500" and records[1]["truncated_tokens"] == 4
 
 

@@ -30,6 +30,11 @@ The kinds, each a frozen dataclass serialised as ``{"kind": …, fields…}``:
 ``count_present``  how many of those ``count`` parts sum to more than 0
 =================  ==========================================================================
 
+**Which samples.** The parts summed are those of the *answered* samples only (evalpipe.coverage):
+a sample whose request failed is never scored, so ``n`` in ``mean`` is the number of answered
+samples, and a micro F1 or token accuracy never counts a sentence that got no answer; intervals
+and comparisons resample the answered samples (their records' ``error`` is null).
+
 Parts are sparse: a key absent from a sample's parts is 0 for that sample. ``compute`` works on
 arrays: ``sums[key]`` holds one sum per (re)sample, so one call evaluates a metric on every
 bootstrap resample at once.

@@ -113,7 +113,10 @@ def _task_metrics_table(task: str, runs: Sequence[ReportRun], boots: dict[str, d
         for metric in metrics:
             value = run.metrics.get(task, {}).get(metric)
             ci = boot.intervals.get(metric) if boot else None
-            if value is None:
+            if value is None and metric in run.metrics.get(task, {}):  # null: not computed (no answered sample)
+                why = run.task_summary(task).not_computed.get(metric) or "not computed"
+                cells.append(Cell("not computed", title=why))
+            elif value is None:
                 cells.append(Cell(fmt(value)))
             elif ci is not None and ci.available:
                 cells.append(Cell(fmt(value), sub=fmt_interval(ci.low, ci.high)))
@@ -285,8 +288,12 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
                           and boot.intervals[m].available else (None, None)))
                     for m in shown
                 }
-        section.blocks.append(Plot(f"plot-metrics-{_slug(task)}", f"{task}: metrics with 95 % intervals",
-                                   metric_bars(task, shown, series)))
+        if any(isinstance(v[0], (int, float)) for values in series.values() for v in values.values()):
+            section.blocks.append(Plot(f"plot-metrics-{_slug(task)}", f"{task}: metrics with 95 % intervals",
+                                       metric_bars(task, shown, series)))
+        else:  # nothing to draw: say why instead of empty axes
+            section.blocks.append(Paragraph(f"No metrics plot for {task}: no metric was computed "
+                                            "(no answered samples; see the table above)."))
         section.blocks.extend(score_length_plots(task, runs))
         ner = _ner_blocks(task, runs, ner_examples, links)
         if ner:

@@ -1,7 +1,7 @@
 """Two runs side by side: paired metric differences and the samples they disagree on most.
 
-Only samples both runs evaluated are compared (same task, same sample id), in run A's order;
-each run's corpus metrics are recomputed on that shared subset, so ``A`` and ``B`` in the output
+Only samples both runs evaluated *and answered* are compared (same task, same sample id; a sample
+without an answer is in no metric, evalpipe.coverage), in run A's order; each run's corpus metrics are recomputed on that shared subset, so ``A`` and ``B`` in the output
 can differ from the runs' own (full) numbers. Differences are ``A - B`` with the paired
 bootstrap interval and two-sided p-value of :func:`evalpipe.report.bootstrap.paired_bootstrap`.
 
@@ -54,6 +54,7 @@ class Disagreement:
 @dataclass(frozen=True)
 class TaskComparison:
     task: str
+    #: samples answered in both runs (what is compared); answered only in A, only in B
     shared: int
     only_a: int
     only_b: int
@@ -223,7 +224,8 @@ def compare_section(result: CompareResult, section_id: str = "compare",
             Cell(_diff(d.diff), bold=d.p_value is not None and d.p_value < 0.05),
             Cell(fmt_interval(d.low, d.high)), Cell(_p(d.p_value)), Cell(str(d.resamples)),
         ))
-    shared = "; ".join(f"{t.task}: {t.shared} shared, {t.only_a} only in A, {t.only_b} only in B" for t in result.tasks)
+    shared = "; ".join(f"{t.task}: {t.shared} shared (answered in both), {t.only_a} answered only in A, "
+                       f"{t.only_b} only in B" for t in result.tasks)
     section.blocks.append(Table(
         id=f"{section_id}-differences", title="Paired differences (A - B) on shared samples",
         columns=("task", "metric", "A", "B", "A - B", "95 % CI", "p", "resamples"), rows=tuple(rows),
@@ -263,7 +265,8 @@ def render_compare_terminal(result: CompareResult, console: Console, *, show: in
                       fmt_interval(d.low, d.high) or "–", _p(d.p_value))
     console.print(table)
     for t in result.tasks:
-        console.print(f"{t.task}: {t.shared} shared samples, {t.only_a} only in A, {t.only_b} only in B",
+        console.print(f"{t.task}: {t.shared} shared samples (answered in both), {t.only_a} answered only in A, "
+                      f"{t.only_b} only in B",
                       highlight=False)
         for note in t.notes:
             console.print(f"  note: {note}", highlight=False)

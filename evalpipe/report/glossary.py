@@ -27,7 +27,10 @@ __all__ = ["RUNNER_DEFINITIONS", "definition", "glossary_section"]
 RUNNER_DEFINITIONS = {
     "n": "the number of evaluated samples",
     "errors": "samples without an answer: the request failed for good (re-running the same command retries them); "
-              "they still count in the task's metrics, as an unparseable answer would",
+              "they are left out of every metric of the task (coverage says how many were answered)",
+    "answered": "samples with an answer (parsable or not): the samples every metric of the task is measured on",
+    "coverage": "answered samples over evaluated samples; below 1, the task's metrics describe only the answered "
+                "samples (docs/coverage.md)",
     "parse_failure_rate": "share of answered samples whose answer could not be parsed into a prediction "
                           "(errors excluded); such a sample still counts, as a wrong or empty prediction",
 }
@@ -49,7 +52,7 @@ def _metrics(task: str, runs: Sequence[ReportRun], info: TaskInfo | None) -> lis
         present.extend(m for m in run.metrics.get(task, {}) if m not in present)
     shown = shown_metrics(info, [m for m in present if m not in RUNNER_METRICS])
     rest = [m for m in present if m not in shown and m not in RUNNER_METRICS]
-    return [*shown, *rest, *[m for m in ("parse_failure_rate", "errors", "n") if m in present]]
+    return [*shown, *rest, *[m for m in ("parse_failure_rate", "coverage", "answered", "errors", "n") if m in present]]
 
 
 def glossary_section(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str, TaskBootstrap]],

@@ -12,6 +12,11 @@ have — a declared name may be a pattern with ``*`` (``bertscore[*]_f1``) — f
 cannot be declared literally); for a task no longer registered, every metric except the
 bookkeeping ones.
 
+Coverage: a task that some run did not answer in full (failed requests, evalpipe.coverage) gets a
+``coverage`` column after its metrics — ``answered/evaluated`` per run, its share in leaderboard.csv —
+since its metrics are measured on the answered samples only. A metric not computed (no answered
+sample) reads "not computed", with the reason on hover, never a number.
+
 Suite averages: for each registered suite *without* an aggregate of its own (a suite with one,
 like a CLUE level, is summarised by that aggregate) and with at least two member tasks, the
 unweighted mean of each member's *primary* metric (the task's ``primary_metric`` when a task declares one; else
@@ -55,7 +60,8 @@ class Column:
     group: str
     metric: str
     #: ``task``, ``aggregate`` (a suite's own score), ``average`` (mean of primary metrics) or
-    #: ``stability`` (a yes/no verdict, e.g. evalpipe.report.variants' "rank stable across variants?")
+    #: ``stability`` (a yes/no verdict, e.g. evalpipe.report.variants' "rank stable across variants?") or
+    #: ``coverage`` (a task's answered share, shown when below 100 % for some run)
     kind: str
 
     @property
@@ -88,7 +94,7 @@ class Leaderboard:
 
     def best(self, column: Column) -> set[str]:
         """Rows holding the best value of ``column`` (empty with fewer than two values, and for a verdict)."""
-        if column.kind == "stability":
+        if column.kind in ("stability", "coverage"):
             return set()
         values = {r: self.entry(r, column).value for r in self.rows}
         present = {r: v for r, v in values.items() if v is not None and v == v}
@@ -99,13 +105,16 @@ class Leaderboard:
 
     def to_frame(self) -> pd.DataFrame:
         """Wide: one row per model; ``source`` = ``run`` (a report may add published reference rows
-        with another source); ``group:metric``, ``…:ci_low``, ``…:ci_high`` per column."""
+        with another source); ``group:metric``, ``…:ci_low``, ``…:ci_high`` per column (a coverage
+        column has its value only)."""
         records = []
         for row, run in zip(self.rows, self.runs):
             record: dict[str, object] = {"model": row, "run": run, "source": "run"}
             for column in self.columns:
                 e = self.entry(row, column)
                 record[column.key] = e.value
+                if column.kind == "coverage":  # a share fixed by the run: no interval columns
+                    continue
                 record[f"{column.key}:ci_low"] = e.low
                 record[f"{column.key}:ci_high"] = e.high
             records.append(record)
@@ -129,7 +138,8 @@ class Leaderboard:
                 missing = e.value is not None and e.text is None and not interval
                 cells.append(Cell(e.text if e.text is not None else fmt(e.value), bold=row in best[column.key],
                                   sub="no interval" if missing else interval,
-                                  title=(e.reason or "no interval could be computed") if missing else ""))
+                                  title=(e.reason or "no interval could be computed") if missing else
+                                  (e.reason if e.text is not None else "")))
             rows.append(tuple(cells))
         return Table(
             id=table_id, title="Leaderboard", columns=("model", *(c.metric for c in self.columns)),
@@ -197,11 +207,33 @@ def _aggregate_replicates(suite: SuiteSpec, run: ReportRun, boots: Mapping[str, 
                    for t in members}
         try:
             values = suite.aggregate(by_task)
-        except (IncompleteSuite, KeyError, ValueError, ZeroDivisionError):
+        except (IncompleteSuite, KeyError, TypeError, ValueError, ZeroDivisionError):
             return None
         for metric, value in values.items():
             out.setdefault(metric, []).append(float(value))
     return {m: np.array(v) for m, v in out.items()}
+
+
+def _partly_answered(run: ReportRun, task: str) -> bool:
+    values = run.metrics.get(task, {})
+    coverage = values.get("coverage")
+    return task in run.tasks and (isinstance(coverage, (int, float)) and coverage < 1
+                                  or coverage is None and bool(values.get("errors")))
+
+
+def _coverage_entry(run: ReportRun, task: str) -> Entry:
+    """``answered/evaluated`` (its share in leaderboard.csv); a run written before coverage was
+    recorded shows it from ``n`` and ``errors``."""
+    values = run.metrics.get(task, {})
+    n, errors = values.get("n"), values.get("errors")
+    if not isinstance(n, (int, float)) or task not in run.tasks:
+        return Entry(None)
+    answered = values.get("answered")
+    answered = answered if isinstance(answered, (int, float)) else n - (errors or 0)
+    share = answered / n if n else None
+    return Entry(share, text=f"{int(answered)}/{int(n)}",
+                 reason="answered samples over evaluated samples: the task's metrics are measured on the "
+                        "answered ones only (docs/coverage.md)")
 
 
 def build_leaderboard(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str, TaskBootstrap]],
@@ -229,6 +261,8 @@ def build_leaderboard(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str
             return
         placed.add(task)
         columns.extend(Column(task, m, "task") for m in shown_metrics(specs.get(task), _present(runs, task)))
+        if any(_partly_answered(run, task) for run in runs):
+            columns.append(Column(task, "coverage", "coverage"))
 
     for name in [*aggregate_names, *[n for n in average_names if n not in aggregate_names]]:
         suite = suites.get(name)
@@ -247,13 +281,21 @@ def build_leaderboard(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str
         run_boots = boots.get(run.label, {})
         suite_reps: dict[str, dict[str, np.ndarray] | None] = {}  # one pass over the resamples per suite, not per aggregate column
         for column in columns:
-            if column.kind == "task":
+            if column.kind == "coverage":
+                entries[(run.label, column.key)] = _coverage_entry(run, column.group)
+            elif column.kind == "task":
                 value = run.metrics.get(column.group, {}).get(column.metric)
                 interval = run_boots.get(column.group)
                 ci = interval.intervals.get(column.metric) if interval else None
                 why = (ci.reason if ci is not None else "no bootstrap for this task") or ""
-                entries[(run.label, column.key)] = Entry(
-                    value, ci.low if ci else None, ci.high if ci else None, reason=why) if value is not None else Entry(None)
+                if value is not None:
+                    entries[(run.label, column.key)] = Entry(value, ci.low if ci else None, ci.high if ci else None,
+                                                             reason=why)
+                elif column.metric in run.metrics.get(column.group, {}):  # null: not computed
+                    not_computed = run.task_summary(column.group).not_computed.get(column.metric)
+                    entries[(run.label, column.key)] = Entry(None, text="not computed", reason=not_computed or why)
+                else:
+                    entries[(run.label, column.key)] = Entry(None)
             elif column.kind == "aggregate":
                 value = run.metrics.get(column.group, {}).get(column.metric)
                 if column.group in suites and column.group not in suite_reps:
@@ -276,5 +318,7 @@ def build_leaderboard(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str
                     ci = percentile_interval(np.mean([a[:count] for a in arrays], axis=0), level)  # type: ignore[index]
                 entries[(run.label, column.key)] = Entry(float(np.mean(values)), *(ci or (None, None)), reason="" if ci else (
                     "a member task's primary metric has no resamples"))
+    notes = ("coverage: answered/evaluated samples of a task some run did not answer in full; its metrics are "
+             "measured on the answered samples only (docs/coverage.md).",) if any(c.kind == "coverage" for c in columns) else ()
     return Leaderboard(rows=tuple(r.label for r in runs), runs=tuple(r.path.name for r in runs),
-                       columns=tuple(columns), entries=entries)
+                       columns=tuple(columns), entries=entries, notes=notes)

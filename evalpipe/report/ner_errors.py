@@ -232,11 +232,16 @@ def analyse(task: str, records: Sequence[Mapping[str, Any]], *, per_category: in
             outcomes: Sequence[SampleOutcomes] | None = None) -> NerAnalysis:
     """Counts per (side, type, category) over a task's sample records, and the first few examples
     of each error (at most one per sample and category, in sample order; call :func:`is_span_task`
-    first). ``outcomes``: each record's :func:`sample_outcomes`, when the caller has them already."""
+    first). ``outcomes``: each record's :func:`sample_outcomes`, when the caller has them already.
+
+    A sample without an answer (its ``error`` is set) is left out, as it is of every metric
+    (evalpipe.coverage): its gold entities are no "missed" ones, so the counts add up to tp/fp/fn."""
     counts: Counter[tuple[str, str, str]] = Counter()
     found: dict[str, list[ErrorExample]] = {c: [] for c in CATEGORIES if c != "correct"}
     shown: set[tuple[str, str]] = set()  # (category, sample): one example per sample, for variety
     for i, record in enumerate(records):
+        if record.get("error") is not None:
+            continue
         sample_id = str(record.get("id"))
         inputs = record.get("inputs") if isinstance(record.get("inputs"), Mapping) else {}
         gold_out, pred_out = outcomes[i] if outcomes is not None else sample_outcomes(record)

@@ -48,7 +48,7 @@ __all__ = ["FRAME_COLUMNS", "RUNNER_METRICS", "ReportRun", "TaskInfo", "full_sam
            "resample_task"]
 
 #: metrics the runner adds to every task (bookkeeping: the operations table shows them)
-RUNNER_METRICS = frozenset({"n", "errors", "parse_failure_rate"})
+RUNNER_METRICS = frozenset({"n", "errors", "parse_failure_rate", "answered", "coverage"})
 
 
 @dataclass(frozen=True)
@@ -150,8 +150,19 @@ def _aggregations(summary: TaskSummary, notes: list[str], task: str) -> dict[str
 
 def resample_task(task: str, records: Sequence[Mapping[str, Any]], corpus: Mapping[str, Any],
                   summary: TaskSummary, notes: list[str]) -> ResampleTask:
-    """The task's samples as a parts matrix with its declared aggregations (see bootstrap)."""
+    """The task's *answered* samples as a parts matrix with its declared aggregations (see bootstrap).
+
+    A sample without an answer (its record's ``error`` is set) is left out: the task's metrics are
+    measured on the answered samples only (:mod:`evalpipe.coverage`), so its intervals and
+    comparisons resample those. A run written before that policy (no ``coverage`` in its summary)
+    with failed requests has point estimates that counted them: it is said so, and re-scoring
+    (``evalpipe score RUN``) applies the policy."""
     aggregations = _aggregations(summary, notes, task)
+    answered = [r for r in records if r.get("error") is None]
+    if len(answered) < len(records) and not summary.coverage:
+        notes.append(f"{task}: written by an older evalpipe that counted the {len(records) - len(answered)} samples "
+                     "without an answer in its metrics; `evalpipe score RUN` re-scores it on the answered samples")
+    records = answered
     keys = tuple(sorted({k for a in aggregations.values() for k in a.keys()}))
     column = {k: j for j, k in enumerate(keys)}
     parts = np.zeros((len(records), len(keys)))

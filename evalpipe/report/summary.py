@@ -12,7 +12,9 @@ better than the next one is said in one of two ways, and the sentence says which
   can overlap while the difference is significant), so overlapping intervals are reported as "not
   shown to differ", never as "equal".
 
-Then: the other metrics a paired comparison finds significant, and each run-task whose
+First of all, when a run did not answer every sample of a task (evalpipe.coverage), a sentence per
+run says how many were answered — the numbers that follow are measured on those only — and which
+tasks got no answer at all (no metric computed). Then: the other metrics a paired comparison finds significant, and each run-task whose
 parse-failure rate is above :data:`evalpipe.terminal.HIGH_PARSE_FAILURE` (its metrics then measure
 answer format as much as the task). Nothing here computes a new number: values are the runs' own,
 intervals the report's bootstrap, differences the comparison's.
@@ -28,7 +30,7 @@ from evalpipe.report.document import Paragraph, Section, fmt, fmt_interval
 from evalpipe.report.leaderboard import BOOKKEEPING, lower_is_better, primary_metric, shown_metrics
 from evalpipe.report.operations import TaskOperations
 from evalpipe.report.runs import ReportRun, TaskInfo
-from evalpipe.terminal import HIGH_PARSE_FAILURE
+from evalpipe.terminal import HIGH_PARSE_FAILURE, task_coverage
 
 __all__ = ["SIGNIFICANCE", "summary_section", "summary_sentences"]
 
@@ -136,6 +138,30 @@ def _other_significant(compare: CompareResult | None, primaries: Mapping[str, st
             f"B = {compare.label_b}, p < 0.05): {listed}. The comparison section has every metric.")
 
 
+def coverage_sentences(runs: Sequence[ReportRun]) -> list[str]:
+    """One sentence per run with a task not answered in full (none when every sample was answered)."""
+    out = []
+    for run in runs:
+        partial, empty = [], []
+        for task in run.tasks:
+            coverage = task_coverage(run.metrics.get(task, {}), run.task_summary(task))
+            if coverage is None or coverage.complete:
+                continue
+            if coverage.answered:
+                partial.append(f"{task} {coverage.sentence()}")
+            else:
+                empty.append(f"{task} ({coverage.why_unanswered()})")
+        if not partial and not empty:
+            continue
+        said = []
+        if empty:
+            said.append("no answered samples, so no metric computed, for " + "; ".join(empty))
+        if partial:
+            said.append("; ".join(partial) + " — those tasks' metrics are measured on the answered samples only")
+        out.append(f"Coverage below 100 % in {run.label}: " + ". ".join(said) + ".")
+    return out
+
+
 def summary_sentences(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str, TaskBootstrap]],
                       compare: CompareResult | None, infos: Mapping[str, TaskInfo],
                       operations: Sequence[TaskOperations] = ()) -> list[str]:
@@ -169,6 +195,7 @@ def summary_sentences(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str
     if len(runs) == 1:
         sentences.insert(0, f"One run, {runs[0].label}: each task's primary metric with its 95 % interval "
                             "(nothing to compare it with; give two runs to `evalpipe report` for a paired comparison).")
+    sentences[:0] = coverage_sentences(runs)
     other = _other_significant(compare, primaries, shown)
     if other:
         sentences.append(other)

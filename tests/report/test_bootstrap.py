@@ -126,7 +126,10 @@ def test_token_accuracy_is_a_ratio_of_token_counts_not_a_mean_of_sentence_ratios
         Example("a", {"text": "x y", "tokens": ("x", "y")}, NerGold(("B-Disease", "O"), (Span(0, 1, "Disease"),))),
         Example("b", {"text": "p q r s", "tokens": ("p", "q", "r", "s")}, NerGold(("O", "O", "O", "O"), ())),
     ]
-    answers = [None, None]  # both unanswered: predicts nothing → a: 1/2 tokens right, b: 4/4
+    from evalpipe.records import Completion
+
+    # both answered, tagging nothing → a: 1/2 tokens right, b: 4/4
+    answers = [Completion("<response>x y</response>"), Completion("<response>p q r s</response>")]
     outcome = score_task(spec, examples, ["{}", "{}"], answers, None)
     # corpus accuracy = (1 + 4) / (2 + 4) = 5/6, not the mean of 1/2 and 1
     assert outcome.metrics["accuracy"] == pytest.approx(5 / 6)
@@ -134,7 +137,9 @@ def test_token_accuracy_is_a_ratio_of_token_counts_not_a_mean_of_sentence_ratios
     task = resample_task("ncbi_disease", records, outcome.metrics, outcome.summary, [])
     reps = replicate(task, np.array([[0, 0], [1, 1], [0, 1]]))
     assert reps.values["accuracy"].tolist() == pytest.approx([0.5, 1.0, 5 / 6])
-    assert reps.values["errors"].tolist() == [2, 2, 2] and reps.methods["parse_failure_rate"] == "ratio"
+    # errors is a count fixed by the run (resamples hold only answered samples): no interval
+    assert "errors" not in reps.values and "fixed by the run" in reps.reasons["errors"]
+    assert reps.methods["parse_failure_rate"] == "ratio"
 
 
 def test_interval_contains_point_and_narrows_with_more_samples():

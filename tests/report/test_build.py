@@ -55,11 +55,14 @@ def test_html_is_self_contained_and_has_every_table_and_plot(report):
 
 def test_leaderboard_csv_and_markdown(report, two_runs):
     board = pd.read_csv(report.csv)
-    assert board.shape == (2, 3 + 3 * 5)  # model, run, source + (value, low, high) × 5 NCBI metrics
+    # model, run, source + (value, low, high) × 5 NCBI metrics + coverage (the sloppy run has failed requests)
+    assert board.shape == (2, 3 + 3 * 5 + 1)
     assert board["source"].tolist() == ["run", "run"]
     assert board["model"].tolist() == ["perfect", "sloppy"]
     sloppy = board.iloc[1]
     metrics = json.loads((two_runs[1] / "metrics.json").read_text())["ncbi_disease"]
+    assert metrics["errors"] > 0 and sloppy["ncbi_disease:coverage"] == pytest.approx(metrics["answered"] / metrics["n"])
+    assert board.iloc[0]["ncbi_disease:coverage"] == 1.0
     assert sloppy["ncbi_disease:f1"] == pytest.approx(metrics["f1"])
     assert sloppy["ncbi_disease:f1:ci_low"] < metrics["f1"] < sloppy["ncbi_disease:f1:ci_high"]
     # a perfect model's interval has no width
@@ -114,7 +117,9 @@ def test_compare_finds_the_better_model_and_shows_disagreements(two_runs, tmp_pa
     assert diffs["f1"].diff > 0 and diffs["f1"].p_value < 0.05 and diffs["f1"].low > 0
     assert diffs["f1"].p_value == pytest.approx(2 / (RESAMPLES + 1))
     (task,) = result.tasks
-    assert (task.shared, task.only_a, task.only_b) == (LIMIT, 0, 0)
+    # compared on the samples both answered: the sloppy run's failed requests are in A only
+    errors = json.loads((two_runs[1] / "metrics.json").read_text())["ncbi_disease"]["errors"]
+    assert errors and (task.shared, task.only_a, task.only_b) == (LIMIT - errors, errors, 0)
     assert 0 < len(task.disagreements) <= 5
     first = task.disagreements[0]
     assert (first.score_key, first.score_a, first.score_b) == ("f1", 1.0, 0.0)
@@ -124,7 +129,7 @@ def test_compare_finds_the_better_model_and_shows_disagreements(two_runs, tmp_pa
     console = Console(record=True, width=200)
     render_compare_terminal(result, console)
     text = console.export_text()
-    assert "A - B" in text and "ncbi_disease" in text and f"{LIMIT} shared samples" in text
+    assert "A - B" in text and "ncbi_disease" in text and f"{LIMIT - errors} shared samples (answered in both)" in text
 
 
 def test_compare_identical_runs_gives_zero_difference_and_p_one(two_runs):
@@ -139,9 +144,13 @@ def test_compare_uses_shared_samples_only(two_runs, tmp_path):
     first_half = make_run(tmp_path, "perfect-half", lambda prompt: gold[query_text(prompt)], limit=LIMIT // 2)
     result = compare_runs(first_half, two_runs[1], resamples=RESAMPLES)
     (task,) = result.tasks
-    assert (task.shared, task.only_a, task.only_b) == (LIMIT // 2, 0, LIMIT // 2)
-    # B's F1 is recomputed on the shared half: micro F1 from its first 30 samples' counts
-    half = load_samples(two_runs[1]).iloc[: LIMIT // 2]
+    sloppy = load_samples(two_runs[1])
+    answered = sloppy["error"].isna()
+    shared = int(answered.iloc[: LIMIT // 2].sum())  # the first half, less B's failed requests
+    assert shared < LIMIT // 2 and (task.shared, task.only_a, task.only_b) == (
+        shared, LIMIT // 2 - shared, int(answered.sum()) - shared)
+    # B's F1 is recomputed on the shared half: micro F1 from its first 30 samples' counts (those answered)
+    half = sloppy.iloc[: LIMIT // 2][answered.iloc[: LIMIT // 2]]
     tp, fp, fn = (half[f"score.{k}"].sum() for k in ("tp", "fp", "fn"))
     f1 = {d.metric: d for d in task.differences}["f1"]
     assert f1.b == pytest.approx(2 * tp / (2 * tp + fp + fn)) and f1.a == 1.0

@@ -37,8 +37,8 @@ def test_load_samples_one_row_per_sample_with_score_columns(two_runs):
 
 def test_load_metrics_long_format(two_runs):
     frame = load_metrics(two_runs)
-    # 2 runs × 1 task × 13 metrics (10 from the scorer + parse_failure_rate, n, errors)
-    assert frame.shape == (26, 7)
+    # 2 runs × 1 task × 15 metrics (10 from the scorer + parse_failure_rate, n, errors, answered, coverage)
+    assert frame.shape == (30, 7)
     assert set(frame["kind"]) == {"task"} and set(frame["model"]) == {"perfect", "sloppy"}
     wide = frame.pivot_table(index="model", columns=["task", "metric"], values="value")
     assert wide.loc["perfect", ("ncbi_disease", "f1")] == 1.0

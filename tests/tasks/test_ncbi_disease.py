@@ -34,7 +34,7 @@ def test_adjacent_entities_default_keeps_two_evalscope_merges(adjacent):
     assert compat["accuracy"] == 0.75  # 3 of 4 tags equal (token 1 is I- instead of B-)
 
 
-def test_unparseable_and_missing_answers_count_as_false_negatives(adjacent):
+def test_unparseable_answers_count_as_false_negatives_and_missing_ones_are_left_out(adjacent):
     examples = adjacent * 3
     answers = [
         "<response><disease>Breast</disease> ovarian cancer risk</response>",  # 1 tp, 1 fn
@@ -42,11 +42,12 @@ def test_unparseable_and_missing_answers_count_as_false_negatives(adjacent):
         None,  # request failed for good
     ]
     m = _score(examples, answers).metrics
-    # tp 1, fp 0, fn 1 + 2 + 2 = 5 → P 1, R 1/6, F1 = 2/7
+    # tp 1, fp 0, fn 1 + 2 = 3 (the failed request's 2 gold entities are left out: evalpipe.coverage)
+    # → P 1, R 1/4, F1 = 2 · 1/4 / (5/4) = 2/5
     assert m["precision"] == 1.0
-    assert m["recall"] == pytest.approx(1 / 6)
-    assert m["f1"] == pytest.approx(2 / 7)
-    assert m["errors"] == 1 and m["n"] == 3
+    assert m["recall"] == pytest.approx(1 / 4)
+    assert m["f1"] == pytest.approx(2 / 5)
+    assert m["errors"] == 1 and m["n"] == 3 and m["answered"] == 2
     assert m["parse_failure_rate"] == 0.5  # 1 of 2 answered samples
 
 

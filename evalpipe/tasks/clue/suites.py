@@ -108,13 +108,15 @@ def _lookup(ref: MetricRef, metrics: Metrics) -> tuple[float, tuple[str, str] | 
 
 
 def longhealth_task23(metrics: Metrics) -> float:
-    """Accuracy over tasks 2 and 3 together, weighted by their sample counts ``n``."""
+    """Accuracy over tasks 2 and 3 together, weighted by the samples each accuracy is measured on:
+    its answered samples (``answered``, evalpipe.coverage; ``n`` in a run written before it)."""
     parts = []
     for task in ("clue_longhealth_task2", "clue_longhealth_task3"):
         values = metrics[task]
-        if "accuracy" not in values or "n" not in values:
+        size = values.get("answered", values.get("n"))
+        if "accuracy" not in values or size is None:
             raise IncompleteSuite(f"{task} lacks accuracy or n")
-        parts.append((float(values["accuracy"]), float(values["n"])))
+        parts.append((float(values["accuracy"]), float(size)))
     return pooled_accuracy(parts)
 
 

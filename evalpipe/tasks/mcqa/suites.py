@@ -28,7 +28,8 @@ def aggregate(metrics_by_task: Mapping[str, Mapping[str, float]]) -> dict[str, f
     if missing:
         raise IncompleteSuite(f"the mmlu_medical average needs all six subjects; missing: {', '.join(missing)}")
     accuracies = [float(metrics_by_task[t]["accuracy"]) for t in TASKS]
-    sizes = [float(metrics_by_task[t].get("n", 0)) for t in TASKS]
+    # weighted by the samples each accuracy is measured on: the answered ones (evalpipe.coverage; n before)
+    sizes = [float(metrics_by_task[t].get("answered", metrics_by_task[t].get("n", 0))) for t in TASKS]
     total = sum(sizes)
     return {
         "accuracy_macro": sum(accuracies) / len(accuracies),
