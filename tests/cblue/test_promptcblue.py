@@ -169,12 +169,18 @@ def test_quirk_report_sections(tmp_path):
     assert c["IMCS-V2-MRG.rouge_l"] == pytest.approx((2 / 7 + 2 / 9 + 1 + 2 / 5 + 2 / 9 + 1 / 3) / 6, abs=1e-6)
 
 
-def test_failed_requests_count_in_both_modes(tmp_path):
+def test_failed_requests_are_left_out_in_both_modes(tmp_path):
+    """evalpipe.coverage: a failed request is in no metric, in the compat scoring too (it used to be an
+    empty answer there, which the reference turns into "是的" — correct by accident). Only an answer
+    that came is scored; with none, nothing is computed."""
     exs = examples(tmp_path, [sts(1, "是的"), ner()])
     d, c = both(exs, [None, None])
-    assert d["errors"] == 2 and d["score"] == 0.0
-    # compat: a failed request is an empty answer, which becomes "是的" — correct by accident
-    assert c["CHIP-STS.f1"] == 1.0 and c["CMeEE-V2.f1"] == 0.0 and c["score"] == 0.5
+    assert d["errors"] == c["errors"] == 2 and d["answered"] == c["answered"] == 0
+    assert d["score"] is None and c["score"] is None and c["CHIP-STS.f1"] is None
+    d, c = both(exs, [None, ner()["target"]])
+    assert "CHIP-STS.f1" not in c and "CHIP-STS.accuracy" not in d  # its only sample got no answer
+    assert d["CMeEE-V2.f1"] == c["CMeEE-V2.f1"] == 1.0 and d["score"] == c["score"] == 1.0
+    assert d["coverage"] == 0.5
 
 
 def test_nothing_found_targets_load_as_empty_gold(tmp_path):

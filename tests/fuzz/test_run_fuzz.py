@@ -205,7 +205,7 @@ def plans_for(harness: Harness) -> st.SearchStrategy[dict[str, SamplePlan]]:
 def check_accounted(harness: Harness, code: int, path: Path, delivered: Mapping[str, set[str]],
                     plans: Mapping[str, SamplePlan] | None) -> dict[tuple[str, str], dict]:
     """Every sample once, answer xor error — the one its plan predicts (``plans``; None: every
-    sample answered); n, errors and finite metrics; each answer as stored and as delivered."""
+    sample answered); n, errors, answered and finite metrics (null only with nothing answered); each answer as stored and as delivered."""
     assert code in FINISHED
     records = records_of(path)
     by_sample = {(r["task"], r["id"]): r for r in records}
@@ -222,7 +222,11 @@ def check_accounted(harness: Harness, code: int, path: Path, delivered: Mapping[
     for task in TASKS:
         assert metrics[task]["n"] == sum(t == task for t, _ in by_sample)
         assert metrics[task]["errors"] == sum(t == task for t, _ in failed)
+        assert metrics[task]["answered"] == metrics[task]["n"] - metrics[task]["errors"]
         for name, value in metrics[task].items():
+            if value is None:  # not computed: only when no sample of the task was answered (evalpipe.coverage)
+                assert metrics[task]["answered"] == 0, (task, name)
+                continue
             assert isinstance(value, (int, float)) and math.isfinite(value), (task, name, value)
     # nothing lost or altered between the server, the store and samples.jsonl
     store = ResponseStore(path / "responses.sqlite")
