@@ -57,7 +57,7 @@ from evalpipe.conditions import Condition, TaskConditions, plan_name, shot_permu
 from evalpipe.config import RunConfig, load_options, local_model_fingerprint, task_args_for
 from evalpipe.data.digest import file_sha256
 from evalpipe.data.errors import DataError
-from evalpipe.endpoints import is_local_url, redact_url
+from evalpipe.endpoints import redact_url, route_problem
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.prompting import (
     DEFAULT_VARIANT,
@@ -623,10 +623,11 @@ def check_endpoint_policy(prepared: Sequence[PreparedTask], config: RunConfig) -
         return
     urls = (config.base_url, *config.replicas, config.embeddings_url)  # every replica, and the embedder
     for url in [u for u in urls if u]:
-        if not is_local_url(url):
+        problem = route_problem(url)  # the endpoint and the proxy in front of it (redirects are never followed)
+        if problem is not None:
             raise RunError(
                 f"task(s) {', '.join(credentialed)} use credentialed data (PhysioNet DUA) and "
-                f"{redact_url(url)} is not a loopback or private address; pass --allow-external-endpoint "
+                f"{problem}; pass --allow-external-endpoint "
                 "only if your data use agreement permits sending the data there"
             )
 
