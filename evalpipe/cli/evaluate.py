@@ -24,7 +24,7 @@ from evalpipe.tasks.registry import resolve
 from evalpipe.robustness import plain_metrics
 from evalpipe.terminal import metrics_table, robustness_table, summary_lines
 
-from evalpipe.cli.common import DEFAULT_CONCURRENCY, DtypeOption, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, EngineArgOption, GpuMemoryOption, INPROCESS_CONCURRENCY, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, LLAMACPP_CONCURRENCY, RevisionOption, StartupTimeoutOption, TaskFileOption, TasksDirOption, TensorParallelOption, USER_ERRORS, _fail, _user_tasks, app, console, err
+from evalpipe.cli.common import DEFAULT_CONCURRENCY, DtypeOption, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, EngineArgOption, GpuMemoryOption, INPROCESS_CONCURRENCY, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, LLAMACPP_CONCURRENCY, key_env, RevisionOption, StartupTimeoutOption, TaskFileOption, TasksDirOption, TensorParallelOption, USER_ERRORS, _fail, _user_tasks, app, console, err
 
 
 def _parse_data(pairs: list[str]) -> dict[str, str]:
@@ -111,7 +111,7 @@ def run(
     engine_arg: EngineArgOption = [],
     startup_timeout: StartupTimeoutOption = 600.0,
     endpoint: Annotated[str, typer.Option(help="chat (instruction-tuned models) or completions (base models).")] = "chat",
-    api_key_env: Annotated[str, typer.Option(help="Name of the environment variable holding the API key (its value is never written anywhere). Unset = 'EMPTY', fine for local servers.")] = "OPENAI_API_KEY",
+    api_key_env: Annotated[Optional[str], typer.Option(help="Name of the environment variable holding the API key (its value is never written anywhere). Default OPENAI_API_KEY; unset = 'EMPTY', fine for local servers. A variable named here must be set.")] = None,
     shots: Annotated[Optional[int], typer.Option(help="Few-shot examples (default: each task's own; `evalpipe tasks` lists them).")] = None,
     fewshot_seed: Annotated[Optional[int], typer.Option(help="Draw shots at random from the train split with this seed (default: the first K).")] = None,
     fewshot_as_turns: Annotated[bool, typer.Option(help="Give shots as user/assistant chat turns instead of one message.")] = False,
@@ -129,6 +129,7 @@ def run(
     concurrency: Annotated[Optional[int], typer.Option(help="Requests in flight at most (default 64; with --engine vllm-inprocess 256, so a batch holds up to 512 prompts; with --engine llamacpp 2).")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per request attempt.")] = 120.0,
     max_retries: Annotated[int, typer.Option(help="Retries per request for retryable failures.")] = 6,
+    max_answer_bytes: Annotated[int, typer.Option(help="Largest reply body read from the endpoint (default 16 MiB); a larger one is a counted error ('answer too large'), never stored.")] = 16 * 1024 * 1024,
     compat: Annotated[Optional[str], typer.Option(help="Score like a reference implementation, e.g. evalscope.")] = None,
     rouge_stemmer: Annotated[bool, typer.Option(help="ROUGE with Porter stemming.")] = False,
     bertscore_model: Annotated[Optional[str], typer.Option(help="BERTScore encoder (local path or hub name).")] = None,
@@ -146,7 +147,7 @@ def run(
     embeddings_batch_size: Annotated[Optional[int], typer.Option(help="Retrieval tasks: texts per embedding request.")] = None,
     judge: JudgeOption = [],
     judge_engine: JudgeEngineOption = None,
-    judge_api_key_env: JudgeKeyOption = "OPENAI_API_KEY",
+    judge_api_key_env: JudgeKeyOption = None,
     judge_rubric: JudgeRubricOption = [],
     mcqa_scoring: Annotated[str, typer.Option("--mcqa-scoring", help="Multiple-choice tasks: generate (parse the letter of a generated answer) or loglikelihood (score each option's letter by its log-probability after the prompt; needs /v1/completions with echo and logprobs, as vLLM serves).")] = "generate",
     prompt_variants: Annotated[Optional[str], typer.Option(help="Evaluate each prompt variant: all, or NAME[,NAME…] (`evalpipe tasks` lists them; 'default' is the canonical prompt). Spread across them: variants.json.")] = None,
@@ -202,12 +203,13 @@ def run(
             tasks=tuple(s.name for s in specs), suites=tuple(suite), model=model,
             base_url=base_url[0] if base_url else None, replicas=tuple(base_url[1:]), endpoint=endpoint,
             engine=engine, engine_options=options,
-            api_key_env=api_key_env, shots=shots, fewshot_seed=fewshot_seed, fewshot_as_turns=fewshot_as_turns,
+            api_key_env=key_env(api_key_env, "--api-key-env"), shots=shots, fewshot_seed=fewshot_seed, fewshot_as_turns=fewshot_as_turns,
             system_role=system_role, temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_tokens,
             split=split, limit=limit, ids=tuple(i.strip() for i in ids.split(",") if i.strip()) if ids else None,
             data=_parse_data(data), data_dir=str(Path(data_dir).resolve()) if data_dir else None,
             context_length=context_length, concurrency=concurrency, timeout_s=timeout,
-            max_retries=max_retries, compat=compat, allow_external_endpoint=allow_external_endpoint,
+            max_retries=max_retries, max_answer_bytes=max_answer_bytes, compat=compat,
+            allow_external_endpoint=allow_external_endpoint,
             run_name=run_name,
             metric_options=_metric_options(rouge_stemmer, bertscore_model, bertscore_layers, bertscore_idf,
                                            bertscore_baseline, umls_extractor),
