@@ -14,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 
 def is_local_url(url: str) -> bool:
-    """True when the URL's host is loopback or a private/link-local address.
+    """True when the URL's host is loopback or a private/link-local address (:data:`LOCAL_NETWORKS`).
 
     A host name is resolved; it counts as local only if every address it resolves to is.
     """
@@ -31,7 +31,29 @@ def is_local_url(url: str) -> bool:
         except OSError:
             return False
         addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
-    return bool(addresses) and all(a.is_loopback or a.is_private or a.is_link_local for a in addresses)
+    return bool(addresses) and all(_is_local_address(a) for a in addresses)
+
+
+#: the networks that count as this machine's or its site's own: loopback, RFC 1918 and link-local (IPv4),
+#: loopback, unique-local and link-local (IPv6), and 0.0.0.0 (which reaches this machine on Linux)
+LOCAL_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
+    "127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "0.0.0.0/32",
+    "::1/128", "fc00::/7", "fe80::/10",
+))
+
+
+def _is_local_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether an address is in :data:`LOCAL_NETWORKS`.
+
+    Why a list of our own and not ``ipaddress``' ``is_private``: that also counts the documentation
+    and benchmarking ranges (192.0.2.0/24, 198.18.0.0/15 …) and others no site runs a server on; a
+    rule about where patient data may go names the networks it allows. An IPv4-mapped IPv6 address is
+    judged as its IPv4 address.
+    """
+    mapped = getattr(address, "ipv4_mapped", None)
+    if mapped is not None:
+        address = mapped
+    return any(address in network for network in LOCAL_NETWORKS if network.version == address.version)
 
 
 def redact_url(url: str) -> str:

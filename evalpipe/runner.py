@@ -41,9 +41,13 @@ from evalpipe import __version__
 from evalpipe.backends.base import Backend
 from evalpipe.backends.factory import OnceFactory
 from evalpipe.budget import (
+    ContextTooSmall,
     EstimateCounter,
+    Fitted,
     HFTokenizerCounter,
+    SAFETY_TOKENS,
     TokenCounter,
+    check_context,
     detect_counter,
     fit_prompt,
     model_context_length,
@@ -467,7 +471,20 @@ def _prepare_ranking(spec: TaskSpec, config: RunConfig, data: TaskData, examples
                         None, identity, pool=planned.pool, data_digests=_digests(data))
 
 
-async def apply_budget(p: PreparedTask, context_length: int, counter: TokenCounter) -> PreparedTask:
+def _check_fitted(p: PreparedTask, fitted: Sequence[Fitted], context_length: int, source: str) -> None:
+    """A prompt that does not fit with its long field emptied cannot be sent: stop (evalpipe.budget)."""
+    assert p.spec.long_field is not None
+    for f in fitted:
+        if not f.fits and not str(f.example.inputs.get(p.spec.long_field, "")):
+            raise ContextTooSmall(
+                f"the model's context of {context_length} tokens ({source}) cannot hold a prompt of task {p.spec.name} "
+                f"(sample {f.example.id}) even with its {p.spec.long_field} emptied: {f.tokens} tokens of prompt for "
+                f"{f.limit} left after max_tokens and a margin of {SAFETY_TOKENS}; pass --context-length N if the "
+                "context is wrong, or --max-tokens to lower the answer budget")
+
+
+async def apply_budget(p: PreparedTask, context_length: int, counter: TokenCounter,
+                       source: str = "--context-length") -> PreparedTask:
     """Shorten the task's long field where a prompt would not fit the context (see evalpipe.budget).
 
     The task's examples are held here (tasks with a long field are documents: few, and each
@@ -479,6 +496,7 @@ async def apply_budget(p: PreparedTask, context_length: int, counter: TokenCount
     prompts = list(p.prompts)
     fitted = await asyncio.gather(*(fit_prompt(ex, p.make_prompt, p.spec.long_field, context_length, counter,
                                                prompt=prompt) for ex, prompt in zip(examples, prompts)))
+    _check_fitted(p, fitted, context_length, source)
     # an untouched prompt keeps the key and packed form prepare_task staged
     p.stage.update(p.plan_name, (
         (i, cache_key(p.model, f.prompt), _dumps(p.packer.pack(to_jsonable(f.prompt))), info_json(f.truncated_tokens))
@@ -516,6 +534,9 @@ async def budget_all(
     if context_length is None:
         return prepared, {"budget": "not applied: the context length is unknown (pass --context-length); "
                                     "prompts longer than the model's context will fail"}
+    source = ("--context-length" if config.context_length else "recorded by this run" if previous.get("context_length")
+              else "the model's config.json" if in_process else "reported by the server's GET /models")
+    check_context(context_length, source)
     counter: TokenCounter
     if in_process:
         try:
@@ -542,7 +563,7 @@ async def budget_all(
             return p
         return await asyncio.to_thread(prepare_task, p.spec, config, context_length, count, p.condition, p.stage)
 
-    budgeted = [await apply_budget(await sized(p), context_length, counter) for p in prepared]
+    budgeted = [await apply_budget(await sized(p), context_length, counter, source) for p in prepared]
     info: dict[str, Any] = {"context_length": context_length, "token_counter": counter.kind}
     if getattr(counter, "chat_template", False) is True:
         info["chat_counting"] = "template"
