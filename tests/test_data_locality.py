@@ -104,21 +104,6 @@ def test_the_cli_refuses_the_proxy_for_run_and_for_judges_in_one_line(clean_prox
         assert server.total_requests == 0 and connections == []
 
 
-def test_judging_a_credentialed_run_through_an_outside_proxy_is_refused(clean_proxies, connections, tmp_path):
-    from tests.support.scripted_backend import ScriptedBackend
-
-    root = tmp_path / "r"
-    cfg = credentialed("http://127.0.0.1:1/v1", run_name="medisumqa", limit=2)
-    outcome = asyncio.run(execute(cfg, lambda c: ScriptedBackend(lambda p: "Rest.", model="m"), root))
-    clean_proxies.setenv("HTTP_PROXY", OUTSIDE_PROXY)
-    with FakeOpenAIServer(models=("judge",)) as server:
-        result = CliRunner().invoke(app, ["judge", str(outcome.run_dir.path), "--judge", f"judge={server.url}"])
-        assert result.exit_code == 1, result.output
-        assert "192.0.2.1:3128" in result.output and "judge" in result.output and "proxy-secret" not in result.output
-        assert server.total_requests == 0 and connections == []
-        assert "judging" not in json.loads((outcome.run_dir.path / "config.json").read_text())
-
-
 def test_no_proxy_lets_a_credentialed_run_reach_its_local_endpoint_and_config_records_the_route(
         clean_proxies, connections, tmp_path):
     clean_proxies.setenv("HTTP_PROXY", OUTSIDE_PROXY)
