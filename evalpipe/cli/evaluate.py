@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -14,12 +15,13 @@ import typer
 from evalpipe.backends.factory import make_backend
 from evalpipe.config import RunConfig, local_model_fingerprint
 from evalpipe.data.errors import DataError
+from evalpipe.diskfull import disk_full_message, is_disk_full
 from evalpipe.engines.launch import ENGINES, VLLM_NAMED, engine_options, server_spec
 from evalpipe.engines.server import ManagedServer
 from evalpipe.results import DEFAULT_ROOT, RunDir, RunDirError, os_problem
 from evalpipe.rescoring import rescore
 from evalpipe.outcome import RunOutcome
-from evalpipe.runner import execute
+from evalpipe.runner import execute, run_dir_for
 from evalpipe.tasks.registry import resolve
 from evalpipe.robustness import plain_metrics
 from evalpipe.terminal import metrics_table, robustness_table, summary_lines
@@ -301,8 +303,12 @@ def execute_run(config: RunConfig, results_dir: Path, startup_timeout: float = 6
         return EXIT_INTERRUPTED, None
     except USER_ERRORS as exc:
         raise _fail(exc)
-    except OSError as exc:  # writing results: no permission, disk full … (network errors are the backend's)
-        raise _fail(RunDirError(os_problem(exc)))
+    except (OSError, sqlite3.OperationalError) as exc:  # writing results: no permission, disk full …
+        if is_disk_full(exc):
+            raise _fail(RunDirError(disk_full_message(exc, run_dir_for(config, results_dir).path)))
+        if not isinstance(exc, OSError):
+            raise
+        raise _fail(RunDirError(os_problem(exc)))  # (network errors are the backend's)
     finally:
         if server is not None:
             server.stop()

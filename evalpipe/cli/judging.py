@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from evalpipe.diskfull import disk_full_message, is_disk_full
 from evalpipe.engines.launch import server_spec
+from evalpipe.outcome import RunError
 from evalpipe.engines.server import ManagedServer
 from evalpipe.terminal import metrics_table
 
@@ -69,6 +72,10 @@ def judge_run(run_path: Path, panel: list[Any], engine: str | None, options: Any
         return EXIT_INTERRUPTED
     except USER_ERRORS as exc:
         raise _fail(exc)
+    except (OSError, sqlite3.OperationalError) as exc:
+        if not is_disk_full(exc):
+            raise
+        raise _fail(RunError(disk_full_message(exc, run_path, "judgements")))
     finally:
         for running in started:
             running.stop()
