@@ -23,9 +23,10 @@ A safety margin of :data:`SAFETY_TOKENS` is kept either way.
 
 **A context too small is an error, not a note.** A server that reports a context of 8 tokens would
 have every long field emptied and every prompt fail (or, worse, be answered without its document).
-A context below :data:`MIN_CONTEXT_TOKENS`, or one that cannot hold a task's prompt even with its
-long field empty (plus ``max_tokens`` and the margin), stops the run before any generation request,
-naming the context, where it came from and ``--context-length`` (:class:`ContextTooSmall`).
+A context below :data:`MIN_CONTEXT_TOKENS`, or one shorter than a task's prompt with its long field
+emptied (no room for any answer), stops the run before any generation request, naming the context,
+where it came from and ``--context-length`` (:class:`ContextTooSmall`). A prompt that fits but leaves
+less than ``max_tokens`` is still sent: counts may be estimates, and the server's verdict is recorded.
 """
 
 from __future__ import annotations

@@ -45,7 +45,6 @@ from evalpipe.budget import (
     EstimateCounter,
     Fitted,
     HFTokenizerCounter,
-    SAFETY_TOKENS,
     TokenCounter,
     check_context,
     detect_counter,
@@ -472,15 +471,16 @@ def _prepare_ranking(spec: TaskSpec, config: RunConfig, data: TaskData, examples
 
 
 def _check_fitted(p: PreparedTask, fitted: Sequence[Fitted], context_length: int, source: str) -> None:
-    """A prompt that does not fit with its long field emptied cannot be sent: stop (evalpipe.budget)."""
+    """A prompt longer than the whole context with its long field emptied cannot be answered at all:
+    stop (evalpipe.budget). One that fits but leaves less than max_tokens is sent, as before: the
+    counts may be estimates, and the server's own verdict is recorded on the sample."""
     assert p.spec.long_field is not None
     for f in fitted:
-        if not f.fits and not str(f.example.inputs.get(p.spec.long_field, "")):
+        if f.tokens > context_length and not str(f.example.inputs.get(p.spec.long_field, "")):
             raise ContextTooSmall(
                 f"the model's context of {context_length} tokens ({source}) cannot hold a prompt of task {p.spec.name} "
-                f"(sample {f.example.id}) even with its {p.spec.long_field} emptied: {f.tokens} tokens of prompt for "
-                f"{f.limit} left after max_tokens and a margin of {SAFETY_TOKENS}; pass --context-length N if the "
-                "context is wrong, or --max-tokens to lower the answer budget")
+                f"(sample {f.example.id}) even with its {p.spec.long_field} emptied ({f.tokens} tokens, before "
+                "max_tokens); pass --context-length N if the context is wrong")
 
 
 async def apply_budget(p: PreparedTask, context_length: int, counter: TokenCounter,
