@@ -178,8 +178,10 @@ class EndpointClient:
         length before anything is read, else as soon as the bytes received pass the limit."""
         limit = self.max_body_bytes
         declared = response.content_length
-        if declared is not None and declared > limit:
-            raise _too_large(f"the reply declares {declared} bytes", limit)
+        if declared is not None:
+            if declared > limit:
+                raise _too_large(f"the reply declares {declared} bytes", limit)
+            return await response.read()  # bounded by its declared length: one read, the fast path
         chunks: list[bytes] = []
         received = 0
         async for chunk in response.content.iter_chunked(_READ_CHUNK):
