@@ -20,6 +20,13 @@ template — because a template can add far more than role markers (some inject 
 prompt of dozens of tokens). Where it cannot (llama.cpp's endpoint counts plain text only, the
 estimate), a chat prompt counts as its message texts plus :data:`CHAT_OVERHEAD_TOKENS` per message.
 A safety margin of :data:`SAFETY_TOKENS` is kept either way.
+
+**A context too small is an error, not a note.** A server that reports a context of 8 tokens would
+have every long field emptied and every prompt fail (or, worse, be answered without its document).
+A context below :data:`MIN_CONTEXT_TOKENS`, or one shorter than a task's prompt with its long field
+emptied (no room for any answer), stops the run before any generation request, naming the context,
+where it came from and ``--context-length`` (:class:`ContextTooSmall`). A prompt that fits but leaves
+less than ``max_tokens`` is still sent: counts may be estimates, and the server's verdict is recorded.
 """
 
 from __future__ import annotations
@@ -38,7 +45,22 @@ if TYPE_CHECKING:
 
 CHAT_OVERHEAD_TOKENS = 8
 SAFETY_TOKENS = 16
+#: the smallest context evalpipe budgets for: no task's instructions, question and answer fit in less
+#: (the smallest models still served have 512–2,048 tokens)
+MIN_CONTEXT_TOKENS = 256
 CHARS_PER_TOKEN_ESTIMATE = 3.5
+
+
+class ContextTooSmall(ValueError):
+    """The model's context cannot hold a task's prompt (one line, naming ``--context-length``)."""
+
+
+def check_context(context_length: int, source: str) -> None:
+    """Refuse a context below :data:`MIN_CONTEXT_TOKENS`; ``source`` says where the number came from."""
+    if context_length < MIN_CONTEXT_TOKENS:
+        raise ContextTooSmall(
+            f"the model's context is {context_length} tokens ({source}), below the {MIN_CONTEXT_TOKENS} any task "
+            "needs; if that is wrong, pass --context-length N with the context the model really serves")
 
 
 def estimate_tokens(text: str) -> int:
@@ -173,6 +195,13 @@ class Fitted:
     prompt: Prompt
     #: tokens removed from the long field (0 = untouched)
     truncated_tokens: int
+    #: the prompt's tokens, and the most it may have (context minus max_tokens and the margin)
+    tokens: int = 0
+    limit: int = 0
+
+    @property
+    def fits(self) -> bool:
+        return self.tokens <= self.limit
 
 
 async def fit_prompt(
@@ -197,7 +226,7 @@ async def fit_prompt(
     limit = context_length - max_tokens - SAFETY_TOKENS
     used = await prompt_tokens(prompt, counter)
     if used <= limit:
-        return Fitted(example, prompt, 0)
+        return Fitted(example, prompt, 0, used, limit)
     original = str(example.inputs[long_field])
     original_tokens = await counter.count(original)
     text, field_tokens = original, original_tokens
@@ -213,4 +242,4 @@ async def fit_prompt(
         field_tokens = await counter.count(text)
         if used <= limit or not text:
             break
-    return Fitted(current, prompt, max(original_tokens - field_tokens, 0))
+    return Fitted(current, prompt, max(original_tokens - field_tokens, 0), used, limit)

@@ -63,6 +63,8 @@ class RunConfig:
     unreachable_after_s: float = 30.0
     #: answer from a store whose answers another endpoint gave (evalpipe.endpoint_identity), deliberately
     reuse_answers_from_other_endpoint: bool = False
+    #: the largest reply body read from an endpoint (``--max-answer-bytes``; see evalpipe.backends.client)
+    max_answer_bytes: int = 16 * 1024 * 1024
     compat: str | None = None
     #: scoring settings (see evalpipe.metrics.options.MetricOptions)
     metric_options: dict[str, Any] = field(default_factory=dict)
@@ -180,7 +182,8 @@ def option_problems(config: RunConfig) -> list[str]:
     if config.top_p is not None and (not finite(config.top_p) or not 0 < config.top_p <= 1):
         problems.append(f"--top-p must be in (0, 1], got {config.top_p}")
     for option, value in (("--max-tokens", config.max_tokens), ("--context-length", config.context_length),
-                          ("--limit", config.limit), ("--concurrency", config.concurrency)):
+                          ("--limit", config.limit), ("--concurrency", config.concurrency),
+                          ("--max-answer-bytes", config.max_answer_bytes)):
         if value is not None and value < 1:
             problems.append(f"{option} must be at least 1, got {value}")
     if not finite(config.timeout_s) or config.timeout_s <= 0:

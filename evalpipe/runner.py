@@ -42,9 +42,12 @@ from evalpipe import endpoint_identity
 from evalpipe.backends.base import Backend, BackendError
 from evalpipe.backends.factory import OnceFactory
 from evalpipe.budget import (
+    ContextTooSmall,
     EstimateCounter,
+    Fitted,
     HFTokenizerCounter,
     TokenCounter,
+    check_context,
     detect_counter,
     fit_prompt,
     model_context_length,
@@ -58,7 +61,7 @@ from evalpipe.conditions import Condition, TaskConditions, plan_name, shot_permu
 from evalpipe.config import RunConfig, load_options, local_model_fingerprint, task_args_for
 from evalpipe.data.digest import file_sha256
 from evalpipe.data.errors import DataError
-from evalpipe.endpoints import is_local_url, redact_url
+from evalpipe.endpoints import redact_url, route_problem
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.prompting import (
     DEFAULT_VARIANT,
@@ -468,7 +471,21 @@ def _prepare_ranking(spec: TaskSpec, config: RunConfig, data: TaskData, examples
                         None, identity, pool=planned.pool, data_digests=_digests(data))
 
 
-async def apply_budget(p: PreparedTask, context_length: int, counter: TokenCounter) -> PreparedTask:
+def _check_fitted(p: PreparedTask, fitted: Sequence[Fitted], context_length: int, source: str) -> None:
+    """A prompt longer than the whole context with its long field emptied cannot be answered at all:
+    stop (evalpipe.budget). One that fits but leaves less than max_tokens is sent, as before: the
+    counts may be estimates, and the server's own verdict is recorded on the sample."""
+    assert p.spec.long_field is not None
+    for f in fitted:
+        if f.tokens > context_length and not str(f.example.inputs.get(p.spec.long_field, "")):
+            raise ContextTooSmall(
+                f"the model's context of {context_length} tokens ({source}) cannot hold a prompt of task {p.spec.name} "
+                f"(sample {f.example.id}) even with its {p.spec.long_field} emptied ({f.tokens} tokens, before "
+                "max_tokens); pass --context-length N if the context is wrong")
+
+
+async def apply_budget(p: PreparedTask, context_length: int, counter: TokenCounter,
+                       source: str = "--context-length") -> PreparedTask:
     """Shorten the task's long field where a prompt would not fit the context (see evalpipe.budget).
 
     The task's examples are held here (tasks with a long field are documents: few, and each
@@ -480,6 +497,7 @@ async def apply_budget(p: PreparedTask, context_length: int, counter: TokenCount
     prompts = list(p.prompts)
     fitted = await asyncio.gather(*(fit_prompt(ex, p.make_prompt, p.spec.long_field, context_length, counter,
                                                prompt=prompt) for ex, prompt in zip(examples, prompts)))
+    _check_fitted(p, fitted, context_length, source)
     # an untouched prompt keeps the key and packed form prepare_task staged
     p.stage.update(p.plan_name, (
         (i, cache_key(p.model, f.prompt), _dumps(p.packer.pack(to_jsonable(f.prompt))), info_json(f.truncated_tokens))
@@ -517,6 +535,9 @@ async def budget_all(
     if context_length is None:
         return prepared, {"budget": "not applied: the context length is unknown (pass --context-length); "
                                     "prompts longer than the model's context will fail"}
+    source = ("--context-length" if config.context_length else "recorded by this run" if previous.get("context_length")
+              else "the model's config.json" if in_process else "reported by the server's GET /models")
+    check_context(context_length, source)
     counter: TokenCounter
     if in_process:
         try:
@@ -543,7 +564,7 @@ async def budget_all(
             return p
         return await asyncio.to_thread(prepare_task, p.spec, config, context_length, count, p.condition, p.stage)
 
-    budgeted = [await apply_budget(await sized(p), context_length, counter) for p in prepared]
+    budgeted = [await apply_budget(await sized(p), context_length, counter, source) for p in prepared]
     info: dict[str, Any] = {"context_length": context_length, "token_counter": counter.kind}
     if getattr(counter, "chat_template", False) is True:
         info["chat_counting"] = "template"
@@ -624,10 +645,11 @@ def check_endpoint_policy(prepared: Sequence[PreparedTask], config: RunConfig) -
         return
     urls = (config.base_url, *config.replicas, config.embeddings_url)  # every replica, and the embedder
     for url in [u for u in urls if u]:
-        if not is_local_url(url):
+        problem = route_problem(url)  # the endpoint and the proxy in front of it (redirects are never followed)
+        if problem is not None:
             raise RunError(
                 f"task(s) {', '.join(credentialed)} use credentialed data (PhysioNet DUA) and "
-                f"{redact_url(url)} is not a loopback or private address; pass --allow-external-endpoint "
+                f"{problem}; pass --allow-external-endpoint "
                 "only if your data use agreement permits sending the data there"
             )
 

@@ -166,16 +166,16 @@ def test_resume_reuses_the_recorded_context_and_refuses_a_weaker_counter(tmp_pat
 
     fixtures = Path(__file__).parent / "clue" / "fixtures"
     config = RunConfig(tasks=("clue_medisumqa",), model="m", base_url="http://127.0.0.1:9/v1",
-                       data_dir=str(fixtures), max_tokens=64, context_length=300,
+                       data_dir=str(fixtures), max_tokens=64, context_length=400,
                        metric_options={"umls_extractor": "none"})
     first = asyncio.run(execute(config, lambda c: ScriptedBackend(lambda p: "ok"), tmp_path))
     import json as _json
 
     recorded = _json.loads((first.run_dir.path / "config.json").read_text())["budget"]
-    assert recorded == {"context_length": 300, "token_counter": "estimate"}
+    assert recorded == {"context_length": 400, "token_counter": "estimate"}
     # the recorded context length is reused when none is given now (the server is gone)
     _, info = asyncio.run(budget_all(prepare(config), RunConfig(**{**config.__dict__, "context_length": None}),
                                      recorded))
-    assert info["budget"]["context_length"] == 300
+    assert info["budget"]["context_length"] == 400
     with pytest.raises(RunError, match="server's tokenizer"):
-        asyncio.run(budget_all(prepare(config), config, {"context_length": 300, "token_counter": "server"}))
+        asyncio.run(budget_all(prepare(config), config, {"context_length": 400, "token_counter": "server"}))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from evalpipe.records import Completion, Message, Prompt
 
@@ -26,8 +26,9 @@ class Credentials:
 
     Why one object: a credential leaves the process in several forms — the raw key, the
     ``Authorization: Bearer <key>`` header, ``user:password`` from a URL, the
-    ``Authorization: Basic <base64(user:password)>`` header, percent-encoded or JSON-escaped
-    copies — and a careless server may quote any of them back in an error body (issue 14). Every
+    ``Authorization: Basic <base64(user:password)>`` header, a query-string secret, base64-,
+    percent-encoded or JSON-escaped copies — and a careless server may quote any of them back in an
+    error body (issue 14) or in an answer (issue 22). Every
     text a backend shows or stores passes :meth:`scrub`, which knows all the forms. No repr,
     log record or f-string shows a credential by accident.
     """
@@ -44,6 +45,9 @@ class Credentials:
             forms |= {f"{user}:{password}", f"{parts.username}:{parts.password or ''}", password,
                       parts.password or "", self._basic, f"Basic {self._basic}"}
         forms |= {value for _, value in parse_qsl(parts.query)}  # keys hidden in a query string
+        # the key base64-encoded and percent-encoded too: a server (or a model told to) may echo either
+        forms |= {base64.b64encode(secret.encode()).decode("ascii").rstrip("=") for secret in set(forms) if secret != "EMPTY"}
+        forms |= {quote(secret, safe="") for secret in set(forms)}
         # longest first, so "Bearer <key>" goes whole before the key alone
         candidates = {f for f in forms if len(f) >= MIN_SECRET_LEN and f not in ("Bearer EMPTY",)}
         escaped = {f.replace("/", "\\/") for f in candidates if "/" in f}  # JSON's optional "\/" escape

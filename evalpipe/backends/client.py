@@ -13,10 +13,19 @@ What the client does:
 * **Auth in one header**, from :class:`~evalpipe.backends.base.Credentials`: Basic from the base
   URL's user-info where given, else Bearer; the user-info never travels in the URL itself.
 * **Proxies from the environment** (``HTTP(S)_PROXY``, ``NO_PROXY``), as any HTTP client would,
-  looked up once per client (:func:`env_proxy`).
+  looked up once per client (:func:`env_proxy`) with the same function the patient-data guard judges
+  (:func:`evalpipe.endpoints.proxy_for`), so the proxy checked is the proxy used.
+* **Redirects are never followed** (:data:`evalpipe.endpoints.REDIRECTS`): a 3xx would re-send the
+  prompt and the Authorization header to whatever host the ``Location`` header names. It is a
+  failure that is not retried, naming the target's host (never its user-info or query).
+* **Bounded replies**: a body larger than ``max_body_bytes`` is refused while it is read (by its
+  ``Content-Length`` when it has one, else as the bytes arrive), never held whole: ``answer too
+  large``, not retried. JSON nested deeper than :data:`evalpipe.jsonlimits.MAX_JSON_DEPTH` is refused
+  before it is decoded.
 * **Failures become :class:`~evalpipe.backends.retry.RequestFailed`**, the one vocabulary the retry
   policy and the error counters know: ``HTTP 429`` (with Retry-After), ``HTTP 500``, ``timeout``,
-  ``connection error``, ``malformed JSON response``. The server's own words are kept as
+  ``connection error``, ``malformed JSON response``, ``JSON nested too deep``, ``redirect refused``,
+  ``answer too large``. The server's own words are kept as
   ``detail`` — one line, short, with every credential form scrubbed.
 
 The session is created on first use inside the running event loop; use one client inside one loop
@@ -37,14 +46,23 @@ import aiohttp
 
 from evalpipe.backends.base import Credentials
 from evalpipe.backends.retry import RequestFailed, parse_retry_after
+from evalpipe.endpoints import proxy_for, proxy_host
+from evalpipe.jsonlimits import TooDeep
+from evalpipe.jsonlimits import loads as json_loads
 
-__all__ = ["EndpointClient", "decode_json", "env_proxy", "one_line", "strip_userinfo"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "EndpointClient", "decode_json", "env_proxy", "one_line", "strip_userinfo"]
 
 #: status codes worth another attempt besides 5xx
 RETRY_STATUSES = frozenset({408, 409, 429})
 DETAIL_MAX_CHARS = 200
 _HEADERS = {"Content-Type": "application/json"}
 _SURROGATES = re.compile("[\ud800-\udfff]")
+#: the largest reply body read (``--max-answer-bytes``): 16 MiB. A generated answer is bounded by
+#: max_tokens (32k tokens of text are ~0.2 MB, ~1.2 MB JSON-escaped); the largest honest replies are
+#: log-likelihood echoes (every prompt token with its log-probabilities, for each option: ~13 MB for a
+#: 32k-token prompt and four options). A 300 MB "answer" is a broken or hostile server.
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+_READ_CHUNK = 256 * 1024
 
 
 def one_line(text: str | None, credentials: Credentials, limit: int = DETAIL_MAX_CHARS) -> str | None:
@@ -70,26 +88,27 @@ def strip_userinfo(url: str) -> str:
 
 def env_proxy(url: str) -> tuple[Any, Any]:
     """The proxy the environment sets for ``url`` (``HTTP(S)_PROXY``, ``NO_PROXY``), looked up once
-    with aiohttp's own helper, or ``(None, None)``.
+    by :func:`evalpipe.endpoints.proxy_for` (aiohttp's own helper), or ``(None, None)``.
 
     Why not the session's ``trust_env``: it looks the proxy up, and reads ``~/.netrc``, in a worker
     thread on *every* request — two thread-pool round trips per request, measured as a third of the
     client's CPU at 1,000 requests/s.
     """
-    from aiohttp.helpers import get_env_proxy_for_url  # noqa: PLC0415
     from yarl import URL  # noqa: PLC0415 - aiohttp's own URL type
 
-    try:
-        return get_env_proxy_for_url(URL(url))
-    except LookupError:
+    proxy = proxy_for(url)
+    if proxy is None:
         return None, None
+    parsed = URL(proxy)
+    auth = aiohttp.BasicAuth(parsed.user or "", parsed.password or "") if parsed.user is not None else None
+    return parsed.with_user(None), auth
 
 
 class EndpointClient:
     """JSON requests to one endpoint: ``base_url`` (``http://host:8000/v1``) and its server root."""
 
     def __init__(self, base_url: str, credentials: Credentials, *, connections: int, timeout_s: float,
-                 connect_timeout_s: float) -> None:
+                 connect_timeout_s: float, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
         parts = urlsplit(strip_userinfo(base_url))
         self._origin, self._path, self._query = (parts.scheme, parts.netloc), parts.path.rstrip("/"), parts.query
         #: the API root without user-info (its query string, if any, is kept apart: see :meth:`url`)
@@ -98,6 +117,7 @@ class EndpointClient:
         self.root = urlunsplit((*self._origin, "", "", ""))
         self.credentials = credentials
         self.connections = connections
+        self.max_body_bytes = max_body_bytes
         self.timeout = aiohttp.ClientTimeout(total=timeout_s, connect=min(connect_timeout_s, timeout_s))
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -140,9 +160,11 @@ class EndpointClient:
         session = self._open()
         try:
             async with session.request(method, url, data=payload, headers=_HEADERS if payload is not None else None,
-                                       timeout=timeout or self.timeout) as response:
-                raw = await response.read()
+                                       timeout=timeout or self.timeout, allow_redirects=False) as response:
                 status, headers = response.status, response.headers
+                if 300 <= status < 400:
+                    raise _redirect_failure(status, headers.get("Location"), url)
+                raw = await self._read(response)
         except TimeoutError:
             raise RequestFailed("timeout", retryable=True) from None
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as err:
@@ -150,6 +172,24 @@ class EndpointClient:
         if status >= 400:
             raise self._status_failure(status, headers, raw)
         return raw
+
+    async def _read(self, response: aiohttp.ClientResponse) -> bytes:
+        """The body, refused as ``answer too large`` past :attr:`max_body_bytes` — by its declared
+        length before anything is read, else as soon as the bytes received pass the limit."""
+        limit = self.max_body_bytes
+        declared = response.content_length
+        if declared is not None:
+            if declared > limit:
+                raise _too_large(f"the reply declares {declared} bytes", limit)
+            return await response.read()  # bounded by its declared length: one read, the fast path
+        chunks: list[bytes] = []
+        received = 0
+        async for chunk in response.content.iter_chunked(_READ_CHUNK):
+            received += len(chunk)
+            if received > limit:
+                raise _too_large(f"the reply passed {limit} bytes", limit)
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     def _status_failure(self, status: int, headers: Mapping[str, str], raw: bytes) -> RequestFailed:
         retry_after = None
@@ -175,11 +215,31 @@ class EndpointClient:
             await self._session.close()
 
 
+def _too_large(what: str, limit: int) -> RequestFailed:
+    return RequestFailed("answer too large", retryable=False,
+                         detail=f"{what}; --max-answer-bytes allows {limit} (nothing of it is stored)")
+
+
+def _redirect_failure(status: int, location: str | None, url: str) -> RequestFailed:
+    """A 3xx, refused: its target's host (resolved against the request URL, without user-info, path or
+    query) is named so the user can point ``--base-url`` there if they mean to."""
+    from urllib.parse import urljoin  # noqa: PLC0415
+
+    target = proxy_host(urljoin(url, location)) if location else None
+    where = f"to {target}" if target else "without a Location"
+    return RequestFailed("redirect refused", retryable=False, status=status,
+                         detail=f"HTTP {status} redirect {where}; evalpipe follows no redirect (it would re-send "
+                                "the prompt and the key there): use the final URL as the endpoint")
+
+
 def decode_json(raw: bytes) -> Any:
     """A 2xx body as JSON; a body that is not JSON is a retryable failure (a server under load or a
-    proxy in between may send anything)."""
+    proxy in between may send anything); JSON nested deeper than the one limit
+    (:mod:`evalpipe.jsonlimits`) is refused before decoding, and not retried."""
     try:
-        return json.loads(raw)
+        return json_loads(raw)
+    except TooDeep as deep:
+        raise RequestFailed("JSON nested too deep", retryable=False, detail=str(deep)) from None
     except ValueError:  # UnicodeDecodeError included
         raise RequestFailed("malformed JSON response", retryable=True) from None
 
@@ -187,8 +247,8 @@ def decode_json(raw: bytes) -> Any:
 def error_message(raw: bytes) -> str | None:
     """The human part of an OpenAI-style error body (``{"error": {"message": ...}}``), else its text."""
     try:
-        body = json.loads(raw)
-    except ValueError:
+        body = json_loads(raw)
+    except ValueError:  # TooDeep included: shown as text, cut to a line
         return raw.decode("utf-8", "replace") or None
     if isinstance(body, Mapping):
         inner = body.get("error", body)

@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # numpy only when vectors are made: `evalpipe tasks` imports 
     import numpy as np
 
 from evalpipe.backends.base import BackendError, Credentials
-from evalpipe.endpoints import redact_url
+from evalpipe.endpoints import redact_url, route_record
 
 __all__ = [
     "Embedder",
@@ -150,7 +150,8 @@ class OpenAIEmbeddings:
         return np.vstack(parts)
 
     def describe(self) -> Mapping[str, Any]:
-        return {"kind": "openai-embeddings", **asdict(self.config), "base_url": self.shown_url}
+        return {"kind": "openai-embeddings", **asdict(self.config), "base_url": self.shown_url,
+                **route_record(self.config.base_url)}  # the proxy used (host only, or None), redirects
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -37,7 +37,7 @@ def make_backend(config: RunConfig) -> Backend:
         OpenAICompatBackend(OpenAICompatConfig(
             base_url=url, model=config.model, api_key_env=config.api_key_env,
             concurrency=config.concurrency, timeout_s=config.timeout_s, max_retries=config.max_retries,
-            unreachable_after_s=config.unreachable_after_s,
+            unreachable_after_s=config.unreachable_after_s, max_answer_bytes=config.max_answer_bytes,
         ), liveness)
         for url in urls
     ]

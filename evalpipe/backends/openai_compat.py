@@ -32,9 +32,16 @@ Design decisions, and why:
   ``{"logprobs": {continuation: sum}, "tokens": {continuation: count}}``. A server that returns no
   prompt log-probabilities (no echo, OpenAI's chat-only models, llama.cpp's server) is told apart by
   :meth:`check_choice_scoring`, one short probe before a run, with a one-line error.
-* **Credentials are never shown.** The config holds only the *name* of the key's environment
-  variable; every error text passes :meth:`Credentials.scrub`, which knows the key, the Bearer
-  header, URL user-info and its Basic header.
+* **Credentials are never shown or stored.** The config holds only the *name* of the key's
+  environment variable; every error text *and every answer* passes :meth:`Credentials.scrub`, which
+  knows the key, the Bearer header, URL user-info and its Basic header, and query-string secrets —
+  a server (or a model prompted to) may echo any of them in a 200 reply. An answer that held one is
+  stored with ``***`` in its place and counted (``scrubbed_answers``); judges' replies come through
+  this backend too.
+* **Replies are bounded** (:mod:`evalpipe.backends.client`): a body over ``max_answer_bytes`` is a
+  failure (``answer too large``) read no further and never stored; JSON nested too deep is refused.
+* **Usage is checked**: a token count that is not a whole number in 0…10⁹ (``Infinity``, ``NaN``,
+  negative, a string) makes the reply's usage absent, counted as ``invalid_usage``, never stored.
 
 Use one backend inside one event loop (its connections belong to that loop), and
 ``await backend.aclose()`` at the end.
@@ -56,11 +63,11 @@ from typing import Any
 import aiohttp
 
 from evalpipe.backends.base import BackendError, Credentials
-from evalpipe.backends.client import EndpointClient, decode_json, one_line
+from evalpipe.backends.client import DEFAULT_MAX_BODY_BYTES, EndpointClient, decode_json, one_line
 from evalpipe.backends.limiter import AIMDLimiter
 from evalpipe.backends.liveness import AFTER_S, EndpointGone, Liveness
 from evalpipe.backends.retry import GaveUp, RequestFailed, RetryPolicy, call_with_retries, parse_retry_after
-from evalpipe.endpoints import redact_url
+from evalpipe.endpoints import redact_url, route_record
 from evalpipe.records import Completion, GenerationParams, Message, Prompt, Usage, chat_payload
 
 __all__ = ["OpenAICompatBackend", "OpenAICompatConfig", "parse_retry_after"]
@@ -75,6 +82,8 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 #: tokenizer endpoints, tried in this order: (flavour, path under the server root)
 _TOKENIZERS = (("vllm", "/tokenize"), ("llamacpp", "/extras/tokenize/count"))
 _PROBE_TEXT = "hello"
+#: more tokens than any context holds: a usage count above it is impossible
+_MAX_USAGE_TOKENS = 10**9
 
 
 @dataclass(frozen=True)
@@ -104,6 +113,8 @@ class OpenAICompatConfig:
     #: stop the run when nothing but failed connections came for this long (0 = never;
     #: :mod:`evalpipe.backends.liveness`)
     unreachable_after_s: float = AFTER_S
+    #: the largest reply body read (see :data:`evalpipe.backends.client.DEFAULT_MAX_BODY_BYTES`)
+    max_answer_bytes: int = DEFAULT_MAX_BODY_BYTES
 
     def __post_init__(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
@@ -114,6 +125,8 @@ class OpenAICompatConfig:
             raise BackendError(f"concurrency must be at least 1 (got {self.concurrency})")
         if self.max_retries < 0:
             raise BackendError(f"max_retries must be 0 or more (got {self.max_retries})")
+        if self.max_answer_bytes < 1:
+            raise BackendError(f"max_answer_bytes must be at least 1 (got {self.max_answer_bytes})")
         for name in ("timeout_s", "connect_timeout_s", "preflight_timeout_s"):
             if getattr(self, name) <= 0:
                 raise BackendError(f"{name} must be positive (got {getattr(self, name)})")
@@ -137,6 +150,10 @@ class _Counters:
     rate_limited: int = 0
     empty_answers: int = 0
     invalid_unicode_answers: int = 0
+    #: answers that held a credential (stored with ``***`` in its place)
+    scrubbed_answers: int = 0
+    #: replies whose token usage was impossible (stored without usage)
+    invalid_usage: int = 0
     chat_prompts: int = 0
     completions_prompts: int = 0
     #: log-likelihood requests (a prompt's options scored as continuations)
@@ -161,7 +178,8 @@ class OpenAICompatBackend:
         self.shown_url = redact_url(config.base_url.rstrip("/"))
         self._credentials = Credentials(os.environ.get(config.api_key_env), config.base_url)
         self._client = EndpointClient(config.base_url, self._credentials, connections=config.concurrency,
-                                      timeout_s=config.timeout_s, connect_timeout_s=config.connect_timeout_s)
+                                      timeout_s=config.timeout_s, connect_timeout_s=config.connect_timeout_s,
+                                      max_body_bytes=config.max_answer_bytes)
         self._limiter = AIMDLimiter(config.concurrency, decrease_window_s=config.rate_limit_window_s)
         self._retrying = config.retry_policy().retrying(self._before_sleep)
         per_try = config.preflight_timeout_s / _PROBE_TRIES
@@ -208,7 +226,8 @@ class OpenAICompatBackend:
             if isinstance(fingerprint, str) and fingerprint:  # what served it (evalpipe.endpoint_identity)
                 self._fingerprints[fingerprint] += 1
             try:
-                return _answer(data, chat=chat)
+                text, finish_reason, usage = _answer(data, chat=chat)
+                return text, finish_reason, self._checked_usage(usage)
             except RequestFailed as failure:
                 self._errors[failure.reason] += 1
                 raise
@@ -228,6 +247,7 @@ class OpenAICompatBackend:
         if _SURROGATES.search(text):
             text = _SURROGATES.sub("\ufffd", text)
             self._counts.invalid_unicode_answers += 1
+        text = self._scrubbed(text)
         return Completion(
             text=text,
             finish_reason=finish_reason,
@@ -302,6 +322,7 @@ class OpenAICompatBackend:
         options["http_client"] = f"aiohttp {aiohttp.__version__}"
         options["endpoints"] = dict(self._urls)
         options["api_key_set"] = self._credentials.key_set
+        options.update(route_record(self.config.base_url))  # the proxy used (host only, or None), redirects
         return options
 
     def stats(self) -> Mapping[str, Any]:
@@ -356,8 +377,7 @@ class OpenAICompatBackend:
             except RequestFailed as failure:
                 self._errors[failure.reason] += 1
                 raise
-            usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-            return scores, tokens, Usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+            return scores, tokens, self._checked_usage(data.get("usage"))
 
         try:
             (scores, tokens, usage), attempts = await call_with_retries(self._retrying, attempt)
@@ -409,6 +429,18 @@ class OpenAICompatBackend:
             if generation:
                 self._errors[failure.reason] += 1
             raise
+
+    def _scrubbed(self, text: str) -> str:
+        """The answer with every credential form replaced by ``***`` (counted when it held one)."""
+        clean = self._credentials.scrub(text)
+        self._counts.scrubbed_answers += clean != text
+        return clean
+
+    def _checked_usage(self, usage: Any) -> Usage:
+        """The reply's token usage, or no usage (counted) when a count is impossible."""
+        read = usage_of(usage)
+        self._counts.invalid_usage += read is None
+        return read or Usage()
 
     def _before_sleep(self, state: Any) -> None:
         outcome = state.outcome
@@ -571,6 +603,27 @@ def _answer(data: Any, *, chat: bool) -> tuple[str, str | None, Usage]:
         content = ""
     if not isinstance(content, str):
         raise RequestFailed("unexpected response shape", retryable=True, detail="content is not a string")
-    usage = data.get("usage")
-    usage = usage if isinstance(usage, dict) else {}
-    return content, choice.get("finish_reason"), Usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+    finish_reason = choice.get("finish_reason") if isinstance(choice, dict) else None
+    return content, finish_reason if isinstance(finish_reason, str) else None, data.get("usage")
+
+
+def usage_of(usage: Any) -> Usage | None:
+    """A reply's ``usage`` object as :class:`Usage`; no object (or no counts) is an empty Usage, and
+    None means impossible: a count present that is not a whole number in 0…10⁹ (``Infinity``,
+    ``NaN``, negative, fractional, a bool or a string). Integral floats (``12.0``) are whole numbers."""
+    if not isinstance(usage, Mapping):
+        return Usage()
+    counts: list[int | None] = []
+    for name in ("prompt_tokens", "completion_tokens"):
+        value = usage.get(name)
+        if value is None:
+            counts.append(None)
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        if isinstance(value, float) and not (value.is_integer() and abs(value) <= _MAX_USAGE_TOKENS):
+            return None  # NaN, ±Infinity and fractions fail is_integer; the bound keeps int() cheap
+        if not 0 <= int(value) <= _MAX_USAGE_TOKENS:
+            return None
+        counts.append(int(value))
+    return Usage(*counts)

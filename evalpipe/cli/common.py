@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -60,8 +61,26 @@ StartupTimeoutOption = Annotated[float, typer.Option(help="Seconds to wait for a
 # judging options shared by `judge` and `run` (see evalpipe.judging)
 JudgeOption = Annotated[list[str], typer.Option("--judge", help="A judge of free-text answers: MODEL=URL (an OpenAI-compatible /v1 endpoint serving MODEL); repeat for a jury.")]
 JudgeEngineOption = Annotated[Optional[str], typer.Option("--judge-engine", help="Also judge with a local engine evalpipe starts: llamacpp (the bundled SmolLM2-135M; an offline demo, not a useful judge).")]
-JudgeKeyOption = Annotated[str, typer.Option("--judge-api-key-env", help="Environment variable holding the judges' API key (never written anywhere).")]
+JudgeKeyOption = Annotated[Optional[str], typer.Option("--judge-api-key-env", help="Environment variable holding the judges' API key (never written anywhere; default OPENAI_API_KEY, unset = 'EMPTY'). A variable named here must be set.")]
 JudgeRubricOption = Annotated[list[str], typer.Option("--judge-rubric", help="A rubric template FILE for every judged task, or TASK=FILE for one (repeatable; default: each task's own, see prompts/judge/).")]
+
+#: the API key's variable when none is named; unset, the key sent is "EMPTY" (local servers need none)
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+
+
+def key_env(name: str | None, option: str) -> str:
+    """The API key's environment variable for ``option`` (``--api-key-env``, ``--judge-api-key-env``).
+
+    Left out, it is :data:`DEFAULT_KEY_ENV`, and an unset default sends "EMPTY" (a local server needs
+    no key). A variable the user *named* must hold a key: unset or empty it would silently send
+    "EMPTY" to a server that was meant to get a key — a usage error before any request."""
+    if name is None:
+        return DEFAULT_KEY_ENV
+    if not os.environ.get(name):
+        raise typer.BadParameter(f"environment variable {name} is not set (or is empty); export the API key as "
+                                 f"{name}, or leave {option} out for a server that needs no key", param_hint=option)
+    return name
+
 
 # ---- user task files (run, score, tasks) ----------------------------------------------------
 TaskFileOption = Annotated[list[Path], typer.Option(

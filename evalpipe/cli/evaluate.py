@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -14,6 +15,7 @@ import typer
 from evalpipe.backends.factory import make_backend
 from evalpipe.config import RunConfig, local_model_fingerprint
 from evalpipe.data.errors import DataError
+from evalpipe.diskfull import disk_full_message, is_disk_full
 from evalpipe.engines.launch import ENGINES, VLLM_NAMED, engine_options, server_spec
 from evalpipe.engines.server import ManagedServer
 from evalpipe.engines.watch import EngineDied, run_watched
@@ -21,12 +23,12 @@ from evalpipe.backends.liveness import EndpointGone
 from evalpipe.results import DEFAULT_ROOT, RunDir, RunDirError, os_problem
 from evalpipe.rescoring import rescore
 from evalpipe.outcome import RunOutcome
-from evalpipe.runner import execute
+from evalpipe.runner import execute, run_dir_for
 from evalpipe.tasks.registry import resolve
 from evalpipe.robustness import plain_metrics
 from evalpipe.terminal import metrics_table, robustness_table, summary_lines
 
-from evalpipe.cli.common import DEFAULT_CONCURRENCY, DtypeOption, EXIT_ENDPOINT_GONE, EXIT_ENGINE_DIED, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, EngineArgOption, GpuMemoryOption, INPROCESS_CONCURRENCY, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, LLAMACPP_CONCURRENCY, RevisionOption, StartupTimeoutOption, TaskFileOption, TasksDirOption, TensorParallelOption, USER_ERRORS, _fail, _user_tasks, app, console, err
+from evalpipe.cli.common import DEFAULT_CONCURRENCY, DtypeOption, EXIT_ENDPOINT_GONE, EXIT_ENGINE_DIED, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, EngineArgOption, GpuMemoryOption, INPROCESS_CONCURRENCY, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, LLAMACPP_CONCURRENCY, key_env, RevisionOption, StartupTimeoutOption, TaskFileOption, TasksDirOption, TensorParallelOption, USER_ERRORS, _fail, _user_tasks, app, console, err
 
 
 def _parse_data(pairs: list[str]) -> dict[str, str]:
@@ -113,7 +115,7 @@ def run(
     engine_arg: EngineArgOption = [],
     startup_timeout: StartupTimeoutOption = 600.0,
     endpoint: Annotated[str, typer.Option(help="chat (instruction-tuned models) or completions (base models).")] = "chat",
-    api_key_env: Annotated[str, typer.Option(help="Name of the environment variable holding the API key (its value is never written anywhere). Unset = 'EMPTY', fine for local servers.")] = "OPENAI_API_KEY",
+    api_key_env: Annotated[Optional[str], typer.Option(help="Name of the environment variable holding the API key (its value is never written anywhere). Default OPENAI_API_KEY; unset = 'EMPTY', fine for local servers. A variable named here must be set.")] = None,
     shots: Annotated[Optional[int], typer.Option(help="Few-shot examples (default: each task's own; `evalpipe tasks` lists them).")] = None,
     fewshot_seed: Annotated[Optional[int], typer.Option(help="Draw shots at random from the train split with this seed (default: the first K).")] = None,
     fewshot_as_turns: Annotated[bool, typer.Option(help="Give shots as user/assistant chat turns instead of one message.")] = False,
@@ -133,6 +135,7 @@ def run(
     max_retries: Annotated[int, typer.Option(help="Retries per request for retryable failures.")] = 6,
     unreachable_after: Annotated[float, typer.Option(help="Stop the run when the endpoint accepted no connection for this many seconds (only refused connections, nothing answered; 0 = never). Answers so far stay stored.")] = 30.0,
     reuse_answers_from_other_endpoint: Annotated[bool, typer.Option(help="Reuse answers this run directory holds from another endpoint (other URL, or another model behind the same name); recorded in config.json. Without it such a run stops and says so.")] = False,
+    max_answer_bytes: Annotated[int, typer.Option(help="Largest reply body read from the endpoint (default 16 MiB); a larger one is a counted error ('answer too large'), never stored.")] = 16 * 1024 * 1024,
     compat: Annotated[Optional[str], typer.Option(help="Score like a reference implementation, e.g. evalscope.")] = None,
     rouge_stemmer: Annotated[bool, typer.Option(help="ROUGE with Porter stemming.")] = False,
     bertscore_model: Annotated[Optional[str], typer.Option(help="BERTScore encoder (local path or hub name).")] = None,
@@ -150,7 +153,7 @@ def run(
     embeddings_batch_size: Annotated[Optional[int], typer.Option(help="Retrieval tasks: texts per embedding request.")] = None,
     judge: JudgeOption = [],
     judge_engine: JudgeEngineOption = None,
-    judge_api_key_env: JudgeKeyOption = "OPENAI_API_KEY",
+    judge_api_key_env: JudgeKeyOption = None,
     judge_rubric: JudgeRubricOption = [],
     mcqa_scoring: Annotated[str, typer.Option("--mcqa-scoring", help="Multiple-choice tasks: generate (parse the letter of a generated answer) or loglikelihood (score each option's letter by its log-probability after the prompt; needs /v1/completions with echo and logprobs, as vLLM serves).")] = "generate",
     prompt_variants: Annotated[Optional[str], typer.Option(help="Evaluate each prompt variant: all, or NAME[,NAME…] (`evalpipe tasks` lists them; 'default' is the canonical prompt). Spread across them: variants.json.")] = None,
@@ -206,14 +209,14 @@ def run(
             tasks=tuple(s.name for s in specs), suites=tuple(suite), model=model,
             base_url=base_url[0] if base_url else None, replicas=tuple(base_url[1:]), endpoint=endpoint,
             engine=engine, engine_options=options,
-            api_key_env=api_key_env, shots=shots, fewshot_seed=fewshot_seed, fewshot_as_turns=fewshot_as_turns,
+            api_key_env=key_env(api_key_env, "--api-key-env"), shots=shots, fewshot_seed=fewshot_seed, fewshot_as_turns=fewshot_as_turns,
             system_role=system_role, temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_tokens,
             split=split, limit=limit, ids=tuple(i.strip() for i in ids.split(",") if i.strip()) if ids else None,
             data=_parse_data(data), data_dir=str(Path(data_dir).resolve()) if data_dir else None,
             context_length=context_length, concurrency=concurrency, timeout_s=timeout,
             max_retries=max_retries, unreachable_after_s=unreachable_after,
             reuse_answers_from_other_endpoint=reuse_answers_from_other_endpoint,
-            compat=compat, allow_external_endpoint=allow_external_endpoint,
+            max_answer_bytes=max_answer_bytes, compat=compat, allow_external_endpoint=allow_external_endpoint,
             run_name=run_name,
             metric_options=_metric_options(rouge_stemmer, bertscore_model, bertscore_layers, bertscore_idf,
                                            bertscore_baseline, umls_extractor),
@@ -311,8 +314,12 @@ def execute_run(config: RunConfig, results_dir: Path, startup_timeout: float = 6
         raise _fail(exc, EXIT_ENDPOINT_GONE)
     except USER_ERRORS as exc:
         raise _fail(exc)
-    except OSError as exc:  # writing results: no permission, disk full … (network errors are the backend's)
-        raise _fail(RunDirError(os_problem(exc)))
+    except (OSError, sqlite3.OperationalError) as exc:  # writing results: no permission, disk full …
+        if is_disk_full(exc):
+            raise _fail(RunDirError(disk_full_message(exc, run_dir_for(config, results_dir).path)))
+        if not isinstance(exc, OSError):
+            raise
+        raise _fail(RunDirError(os_problem(exc)))  # (network errors are the backend's)
     finally:
         if server is not None:
             server.stop()

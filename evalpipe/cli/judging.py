@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from evalpipe.diskfull import disk_full_message, is_disk_full
 from evalpipe.engines.launch import server_spec
 from evalpipe.backends.liveness import EndpointGone
+from evalpipe.outcome import RunError
 from evalpipe.engines.server import ManagedServer
 from evalpipe.engines.watch import EngineDied, run_watched
 from evalpipe.terminal import metrics_table
 
-from evalpipe.cli.common import EXIT_ENDPOINT_GONE, EXIT_ENGINE_DIED, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, StartupTimeoutOption, USER_ERRORS, _fail, app, console, err
+from evalpipe.cli.common import EXIT_ENDPOINT_GONE, EXIT_ENGINE_DIED, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, StartupTimeoutOption, USER_ERRORS, _fail, app, console, err, key_env
 
 
-def judge_plan(judges: list[str], engine: str | None, api_key_env: str, rubrics: list[str],
+def judge_plan(judges: list[str], engine: str | None, api_key_env: str | None, rubrics: list[str],
                 allow_external_endpoint: bool, **settings: Any) -> tuple[list[Any], Any]:
     """The judges given by URL and the judging options, checked (an engine judge is added once started)."""
     from evalpipe.judging.panel import parse_judge
@@ -25,8 +28,9 @@ def judge_plan(judges: list[str], engine: str | None, api_key_env: str, rubrics:
 
     if engine is not None and engine != "llamacpp":
         raise typer.BadParameter("--judge-engine must be llamacpp", param_hint="--judge-engine")
+    key = key_env(api_key_env, "--judge-api-key-env")
     try:
-        panel = [parse_judge(text, api_key_env) for text in judges]
+        panel = [parse_judge(text, key) for text in judges]
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--judge") from None
     by_task: dict[str | None, str] = {}
@@ -75,6 +79,10 @@ def judge_run(run_path: Path, panel: list[Any], engine: str | None, options: Any
         raise _fail(exc, EXIT_ENDPOINT_GONE)
     except USER_ERRORS as exc:
         raise _fail(exc)
+    except (OSError, sqlite3.OperationalError) as exc:
+        if not is_disk_full(exc):
+            raise
+        raise _fail(RunError(disk_full_message(exc, run_path, "judgements")))
     finally:
         for running in started:
             running.stop()
@@ -96,7 +104,7 @@ def judge(
     run_dir: Annotated[Path, typer.Argument(help="A finished run directory (results/<run>).")],
     judge: JudgeOption = [],
     judge_engine: JudgeEngineOption = None,
-    judge_api_key_env: JudgeKeyOption = "OPENAI_API_KEY",
+    judge_api_key_env: JudgeKeyOption = None,
     judge_rubric: JudgeRubricOption = [],
     allow_external_endpoint: Annotated[bool, typer.Option(help="Allow answers of credentialed (PhysioNet) tasks to go to a judge that is not local.")] = False,
     concurrency: Annotated[int, typer.Option("--judge-concurrency", help="Requests in flight per judge.")] = 8,

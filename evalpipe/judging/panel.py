@@ -9,10 +9,10 @@ one coder counted twice in every agreement figure.
 **Patient data guard.** A judge request carries the sample's inputs, its reference answer and the
 model's answer. For a task marked credentialed (PhysioNet/MIMIC data, recorded per task in
 ``config.json``) that is the credentialed data itself, so a judge whose URL is not loopback or a
-private address is refused — before any connection, with one line naming
+private address (or is reached through an environment proxy that is not) is refused — before any connection, with one line naming
 ``--allow-external-endpoint`` — unless the user passes that flag (then ``config.json`` and the task's
 summary record that they did). The same check as for evaluated endpoints
-(:func:`evalpipe.endpoints.is_local_url`).
+(:func:`evalpipe.endpoints.route_problem`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalpipe.endpoints import is_local_url, redact_url
+from evalpipe.endpoints import is_local_url, redact_url, route_problem, route_record
 from evalpipe.outcome import RunError
 
 __all__ = ["Judge", "check_patient_data", "model_key", "parse_judge"]
@@ -43,7 +43,7 @@ class Judge:
     def describe(self) -> dict[str, Any]:
         """As recorded in config.json: the URL without credentials, never a key."""
         return {"model": self.model, "url": redact_url(self.url), "engine": self.engine,
-                "local": is_local_url(self.url), "served_model": self.model, "weights": self.weights,
+                "local": is_local_url(self.url), **route_record(self.url), "served_model": self.model, "weights": self.weights,
                 "api_key_env": self.api_key_env}
 
 
@@ -74,12 +74,12 @@ def check_patient_data(credentialed_tasks: Iterable[str], judges: Sequence[Judge
     if not credentialed or allowed:
         return
     for judge in judges:
-        if not is_local_url(judge.url):
+        problem = route_problem(judge.url)  # the judge's URL and the proxy in front of it
+        if problem is not None:
             raise RunError(
                 f"task(s) {', '.join(credentialed)} use credentialed data (PhysioNet DUA): judging sends their inputs, "
-                f"references and answers to judge {judge.model} at {redact_url(judge.url)}, which is not a loopback "
-                "or private address; pass --allow-external-endpoint only if your data use agreement permits "
-                "sending the data there"
+                f"references and answers to judge {judge.model}, and {problem}; pass --allow-external-endpoint "
+                "only if your data use agreement permits sending the data there"
             )
 
 

@@ -19,6 +19,11 @@ A reply without a usable candidate is a :class:`Judgement` with ``ratings=None``
 outside 1–5`` …). The judge run retries it once; if the retry is unusable too, it is counted as a
 judge failure — never as a rating of 0 or of the scale's minimum.
 
+A hostile or broken judge cannot stop judging: ``NaN`` and ``Infinity`` ratings are "not a number",
+and a reply nesting brackets deeper than :data:`evalpipe.jsonlimits.MAX_JSON_DEPTH` (the one limit
+for JSON from servers) is unusable as a whole (``JSON nested deeper than 64 levels``) before any
+decoder recurses into it. Either is a counted unusable judgement, stored as received.
+
 A ``rationale`` (or ``reason``/``reasoning``/``explanation``/``justification``) string in the
 object is kept for readers; it never changes a rating.
 """
@@ -27,12 +32,14 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from evalpipe.judging.items import judged_text
+from evalpipe.jsonlimits import TooDeep, check_depth
 
 __all__ = ["Judgement", "parse_judgement"]
 
@@ -147,7 +154,7 @@ def _read(obj: Mapping[str, Any], criteria: Sequence[str], scale: tuple[int, int
         if criterion not in flat:
             return None, f"no rating for {criterion}", named
         number = _rating(flat[criterion])
-        if number is None:
+        if number is None or not math.isfinite(number):
             return None, f"{criterion}: {flat[criterion]!r} is not a number", named
         if float(number) != int(number):
             return None, f"{criterion}: {number} is not a whole number", named
@@ -169,6 +176,10 @@ def parse_judgement(text: str | None, criteria: Sequence[str], scale: tuple[int,
     body = judged_text(text or "")
     if not body:
         return Judgement(None, "empty reply")
+    try:
+        check_depth(body)
+    except TooDeep as deep:
+        return Judgement(None, str(deep))
     objects = _objects(body)
     if not objects:
         return Judgement(None, "no JSON object in the reply")

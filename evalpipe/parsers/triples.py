@@ -25,11 +25,11 @@ Values are stored as written (whitespace-stripped); the scorer compares
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
+from evalpipe.jsonlimits import loads as json_loads
 from evalpipe.parsers.zh_labels import answer_body
 from evalpipe.records import Prediction
 from evalpipe.text.chinese import fold, label_key, match_key
@@ -67,7 +67,7 @@ def _field(text: str) -> str:
 
 def _from_json(text: str) -> list[Triple] | None:
     try:
-        data = json.loads(text)
+        data = json_loads(text)  # the one nesting limit for JSON from a model (evalpipe.jsonlimits)
     except (ValueError, RecursionError):
         return None
     if not isinstance(data, list):
