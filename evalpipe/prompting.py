@@ -49,10 +49,28 @@ class PromptOptions:
     system_role: bool = True
 
 
+class ConfinedLoader(jinja2.FileSystemLoader):
+    """Jinja's file loader (which already refuses ``..`` in a template name) that also refuses a
+    template that *resolves* outside its folder and the shipped prompts (a symlink to ``/etc/passwd``)
+    or is not a regular file: a template's text is sent to the model endpoint."""
+
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Any]:
+        from evalpipe.tasks.taskfile import confine
+
+        source, filename, uptodate = super().get_source(environment, template)
+        roots = confine.allowed_roots(Path(self.searchpath[0]))
+        if not confine.inside(Path(filename), roots):
+            raise jinja2.TemplateError(confine.outside_message(template, Path(filename), roots))
+        problem = confine.regular_file_problem(Path(filename))
+        if problem is not None:
+            raise jinja2.TemplateError(f"{filename}: {problem}")
+        return source, filename, uptodate
+
+
 @cache
 def _environment(prompts_dir: Path) -> ImmutableSandboxedEnvironment:
     return ImmutableSandboxedEnvironment(
-        loader=jinja2.FileSystemLoader(str(prompts_dir)),
+        loader=ConfinedLoader(str(prompts_dir)),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,

@@ -272,8 +272,33 @@ def shot_path(task: TaskFile, base: Path, options: LoadOptions, split: str, eval
     return found
 
 
+def confined(task: TaskFile, task_file: Path | None, exc: locate.OutsideError) -> DataError:
+    """A data file outside the task's folders as the task file's error: its line and field
+    (``data.files.test``); without the task file, the error as it is."""
+    if task_file is None:
+        return exc
+    from evalpipe.tasks.taskfile.source import TaskFileError, read_task_source
+
+    split = next((s for s in task.data.files if exc.name in task.data.names(s)), None)
+    where: tuple = ("data", "files", split) if split is not None else ("data",)
+    try:
+        line = read_task_source(task_file).line_of(where)
+    except DataError:
+        line = None
+    return TaskFileError(task_file, line, ".".join(str(w) for w in where), exc.problem)
+
+
 def load_task_data(task: TaskFile, kind: Kind, base: Path, options: LoadOptions,
-                   prepare: Prepare | None = None) -> TaskData:
+                   prepare: Prepare | None = None, task_file: Path | None = None) -> TaskData:
+    """:func:`_load_task_data`, a data file outside the task's folders named by the task file's line."""
+    try:
+        return _load_task_data(task, kind, base, options, prepare)
+    except locate.OutsideError as exc:
+        raise confined(task, task_file, exc) from None
+
+
+def _load_task_data(task: TaskFile, kind: Kind, base: Path, options: LoadOptions,
+                    prepare: Prepare | None = None) -> TaskData:
     """Read the evaluated file and the shot pool of a task file (see the module docstring): the
     evaluated examples are a stream unless the kind reads whole files or shots are held out.
 
@@ -301,11 +326,13 @@ def load_task_data(task: TaskFile, kind: Kind, base: Path, options: LoadOptions,
     return TaskData(examples=examples, shot_pool=pool, files=files, split=split)
 
 
-def data_problem(task: TaskFile, base: Path, options: LoadOptions) -> str | None:
+def data_problem(task: TaskFile, base: Path, options: LoadOptions, task_file: Path | None = None) -> str | None:
     """Why :func:`load_task_data` would fail for want of a file (cheap: nothing is parsed)."""
     try:
         split, evaluated = eval_path(task, base, options)
         shot_path(task, base, options, split, evaluated)
+    except locate.OutsideError as exc:
+        return str(confined(task, task_file, exc))
     except DataError as exc:
         return str(exc)
     return None
