@@ -12,7 +12,7 @@ from rich.text import Text
 
 from evalpipe.data.errors import DataError
 from evalpipe.prompting import TemplateError, variant_templates
-from evalpipe.tasks.registry import all_tasks, resolve, suites
+from evalpipe.tasks.registry import all_tasks, broken_task_files, resolve, suites
 
 from evalpipe.cli.common import TasksDirOption, USER_ERRORS, _fail, _user_tasks, app, console
 
@@ -68,6 +68,8 @@ def tasks(
     for name, suite in suites().items():
         suite_table.add_row(name, ", ".join(suite.tasks))
     console.print(suite_table)
+    for error in broken_task_files().values():
+        console.print(Text(f"skipped a task file that cannot be read: {error}"), soft_wrap=True)
 
 
 def _print_task(spec: Any) -> None:

@@ -1,0 +1,88 @@
+"""Bounded inputs (issue 22, items 3, 6, 11, 12, 13): YAML alias bombs, template denial of service,
+JSON nesting, the readers' edge cases. Each test reproduces a probe that hung, ate memory, crashed
+with a traceback or read the wrong thing; now each is one error naming the file (and line)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evalpipe.tasks import registry
+from evalpipe.tasks.taskfile import source
+from evalpipe.tasks.taskfile.build import load_task_file
+from evalpipe.tasks.taskfile.source import TaskFileError
+from tests.tasks.test_task_files import NOTES, TEMPLATE, task_text
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def folder(tmp_path: Path) -> Path:
+    (tmp_path / "notes.jsonl").write_text(
+        "".join(json.dumps({"note_id": i, "text": t, "status": s}) + "\n" for i, t, s in NOTES), encoding="utf-8")
+    (tmp_path / "smoking.j2").write_text(TEMPLATE, encoding="utf-8")
+    (tmp_path / "smoking.yaml").write_text(task_text(), encoding="utf-8")
+    return tmp_path
+
+
+@pytest.fixture(autouse=True)
+def forget_user_tasks():
+    before = dict(registry._TASKS)
+    yield
+    registry._TASKS.clear()
+    registry._TASKS.update(before)
+
+
+def alias_bomb(levels: int) -> str:
+    """Nested aliases: ``levels`` levels of 9 copies each (9**levels values from a few hundred bytes)."""
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, levels + 1):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    return "name: bomb\nkind: classification\n" + "\n".join(lines) + "\n"
+
+
+# ---- YAML (item 3) -----------------------------------------------------------------------------
+
+def test_a_yaml_alias_bomb_is_refused_quickly(tmp_path):
+    path = tmp_path / "bomb.yaml"
+    path.write_text(alias_bomb(6), encoding="utf-8")  # 531,441 values; the probe's 9 levels: 5.4 GB
+    assert len(path.read_bytes()) < 1000
+    with pytest.raises(TaskFileError, match="alias") as error:
+        load_task_file(path)
+    assert str(error.value).startswith(f"{path}:")
+
+
+def test_a_few_aliases_are_still_fine(folder):
+    text = task_text(**{'labels: ["yes", "no"]': 'labels: &labels ["yes", "no"]\ntemplate_vars: {all: *labels}'})
+    (folder / "smoking.yaml").write_text(text, encoding="utf-8")
+    assert load_task_file(folder / "smoking.yaml").template_vars["all"] == ["yes", "no"]
+
+
+def test_a_task_file_too_large_or_too_deep_is_refused(tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_text("name: big\n" + "# padding\n" * (source.MAX_TASK_FILE_BYTES // 10 + 1), encoding="utf-8")
+    with pytest.raises(TaskFileError, match="KiB"):
+        load_task_file(big)
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("name: deep\nx: " + "[" * 5000 + "]" * 5000 + "\n", encoding="utf-8")
+    with pytest.raises(TaskFileError, match="deep"):
+        load_task_file(deep)
+
+
+def test_a_bomb_in_the_tasks_folder_blocks_neither_listing_nor_other_tasks(folder, tmp_path):
+    (folder / "bomb.yaml").write_text(alias_bomb(9), encoding="utf-8")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "EVALPIPE_TASKS_DIR": str(folder), "COLUMNS": "300"}
+    done = subprocess.run([sys.executable, "-m", "evalpipe.cli", "tasks"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "smoking" in done.stdout and "ncbi_disease" in done.stdout
+    assert "bomb.yaml" in done.stdout and "alias" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+    asked = subprocess.run([sys.executable, "-m", "evalpipe.cli", "tasks", "bomb"], cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert asked.returncode != 0 and "bomb.yaml could not be read" in asked.stdout + asked.stderr
