@@ -32,6 +32,7 @@ def folder(tmp_path: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def forget_user_tasks():
+    registry.load_builtin_tasks()
     before = dict(registry._TASKS)
     yield
     registry._TASKS.clear()
@@ -86,3 +87,71 @@ def test_a_bomb_in_the_tasks_folder_blocks_neither_listing_nor_other_tasks(folde
     asked = subprocess.run([sys.executable, "-m", "evalpipe.cli", "tasks", "bomb"], cwd=REPO, env=env,
                            capture_output=True, text=True, timeout=120)
     assert asked.returncode != 0 and "bomb.yaml could not be read" in asked.stdout + asked.stderr
+
+
+# ---- JSON readers (items 6, 12, 13) --------------------------------------------------------------
+
+from evalpipe.data.errors import DataError  # noqa: E402
+from evalpipe.tasks.base import LoadOptions  # noqa: E402
+
+PQA = {"QUESTION": "Does aspirin help?", "CONTEXTS": ["First paragraph.", "Second."], "final_decision": "yes"}
+
+
+def load_shipped(task: str, path: Path):
+    return list(registry.get_task(task).load(LoadOptions(paths={"eval": path})).examples)
+
+
+def data_error(task: str, path: Path) -> str:
+    with pytest.raises(DataError) as error:
+        load_shipped(task, path)
+    message = str(error.value)
+    assert message.startswith(f"{path}:") and "\n" not in message, message
+    return message
+
+
+def test_pubmedqa_reads_its_object_and_refuses_json_lines_or_two_objects(tmp_path):
+    good = tmp_path / "ori_pqal.json"
+    good.write_text(json.dumps({"1": PQA, "2": {**PQA, "final_decision": "no"}}, indent=1), encoding="utf-8")
+    assert [e.id for e in load_shipped("pubmedqa", good)] == ["1", "2"]
+    lines = tmp_path / "lines.json"
+    lines.write_text(json.dumps({"1": PQA}) + "\n" + json.dumps({"2": PQA}) + "\n", encoding="utf-8")
+    assert ":2: text after the object" in data_error("pubmedqa", lines)
+    two = tmp_path / "two.json"
+    two.write_text(json.dumps({"1": PQA}, indent=1) + "\n\n" + json.dumps({"2": PQA}), encoding="utf-8")
+    assert f"{two}:{len(json.dumps({'1': PQA}, indent=1).splitlines()) + 2}: text after" in data_error("pubmedqa", two)
+
+
+def test_pubmedqa_contexts_given_as_one_text_are_one_context(tmp_path):
+    path = tmp_path / "ori_pqal.json"
+    path.write_text(json.dumps({"1": {**PQA, "CONTEXTS": "One whole abstract."}}), encoding="utf-8")
+    (example,) = load_shipped("pubmedqa", path)
+    assert example.inputs["contexts"] == ["One whole abstract."]
+    from evalpipe.prompting import PromptRenderer
+    from evalpipe.records import GenerationParams
+
+    prompt = PromptRenderer(registry.get_task("pubmedqa"), [], GenerationParams(max_tokens=4)).render(example)
+    assert "Context: One whole abstract." in prompt.messages[-1].content
+    path.write_text(json.dumps({"1": {**PQA, "CONTEXTS": {"a": 1}}}), encoding="utf-8")
+    assert ":1: CONTEXTS: expected a list" in data_error("pubmedqa", path)
+
+
+MEDQA = {"question": "Which?", "options": {"A": "one", "B": "two", "C": "three", "D": "four"}, "answer_idx": "A"}
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_in_medqa_are_an_error_naming_the_field(tmp_path, constant):
+    path = tmp_path / "test.jsonl"
+    bad = json.dumps(MEDQA).replace('"two"', constant)
+    path.write_text(json.dumps(MEDQA) + "\n" + bad + "\n", encoding="utf-8")
+    message = data_error("medqa", path)
+    assert f":2: options.B: {constant} is not a JSON value" in message
+
+
+def test_a_record_nested_100000_deep_is_one_line_with_its_line(tmp_path):
+    path = tmp_path / "test.jsonl"
+    deep = '{"question": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    path.write_text(json.dumps(MEDQA) + "\n" + deep + "\n", encoding="utf-8")
+    assert ":2: nested too deeply" in data_error("medqa", path)
+    array = tmp_path / "test.json"
+    array.write_text("[" + json.dumps(MEDQA) + ",\n" + deep + "]", encoding="utf-8")
+    assert ":2: nested too deeply" in data_error("medqa", array)

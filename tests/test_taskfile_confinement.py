@@ -40,6 +40,7 @@ def folder(tmp_path: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def forget_user_tasks():
+    registry.load_builtin_tasks()
     before = dict(registry._TASKS)
     yield
     registry._TASKS.clear()

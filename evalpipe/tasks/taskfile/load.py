@@ -114,6 +114,19 @@ def _value(record: Record, name: str, fields: str | list[str], optional: bool) -
     return value
 
 
+def _input(task: TaskFile, record: Record, name: str, fields: str | list[str]) -> Any:
+    """An input's value (:func:`_value`); one of ``fields.lists`` is a list (a text: a one-item list)."""
+    value = _value(record, name, fields, name in task.fields.optional)
+    if name not in task.fields.lists:
+        return value
+    if isinstance(value, str):
+        return [value] if value else []
+    if not isinstance(value, list):
+        found = next((f for f in (fields if isinstance(fields, list) else [fields]) if f in record.fields), name)
+        raise record.error(found, f"expected a list (or one text), found {type(value).__name__}")
+    return value
+
+
 def _sample_id(task: TaskFile, record: Record, split: str, row: int) -> str:
     fields = task.fields
     value = record.fields.get(fields.id) if fields.id is not None else None
@@ -182,8 +195,8 @@ def _examples(task: TaskFile, kind: Kind, path: Path, split: str, prepare: Prepa
     for records in _chunks(_records(task, path, prepare), chunk):
         if row == 0:
             _check_header(task, records, path)
-        inputs = [{name: _value(record, name, fields, name in task.fields.optional)
-                   for name, fields in task.fields.inputs.items()} for record in records]
+        inputs = [{name: _input(task, record, name, fields) for name, fields in task.fields.inputs.items()}
+                  for record in records]
         drafts = kind.read(task, records)
         for record, mapped, draft in zip(records, inputs, drafts):
             example = Example(id=_sample_id(task, record, split, row), inputs={**mapped, **draft.inputs},
