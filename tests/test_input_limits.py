@@ -155,3 +155,83 @@ def test_a_record_nested_100000_deep_is_one_line_with_its_line(tmp_path):
     array = tmp_path / "test.json"
     array.write_text("[" + json.dumps(MEDQA) + ",\n" + deep + "]", encoding="utf-8")
     assert ":2: nested too deeply" in data_error("medqa", array)
+
+
+# ---- templates (item 11) ----------------------------------------------------------------------
+
+import time  # noqa: E402
+
+from evalpipe.prompting import PromptRenderer, TemplateError  # noqa: E402
+from evalpipe.records import Example, GenerationParams  # noqa: E402
+from evalpipe.tasks.base import Scoring, TaskSpec  # noqa: E402
+from evalpipe import template_limits  # noqa: E402
+
+
+def _spec(template: str) -> TaskSpec:
+    def load(options):
+        raise AssertionError
+
+    return TaskSpec(name="t", description="", template=template, load=load, shot_target=str,
+                    scorings={"default": Scoring(parse=None, score=None, empty=None)},  # type: ignore[arg-type]
+                    metrics=(), max_tokens=8)
+
+
+def render_error(tmp_path: Path, body: str) -> str:
+    prompts = tmp_path / "prompts"
+    prompts.mkdir(exist_ok=True)
+    (prompts / "t.j2").write_text("{%- macro prompt(example, shots) -%}\n" + body + "\n{%- endmacro -%}\n")
+    renderer = PromptRenderer(_spec("t.j2"), [], GenerationParams(max_tokens=8), prompts_dir=prompts)
+    start = time.monotonic()
+    with pytest.raises(TemplateError) as err:
+        renderer.render(Example("ex-7", {"text": "abc"}, None))
+    assert time.monotonic() - start < template_limits.MAX_RENDER_SECONDS + 3
+    message = str(err.value)
+    assert "\n" not in message and "t.j2" in message and "example ex-7" in message, message
+    return message
+
+
+@pytest.mark.parametrize("body,needle", [
+    ("{{ 9 ** (9 ** 9) }}", "bits"),
+    ("{% set n = 9 %}{{ n ** (n ** n) }}", "bits"),
+    ("{{ '%999999999s' % example.text }}", "width"),
+    ("{{ '%*s' % (999999999, 'x') }}", "width"),
+    ("{{ '%999999999s' | format(example.text) }}", "width"),
+    ("{{ '{:>999999999}'.format(example.text) }}", "width"),
+    ("{{ example.text.ljust(999999999) }}", "width"),
+    ("{{ example.text | center(999999999) }}", "width"),
+    ("{{ 'x' * 999999999 }}", "repeating"),
+    ("{{ ['x'] * 999999999 }}", "repeating"),
+    ("{{ range(100000) | join('x' * 1000) }}", "join"),
+    ("{{ example.text.replace('', 'y' * 3000000) }}", "replace"),
+    ("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}", "range items"),
+    ("{% set r = range(100000) %}{% for a in r %}{% for b in r %}{% for c in r %}{% endfor %}{% endfor %}"
+     "{% endfor %}", "range items"),
+])
+def test_a_costly_template_is_stopped_with_one_line_naming_template_and_example(tmp_path, body, needle):
+    assert needle in render_error(tmp_path, body)
+
+
+def test_lipsum_is_not_available(tmp_path):
+    assert "lipsum" in render_error(tmp_path, "{{ lipsum(10 ** 6) }}")
+
+
+def test_a_prompt_over_the_size_limit_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(template_limits, "MAX_PROMPT_CHARS", 1000)
+    assert "rendered prompt has" in render_error(tmp_path, "{% for i in range(600) %}ab{% endfor %}")
+
+
+def test_a_render_past_its_time_is_stopped(tmp_path, monkeypatch):
+    monkeypatch.setattr(template_limits, "MAX_RENDER_SECONDS", 0.2)
+    monkeypatch.setattr(template_limits, "MAX_LOOP_ITEMS", 10 ** 12)
+    body = "{% for a in range(100000) %}{% for b in range(100000) %}{{ b }}{% endfor %}{% endfor %}"
+    assert "took more than 0.2 s" in render_error(tmp_path, body)
+
+
+def test_ordinary_templates_still_render(tmp_path):
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "t.j2").write_text("{%- macro prompt(example, shots) -%}{{ '%-6s|' % example.text }}{{ 2 ** 10 }}"
+                                  "{{ '{:>5}'.format('x') }}{% for i in range(3) %}{{ i }}{% endfor %}"
+                                  "{{ ['a', 'b'] | join(', ') }}{{ 'ab' * 2 }}{%- endmacro -%}")
+    renderer = PromptRenderer(_spec("t.j2"), [], GenerationParams(max_tokens=8), prompts_dir=prompts)
+    assert renderer.render(Example("e", {"text": "abc"}, None)).messages[-1].content == "abc   |1024    x012a, babab"
