@@ -235,3 +235,47 @@ def test_ordinary_templates_still_render(tmp_path):
                                   "{{ ['a', 'b'] | join(', ') }}{{ 'ab' * 2 }}{%- endmacro -%}")
     renderer = PromptRenderer(_spec("t.j2"), [], GenerationParams(max_tokens=8), prompts_dir=prompts)
     assert renderer.render(Example("e", {"text": "abc"}, None)).messages[-1].content == "abc   |1024    x012a, babab"
+
+
+# ---- --out naming a file or a read-only place (item 12) -----------------------------------------
+
+from typer.testing import CliRunner  # noqa: E402
+
+from evalpipe.cli import app  # noqa: E402
+
+
+def one_line(result, *needles: str) -> None:
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+    text = " ".join(result.output.split())
+    for needle in needles:
+        assert needle in text, result.output
+
+
+def test_new_task_out_naming_a_file_is_one_line(folder, tmp_path):
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    csv_path = tmp_path / "d.csv"
+    csv_path.write_text("text,label\na,yes\nb,no\n")
+    args = ["new-task", "t", "--data", str(csv_path), "--input-field", "text", "--label-field", "label"]
+    one_line(CliRunner().invoke(app, [*args, "--out", str(blocker)]), "afile", "not a folder", "--out")
+    one_line(CliRunner().invoke(app, [*args, "--out", str(blocker / "sub")]), "afile", "--out")
+
+
+def test_report_out_naming_a_file_is_one_line(tmp_path):
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    one_line(CliRunner().invoke(app, ["report", str(tmp_path), "--out", str(blocker)]), "afile", "not a folder")
+    one_line(CliRunner().invoke(app, ["report", str(tmp_path), "--out", str(blocker / "r")]), "afile", "--out")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere: the read-only case cannot be set up")
+def test_report_out_in_a_read_only_place_is_one_line(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        one_line(CliRunner().invoke(app, ["report", str(tmp_path), "--out", str(locked / "r")]), "locked")
+    finally:
+        locked.chmod(0o700)

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evalpipe.data.errors import DataError
+from evalpipe.results import os_problem
 from evalpipe.prompting import TemplateError, variant_templates
 from evalpipe.tasks.registry import all_tasks, broken_task_files, resolve, suites
 
@@ -129,10 +130,15 @@ def new_task(
 
     if data == Path():
         raise typer.BadParameter("--data FILE is required (your data file)", param_hint="--data")
+    folder = out or user_tasks_dir()
+    if folder.exists() and not folder.is_dir():
+        raise _fail(ValueError(f"{folder}: is a file, not a folder (given as --out); name a folder"))
     try:
-        made = scaffold(name, kind, data, input_field, label_field, out or user_tasks_dir(), id_field=id_field,
+        made = scaffold(name, kind, data, input_field, label_field, folder, id_field=id_field,
                         option_fields=option_field, force=force, description=description)
     except (ScaffoldError, *USER_ERRORS) as exc:
         raise _fail(exc)
+    except OSError as exc:  # a read-only place, a file in the way of a parent folder
+        raise _fail(ValueError(f"{os_problem(exc)} (given as --out)"))
     console.print(f"wrote {made.task_file} and {made.template} ({made.summary})", highlight=False, soft_wrap=True)
     console.print(f"run it:  {made.command}", highlight=False, soft_wrap=True)
