@@ -279,3 +279,62 @@ def test_report_out_in_a_read_only_place_is_one_line(tmp_path):
         one_line(CliRunner().invoke(app, ["report", str(tmp_path), "--out", str(locked / "r")]), "locked")
     finally:
         locked.chmod(0o700)
+
+
+# ---- lower-severity readers and task files (item 13) ----------------------------------------------
+
+from evalpipe.data.conll import read_conll  # noqa: E402
+from evalpipe.data.records import read_records  # noqa: E402
+from evalpipe.results import RunDir  # noqa: E402
+
+
+def test_duplicate_csv_column_names_are_an_error_naming_the_column(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("text,label,text\na,yes,b\n", encoding="utf-8")
+    with pytest.raises(DataError) as error:
+        read_records(path)
+    assert str(error.value) == f"{path}:1: text: column name given twice (columns 1 and 3); rename one"
+
+
+def test_a_bad_samples_line_names_the_file_and_line(tmp_path):
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    good = json.dumps({"id": "a", "task": "t"})
+    run.samples_path(None).write_text("\n".join([good] * 700 + ["{broken"] + [good]) + "\n", encoding="utf-8")
+    with pytest.raises(DataError) as error:
+        list(run.iter_samples())
+    assert str(error.value).startswith(f"{run.samples_path(None)}:701: not valid JSON")
+
+
+def test_conll_docstart_lines_are_document_separators(tmp_path):
+    path = tmp_path / "d.conll"
+    path.write_text("-DOCSTART-\tO\n\nA\tB-Disease\nb\tO\n\n-DOCSTART-\tO\n\nC\tO\n", encoding="utf-8")
+    sentences = read_conll(path)
+    assert [s.tokens for s in sentences] == [("A", "b"), ("C",)] and [s.line for s in sentences] == [3, 8]
+
+
+def test_the_shipped_conll_data_has_no_docstart():
+    files = [p for p in (REPO / "data").rglob("*") if p.is_file() and p.suffix in (".tsv", ".conll", ".bio", ".iob")]
+    assert files and not any("-DOCSTART-" in p.read_text(encoding="utf-8", errors="replace") for p in files)
+
+
+@pytest.mark.parametrize("labels,needle", [
+    ('["yes", "no", "\u0443es"]', "U+0443"),  # Cyrillic у: looks like yes, matches nothing
+    ('["yes", "no", "YES"]', "the same after Unicode normalisation"),
+    ('["yes", "no", "\uff59\uff45\uff53"]', "the same after Unicode normalisation"),  # full-width yes
+])
+def test_look_alike_and_duplicate_labels_are_refused(folder, labels, needle):
+    (folder / "smoking.yaml").write_text(task_text(**{'labels: ["yes", "no"]': f"labels: {labels}"}), encoding="utf-8")
+    with pytest.raises(TaskFileError) as error:
+        load_task_file(folder / "smoking.yaml")
+    assert ":13: labels:" in str(error.value) and needle in str(error.value)
+
+
+def test_duplicate_fixed_options_are_refused(tmp_path):
+    text = (REPO / "prompts" / "mcqa" / "pubmedqa.task.yaml").read_text(encoding="utf-8")
+    (tmp_path / "pubmedqa.j2").write_text("{%- macro prompt(example, shots) -%}x{%- endmacro -%}", encoding="utf-8")
+    path = tmp_path / "mine.yaml"
+    path.write_text(text.replace("name: pubmedqa", "name: mine").replace('["yes", "no", "maybe"]', '["yes", "no", "Yes"]'),
+                    encoding="utf-8")
+    with pytest.raises(TaskFileError, match="options.fixed: 'yes' and 'Yes' are the same"):
+        load_task_file(path)

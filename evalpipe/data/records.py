@@ -291,7 +291,9 @@ def iter_table(path: str | Path, delimiter: str | None = None, missing: str = "f
             raise DataError(path, None, None, "empty file (expected a header row)") from None
         except csv.Error as exc:
             raise DataError(path, 1, None, f"not a valid table ({exc})") from None
+    given = header is not None and reader.line_num == 0
     header = [h.strip() for h in header]
+    _check_columns(path, header, None if given else 1)
     start = reader.line_num + 1
     try:
         for row in reader:
@@ -306,6 +308,17 @@ def iter_table(path: str | Path, delimiter: str | None = None, missing: str = "f
             yield record
     except csv.Error as exc:
         raise DataError(path, reader.line_num, None, f"not a valid table ({exc})") from None
+
+
+def _check_columns(path: Path, header: Sequence[str], line: int | None) -> None:
+    """Column names must be unique: a record keeps one value per name, so a second column of a
+    name would silently replace the first."""
+    seen: dict[str, int] = {}
+    for number, name in enumerate(header, start=1):
+        if name in seen:
+            raise DataError(path, line, name, f"column name given twice (columns {seen[name]} and {number}); "
+                            "rename one")
+        seen[name] = number
 
 
 def _parquet(path: Path, missing: str) -> list[Record]:
