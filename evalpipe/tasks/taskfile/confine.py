@@ -12,8 +12,10 @@ file — must stay inside the **allowed folders**:
 "Inside" is decided on the *resolved* path (symlinks followed, ``..`` collapsed), so a symlink in
 the task's folder that points at ``/etc/passwd`` is refused like ``../../../../etc/passwd``. An
 absolute path in a task file is refused outright, and what is read must be a regular file (never
-``/proc/self/environ``'s kin, a device, a FIFO). Paths the user gives on the command line
-(``--data TASK=PATH``, ``--task-file``) are trusted — the user chose them — but must still be
+``/proc/self/environ``'s kin, a device, a FIFO). The task files evalpipe ships (the checkout's ``prompts/``) are part of evalpipe's own code, so
+their data names may climb out of the user's folders the way a published layout needs (MMLU's
+shot file ``../dev/NAME`` beside an explicit ``--data`` test file); they still read regular files
+only. Paths the user gives on the command line (``--data TASK=PATH``, ``--task-file``) are trusted — the user chose them — but must still be
 regular files. Every refusal is one :class:`~evalpipe.tasks.taskfile.source.TaskFileError` naming
 the task file, the line and the field, raised while the task is built or its data located, before
 any request is sent.
@@ -41,6 +43,11 @@ def shipped_roots() -> tuple[Path, ...]:
         if value:
             roots.append(Path(value).expanduser())
     return tuple(roots)
+
+
+def is_shipped(task_folder: Path) -> bool:
+    """Whether a task file in ``task_folder`` ships with evalpipe (lies under the checkout's ``prompts/``)."""
+    return _resolved(task_folder).is_relative_to(_resolved(REPO_ROOT / "prompts"))
 
 
 def allowed_roots(task_folder: Path, extra: Iterable[Path | str | None] = ()) -> tuple[Path, ...]:

@@ -100,12 +100,13 @@ def find(task: TaskFile, base: Path, options: LoadOptions, role: str, names: Seq
                             f"{task.name}; expected {task.data.dataset or task.name}: {names[0]})")
         return confine.check_user_file(Path(explicit), f"--data for role {role} of task {task.name}")
     roots = confine.allowed_roots(base, (options.data_dir, beside))
+    shipped = confine.is_shipped(base)
     refused: OutsideError | None = None
     for path in candidates(task, base, options, names, beside):
         if not os.path.lexists(path):
             continue
         name = _written_name(path, names)
-        if not confine.inside(path, roots):
+        if not shipped and not confine.inside(path, roots):
             refused = refused or OutsideError(name, path, confine.outside_message(name, path, roots))
             continue
         problem = confine.regular_file_problem(path)
