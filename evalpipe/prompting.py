@@ -32,6 +32,8 @@ from typing import Any, Literal
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from evalpipe.template_limits import BoundedSandbox, TemplateLimit, check_size, render_budget
+
 from evalpipe.records import Example, GenerationParams, Message, Prompt
 from evalpipe.tasks.base import TaskSpec
 
@@ -49,10 +51,28 @@ class PromptOptions:
     system_role: bool = True
 
 
+class ConfinedLoader(jinja2.FileSystemLoader):
+    """Jinja's file loader (which already refuses ``..`` in a template name) that also refuses a
+    template that *resolves* outside its folder and the shipped prompts (a symlink to ``/etc/passwd``)
+    or is not a regular file: a template's text is sent to the model endpoint."""
+
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Any]:
+        from evalpipe.tasks.taskfile import confine
+
+        source, filename, uptodate = super().get_source(environment, template)
+        roots = confine.allowed_roots(Path(self.searchpath[0]))
+        if not confine.inside(Path(filename), roots):
+            raise jinja2.TemplateError(confine.outside_message(template, Path(filename), roots))
+        problem = confine.regular_file_problem(Path(filename))
+        if problem is not None:
+            raise jinja2.TemplateError(f"{filename}: {problem}")
+        return source, filename, uptodate
+
+
 @cache
 def _environment(prompts_dir: Path) -> ImmutableSandboxedEnvironment:
-    return ImmutableSandboxedEnvironment(
-        loader=jinja2.FileSystemLoader(str(prompts_dir)),
+    return BoundedSandbox(
+        loader=ConfinedLoader(str(prompts_dir)),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
@@ -230,20 +250,28 @@ class PromptRenderer:
         self._completion_params = (
             replace(params, stop=spec.completion_stop) if spec.completion_stop and not params.stop else params)
 
-    def _call(self, macro: str, *args: Any) -> str:
+    def _call(self, macro: str, *args: Any, example_id: str | None = None) -> str:
+        """One macro rendered within the bounds of :mod:`evalpipe.template_limits` (a breach is one
+        line naming the template, the macro and the example)."""
+        which = f"example {example_id}: " if example_id is not None else ""
         try:
-            return str(getattr(self._module, macro)(*args))
+            with render_budget():
+                return check_size(str(getattr(self._module, macro)(*args)))
+        except TemplateLimit as exc:
+            line = self._template_line(exc)
+            raise TemplateError(f"{self._path}: macro {macro}: {which}{f'line {line}: ' if line else ''}"
+                                f"{exc.message}") from None
         except jinja2.TemplateError as exc:
-            raise TemplateError(f"{self._path}: macro {macro}: {_describe(exc)}") from None
+            raise TemplateError(f"{self._path}: macro {macro}: {which}{_describe(exc)}") from None
         except RecursionError as exc:
             line = self._template_line(exc)
-            raise TemplateError(f"{self._path}: macro {macro}: {f'line {line}: ' if line else ''}infinite recursion "
-                                "(a macro calls itself without end)") from None
+            raise TemplateError(f"{self._path}: macro {macro}: {which}{f'line {line}: ' if line else ''}infinite "
+                                "recursion (a macro calls itself without end)") from None
         except Exception as exc:  # {{ 1/0 }}, 'a' + 1, the sandbox's range limit: the template's own fault
             line = self._template_line(exc)
             where = f"line {line}: " if line else ""
             message = " ".join(str(exc).split()) or type(exc).__name__
-            raise TemplateError(f"{self._path}: macro {macro}: {where}{type(exc).__name__}: {message}") from None
+            raise TemplateError(f"{self._path}: macro {macro}: {which}{where}{type(exc).__name__}: {message}") from None
 
     def _template_line(self, exc: BaseException) -> int | None:
         """The template line where ``exc`` happened (Jinja compiles templates to Python; map back)."""
@@ -252,19 +280,21 @@ class PromptRenderer:
                 return self._template.get_corresponding_lineno(frame.lineno)
         return None
 
-    def _user_turn(self, inputs: dict[str, Any]) -> str:
+    def _user_turn(self, inputs: dict[str, Any], example_id: str | None = None) -> str:
         """One example as a user turn: the ``turn`` macro, else ``prompt`` without shots."""
-        return self._call(self._turn, inputs) if self._turn else self._call("prompt", inputs, [])
+        return (self._call(self._turn, inputs, example_id=example_id) if self._turn
+                else self._call("prompt", inputs, [], example_id=example_id))
 
     def render(self, example: Example) -> Prompt:
         inputs = dict(example.inputs)
         if self.options.endpoint == "completions":
-            return Prompt(params=self._completion_params, text=self._call("completion", inputs, self._shots))
+            return Prompt(params=self._completion_params,
+                          text=self._call("completion", inputs, self._shots, example_id=example.id))
         messages: list[Message]
         if self.options.fewshot_as_turns and self._shots:
-            messages = [*self._shot_turns, Message("user", self._user_turn(inputs))]
+            messages = [*self._shot_turns, Message("user", self._user_turn(inputs, example.id))]
         else:
-            messages = [Message("user", self._call("prompt", inputs, self._shots))]
+            messages = [Message("user", self._call("prompt", inputs, self._shots, example_id=example.id))]
         system = self._system
         if system.strip():
             if self.options.system_role:

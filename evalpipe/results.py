@@ -309,17 +309,24 @@ class RunDir:
         Lines are decoded :data:`DECODE_LINES` at a time as one JSON array: the decoder then makes
         each key string once per batch instead of once per record — records kept in memory are a
         third smaller, and decoding is faster. A batch that does not decode is decoded line by line,
-        so an error names its line as before.
+        so an error names the file and its line (a :class:`~evalpipe.data.errors.DataError`).
         """
-        with self.samples_path(compat).open(encoding="utf-8") as handle:
+        path = self.samples_path(compat)
+        with path.open(encoding="utf-8") as handle:
             batch: list[str] = []
-            for line in handle:
+            first = 1
+            for number, line in enumerate(handle, start=1):
                 if line.strip():
+                    if not batch:
+                        first = number
                     batch.append(line)
                     if len(batch) == DECODE_LINES:
-                        yield from _decode_lines(batch)
+                        yield from _decode_lines(batch, path, first)
                         batch = []
-            yield from _decode_lines(batch)
+                elif batch:  # a blank line inside a batch: decode what came before, keeping lines exact
+                    yield from _decode_lines(batch, path, first)
+                    batch = []
+            yield from _decode_lines(batch, path, first)
 
     def add_prompts(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Give each record its ``prompt`` (JSON form) from the run's store, by its request ``key``.
@@ -345,16 +352,28 @@ class RunDir:
 DECODE_LINES = 512
 
 
-def _decode_lines(lines: list[str]) -> list[dict[str, Any]]:
+def _decode_lines(lines: list[str], path: Path, first: int) -> list[dict[str, Any]]:
+    """Consecutive lines of ``path`` starting at line ``first``, decoded (see RunDir.iter_samples)."""
     if not lines:
         return []
     try:
         decoded = json.loads("[" + ",".join(lines) + "]")
-    except ValueError:
+    except (ValueError, RecursionError):
         decoded = None
     if not isinstance(decoded, list) or len(decoded) != len(lines):  # a line that is no one value
-        decoded = [json.loads(line) for line in lines]
+        decoded = [_decode_line(line, path, number) for number, line in enumerate(lines, start=first)]
     return decoded
+
+
+def _decode_line(line: str, path: Path, number: int) -> Any:
+    from evalpipe.data.errors import DataError
+
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        what = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+        raise DataError(path, number, None, f"not valid JSON ({what}): the run's samples file is damaged; "
+                        "`evalpipe score RUN` writes it again from the store") from None
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -60,6 +60,7 @@ from evalpipe.cache import ResponseStore, cache_key
 from evalpipe.conditions import Condition, TaskConditions, plan_name, shot_permutation, task_conditions
 from evalpipe.config import RunConfig, load_options, local_model_fingerprint, task_args_for
 from evalpipe.data.digest import file_sha256
+from evalpipe.task_identity import definitions_tag
 from evalpipe.data.errors import DataError
 from evalpipe.endpoints import redact_url, route_problem
 from evalpipe.metrics.options import MetricOptions
@@ -820,8 +821,13 @@ async def fetch_answers(
 
 # ---- the two entry points --------------------------------------------------------------------
 
-def run_dir_for(config: RunConfig, results_root: Path) -> RunDir:
-    return RunDir(results_root / (config.run_name or config.default_run_name()))
+def run_dir_for(config: RunConfig, results_root: Path, specs: Sequence[TaskSpec] = ()) -> RunDir:
+    """The run's directory: ``--run-name``, else the default name and, for user task files, the
+    digest of their definitions (:mod:`evalpipe.task_identity`)."""
+    if config.run_name:
+        return RunDir(results_root / config.run_name)
+    tag = definitions_tag(specs)
+    return RunDir(results_root / (config.default_run_name() + (f"__{tag}" if tag else "")))
 
 
 EmbedderFactory = Callable[[RunConfig], Embedder]
@@ -851,7 +857,7 @@ async def execute(
     try:
         prepared = prepare(config, skipped, notes, stage)
         check_endpoint_policy(prepared, config)
-        run = run_dir_for(config, results_root)
+        run = run_dir_for(config, results_root, [p.spec for p in prepared])
         previous_budget = run.read_config().get("budget") if run.exists() else None
         shared = OnceFactory(backend_factory)  # budgeting and fetching share one backend
         try:

@@ -11,8 +11,9 @@ from rich.table import Table
 from rich.text import Text
 
 from evalpipe.data.errors import DataError
+from evalpipe.results import os_problem
 from evalpipe.prompting import TemplateError, variant_templates
-from evalpipe.tasks.registry import all_tasks, resolve, suites
+from evalpipe.tasks.registry import all_tasks, broken_task_files, resolve, suites
 
 from evalpipe.cli.common import TasksDirOption, USER_ERRORS, _fail, _user_tasks, app, console
 
@@ -68,6 +69,8 @@ def tasks(
     for name, suite in suites().items():
         suite_table.add_row(name, ", ".join(suite.tasks))
     console.print(suite_table)
+    for error in broken_task_files().values():
+        console.print(Text(f"skipped a task file that cannot be read: {error}"), soft_wrap=True)
 
 
 def _print_task(spec: Any) -> None:
@@ -127,10 +130,15 @@ def new_task(
 
     if data == Path():
         raise typer.BadParameter("--data FILE is required (your data file)", param_hint="--data")
+    folder = out or user_tasks_dir()
+    if folder.exists() and not folder.is_dir():
+        raise _fail(ValueError(f"{folder}: is a file, not a folder (given as --out); name a folder"))
     try:
-        made = scaffold(name, kind, data, input_field, label_field, out or user_tasks_dir(), id_field=id_field,
+        made = scaffold(name, kind, data, input_field, label_field, folder, id_field=id_field,
                         option_fields=option_field, force=force, description=description)
     except (ScaffoldError, *USER_ERRORS) as exc:
         raise _fail(exc)
+    except OSError as exc:  # a read-only place, a file in the way of a parent folder
+        raise _fail(ValueError(f"{os_problem(exc)} (given as --out)"))
     console.print(f"wrote {made.task_file} and {made.template} ({made.summary})", highlight=False, soft_wrap=True)
     console.print(f"run it:  {made.command}", highlight=False, soft_wrap=True)

@@ -17,7 +17,7 @@ from evalpipe.engines.llamacpp import EngineUnavailable
 from evalpipe.engines.server import ServerStartError
 from evalpipe.prompting import TemplateError
 from evalpipe.cache import StoreError
-from evalpipe.results import RunDirBusy, RunDirError
+from evalpipe.results import RunDirBusy, RunDirError, os_problem
 from evalpipe.outcome import RunError
 from evalpipe.tasks.registry import register_task_file, register_tasks_dir
 
@@ -41,6 +41,20 @@ EXIT_ENDPOINT_GONE = 5
 EXIT_INTERRUPTED = 130
 USER_ERRORS = (RunError, BackendError, DataError, TemplateError, FileNotFoundError, KeyError, ValueError,
                EngineUnavailable, ServerStartError, RunDirBusy, RunDirError, StoreError)
+
+
+def output_folder(path: Path, option: str) -> Path:
+    """``path`` as a folder evalpipe can write into (made if missing), or one line naming it and the
+    option that gave it: a file in the way, a read-only place (once tracebacks from ``mkdir``)."""
+    if path.exists() and not path.is_dir():
+        raise _fail(ValueError(f"{path}: is a file, not a folder (given as {option}); name a folder"))
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _fail(ValueError(f"{os_problem(exc)} (given as {option})")) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise _fail(ValueError(f"{path}: cannot write into this folder (given as {option})"))
+    return path
 
 
 def _fail(exc: BaseException, code: int = 1) -> typer.Exit:

@@ -9,9 +9,9 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from evalpipe.results import DEFAULT_ROOT
+from evalpipe.results import DEFAULT_ROOT, os_problem
 
-from evalpipe.cli.common import _fail, app, console
+from evalpipe.cli.common import _fail, app, console, output_folder
 
 
 @app.command()
@@ -32,12 +32,14 @@ def report(
     """
     from evalpipe.report import build_report
 
-    target = out or DEFAULT_ROOT / "report"
+    target = output_folder(out or DEFAULT_ROOT / "report", "--out")
     try:
         built = build_report(runs, target, resamples=resamples, seed=seed, compat=compat, parquet=parquet,
                              top=top)
     except (FileNotFoundError, RuntimeError, ValueError) as exc:
         raise _fail(exc)
+    except OSError as exc:  # the disk filled, the folder went away
+        raise _fail(ValueError(os_problem(exc)))
     for label, path in (("html", built.html), ("markdown", built.markdown), ("leaderboard", built.csv),
                         ("parquet", getattr(built, "parquet", None))):
         if path:
@@ -60,9 +62,13 @@ def compare(
     """
     from evalpipe.report import compare_runs, render_compare_terminal
 
+    if out is not None:
+        output_folder(out, "--out")
     try:
         result = compare_runs(run_a, run_b, resamples=resamples, seed=seed, top=top, out=out, compat=compat)
     except (FileNotFoundError, RuntimeError, ValueError) as exc:
         raise _fail(exc)
+    except OSError as exc:
+        raise _fail(ValueError(os_problem(exc)))
     # the comparison renderer escapes its own text and uses markup for emphasis
     render_compare_terminal(result, Console(width=None if sys.stdout.isatty() else 160))

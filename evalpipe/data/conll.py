@@ -3,7 +3,9 @@
 Validation is strict because a silently mis-read gold file makes every number wrong: a line
 without exactly two tab-separated columns, an empty token, a tag outside ``O``/``B-X``/``I-X``,
 an ``I-X`` that does not continue a ``B-X``/``I-X`` of the same type (invalid IOB2), an unknown
-entity type, or a file with no sentence raises :class:`DataError` naming file and line.
+entity type, or a file with no sentence raises :class:`DataError` naming file and line. A
+``-DOCSTART-`` line (CoNLL-2003's document separator) ends a sentence and is skipped: it is not a
+sentence to score.
 
 :func:`iter_conll` yields the sentences one at a time, reading the file a block at a time (a
 loader that streams holds one sentence, not 47,000); :func:`read_conll` is its list.
@@ -43,6 +45,10 @@ def _check_tag(path: Path, line_no: int, tag: str, previous: str, types: Collect
         )
 
 
+#: the token of CoNLL-2003's document separator line (``-DOCSTART-<TAB>O``): skipped, never a sentence
+DOCSTART = "-DOCSTART-"
+
+
 def _sentences(path: Path, types: Collection[str] | None) -> Iterator[TaggedSentence]:
     tokens: list[str] = []
     tags: list[str] = []
@@ -56,6 +62,11 @@ def _sentences(path: Path, types: Collection[str] | None) -> Iterator[TaggedSent
                 tokens, tags = [], []
             continue
         columns = line.split("\t")
+        if columns[0].split(" ")[0].strip() == DOCSTART:  # a document separator, not a sentence
+            if tokens:
+                yield TaggedSentence(tuple(tokens), tuple(tags), start)
+                tokens, tags = [], []
+            continue
         if len(columns) != 2:
             raise DataError(
                 path, line_no, "columns",

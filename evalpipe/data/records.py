@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from evalpipe.data import strict_json
 from evalpipe.data.errors import DataError
 
 __all__ = [
@@ -204,14 +205,13 @@ def _json_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Iterator[tuple[
             continue
         _check_size(path, number, len(line))
         try:
-            yield number, json.loads(line)
+            yield number, strict_json.loads(path, number, line)
         except json.JSONDecodeError as exc:
             raise DataError(path, number, None, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
 
 
 def _json_array(path: Path, text: str) -> Iterator[tuple[int, Any]]:
     """Items of a top-level JSON array with the line each starts on (decoded one item at a time)."""
-    decoder = json.JSONDecoder()
     pos = text.index("[") + 1
     line, counted = 1, 0
     while True:
@@ -226,7 +226,7 @@ def _json_array(path: Path, text: str) -> Iterator[tuple[int, Any]]:
                 raise DataError(path, line, None, "not valid JSON: text after the closing ]")
             return
         try:
-            value, end = decoder.raw_decode(text, pos)
+            value, end = strict_json.raw_decode(path, line, text, pos)
         except json.JSONDecodeError as exc:
             raise DataError(path, exc.lineno, None, f"not valid JSON ({exc.msg})") from None
         _check_size(path, line, end - pos)
@@ -291,7 +291,9 @@ def iter_table(path: str | Path, delimiter: str | None = None, missing: str = "f
             raise DataError(path, None, None, "empty file (expected a header row)") from None
         except csv.Error as exc:
             raise DataError(path, 1, None, f"not a valid table ({exc})") from None
+    given = header is not None and reader.line_num == 0
     header = [h.strip() for h in header]
+    _check_columns(path, header, None if given else 1)
     start = reader.line_num + 1
     try:
         for row in reader:
@@ -306,6 +308,17 @@ def iter_table(path: str | Path, delimiter: str | None = None, missing: str = "f
             yield record
     except csv.Error as exc:
         raise DataError(path, reader.line_num, None, f"not a valid table ({exc})") from None
+
+
+def _check_columns(path: Path, header: Sequence[str], line: int | None) -> None:
+    """Column names must be unique: a record keeps one value per name, so a second column of a
+    name would silently replace the first."""
+    seen: dict[str, int] = {}
+    for number, name in enumerate(header, start=1):
+        if name in seen:
+            raise DataError(path, line, name, f"column name given twice (columns {seen[name]} and {number}); "
+                            "rename one")
+        seen[name] = number
 
 
 def _parquet(path: Path, missing: str) -> list[Record]:
@@ -357,7 +370,7 @@ def read_json_object(path: str | Path, missing: str = "file not found") -> Mappi
     path = Path(path)
     text = read_text(path, missing)
     try:
-        value = json.loads(text)
+        value = strict_json.loads(path, None, text)
     except json.JSONDecodeError as exc:
         raise DataError(path, exc.lineno, None, f"not valid JSON ({exc.msg})") from None
     if not isinstance(value, dict):
@@ -373,7 +386,6 @@ def read_keyed_records(path: str | Path, key_field: str, missing: str = "file no
     start = len(text) - len(text.lstrip())
     if not text[start:start + 1] == "{":
         raise DataError(path, None, None, "expected one JSON object whose values are the records")
-    decoder = json.JSONDecoder()
     pos, line, counted, out = start + 1, 1, 0, []
     while True:
         while pos < len(text) and text[pos] in " \t\r\n,":
@@ -383,9 +395,15 @@ def read_keyed_records(path: str | Path, key_field: str, missing: str = "file no
         line += text.count("\n", counted, pos)
         counted = pos
         if text[pos] == "}":
+            rest = text[pos + 1:]
+            if rest.strip():
+                after = line + text.count("\n", pos, pos + 1 + len(rest) - len(rest.lstrip()))
+                raise DataError(path, after, None, "text after the object that holds the records (JSON lines, or "
+                                "two objects?); this file must be one JSON object: set data.format: jsonl for "
+                                "JSON lines")
             break
         try:
-            key, pos = decoder.raw_decode(text, pos)
+            key, pos = strict_json.raw_decode(path, line, text, pos)
             while pos < len(text) and text[pos] in " \t\r\n":
                 pos += 1
             if text[pos:pos + 1] != ":" or not isinstance(key, str):
@@ -395,7 +413,7 @@ def read_keyed_records(path: str | Path, key_field: str, missing: str = "file no
                 pos += 1
             line += text.count("\n", counted, pos)
             counted = pos
-            value, end = decoder.raw_decode(text, pos)
+            value, end = strict_json.raw_decode(path, line, text, pos)
         except json.JSONDecodeError as exc:
             raise DataError(path, exc.lineno, None, f"not valid JSON ({exc.msg})") from None
         _check_size(path, line, end - pos)

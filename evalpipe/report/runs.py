@@ -183,8 +183,27 @@ def resample_task(task: str, records: Sequence[Mapping[str, Any]], corpus: Mappi
 
 
 def _labels(models: Sequence[str], paths: Sequence[Path]) -> list[str]:
+    """One label per run, all different (every part of the report keys its runs by label): the
+    model, and where two runs share it, as much of the run directory's path as tells them apart
+    (``m [run]``, then ``m [results-a/run]`` for two results folders holding a run of one name),
+    at worst a number (the same folder given twice)."""
     counts = Counter(models)
-    return [m if counts[m] == 1 else f"{m} [{p.name}]" for m, p in zip(models, paths)]
+    labels = []
+    for model, path in zip(models, paths):
+        if counts[model] == 1:
+            labels.append(model)
+            continue
+        others = [Path(p).resolve() for m, p in zip(models, paths) if m == model]
+        parts = Path(path).resolve().parts
+        depth = next((d for d in range(1, len(parts))
+                      if sum(o.parts[-d:] == parts[-d:] for o in others) == 1), 1)
+        labels.append(f"{model} [{'/'.join(parts[-depth:])}]")
+    seen: Counter[str] = Counter()
+    unique = []
+    for label in labels:
+        seen[label] += 1
+        unique.append(label if seen[label] == 1 else f"{label} #{seen[label]}")
+    return unique
 
 
 def _split_conditions(records: list[dict[str, Any]], variants: Mapping[str, Mapping[str, Any]],

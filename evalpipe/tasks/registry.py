@@ -9,6 +9,11 @@ Tasks come from two places, both picked up without touching any list here:
   every module of every task family package once.
 
 Two tasks may not share a name: the error names both origins.
+
+A broken file in a user's tasks folder (bad YAML, an alias bomb, a path out of its folder) does not
+block the others: it is kept in :func:`broken_task_files` with its one-line error, ``evalpipe tasks``
+lists it, and asking for a task that is not registered names the broken files (one may be the task
+asked for). A file given by itself (``--task-file``) is still an error at once.
 """
 
 from __future__ import annotations
@@ -21,7 +26,32 @@ from evalpipe.tasks.base import SuiteSpec, TaskSpec
 
 _TASKS: dict[str, TaskSpec] = {}
 _SUITES: dict[str, SuiteSpec] = {}
+#: task files of a tasks folder that could not be read: path → their error
+_BROKEN: dict[Path, str] = {}
 _loaded = False
+
+
+def broken_task_files() -> dict[Path, str]:
+    """The tasks-folder files skipped because they could not be read (path → the one-line error)."""
+    return dict(_BROKEN)
+
+
+def _register_folder_file(path: Path) -> TaskSpec | None:
+    """A tasks-folder file registered, or (when it cannot be read) remembered as broken."""
+    from evalpipe.data.errors import DataError
+    from evalpipe.tasks.taskfile.build import load_task_file
+
+    resolved = Path(path).resolve()
+    for spec in _TASKS.values():
+        if spec.task_file == resolved:
+            return spec
+    try:
+        spec = load_task_file(resolved)
+    except DataError as exc:
+        _BROKEN[resolved] = " ".join(str(exc).split("\n")[0].split())
+        return None
+    _BROKEN.pop(resolved, None)
+    return register(spec)
 
 
 def _origin(spec: TaskSpec) -> str:
@@ -88,7 +118,8 @@ def register_tasks_dir(folder: str | Path) -> list[TaskSpec]:
     """Register every task file of a user's tasks folder (``--tasks-dir``)."""
     from evalpipe.tasks.taskfile.discover import folder_task_files
 
-    return [register_task_file(path) for path in folder_task_files(folder)]
+    registered = (_register_folder_file(path) for path in folder_task_files(folder))
+    return [spec for spec in registered if spec is not None]
 
 
 def register_suite(suite: SuiteSpec) -> SuiteSpec:
@@ -118,7 +149,7 @@ def load_builtin_tasks() -> None:
     user_dir = env_tasks_dir()
     if user_dir is not None:
         for path in folder_task_files(user_dir):
-            register(load_task_file(path))
+            _register_folder_file(path)
     _loaded = True
 
 
@@ -132,7 +163,8 @@ def get_task(name: str) -> TaskSpec:
     try:
         return tasks[name]
     except KeyError:
-        raise KeyError(f"unknown task {name!r}; known tasks: {', '.join(tasks)}") from None
+        broken = "".join(f"; {path} could not be read: {error}" for path, error in _BROKEN.items())
+        raise KeyError(f"unknown task {name!r}; known tasks: {', '.join(tasks)}{broken}") from None
 
 
 def suites() -> dict[str, SuiteSpec]:

@@ -54,7 +54,8 @@ def test_scaffold_inspects_writes_and_runs(tmp_path):
                     id_field="Note ID")
     text = made.task_file.read_text()
     assert "6 records; fields: Note ID, Note text, Smoking status; labels: current (2), former (2), never (2)" in text
-    assert made.command == f"./run.sh run --task-file {made.task_file} --base-url URL --model MODEL"
+    assert made.command == (f"./run.sh run --task-file {made.task_file} --data-dir {tmp_path.resolve()} "
+                            "--base-url URL --model MODEL")
     spec = registry.register_task_file(made.task_file)
 
     def answer(prompt) -> str:  # right except for the ex-smoker, called current
@@ -62,7 +63,7 @@ def test_scaffold_inspects_writes_and_runs(tmp_path):
         return "never" if "never" in note or "non-smoker" in note else "former" if "stopped" in note else "current"
 
     backend = ScriptedBackend(answer, model="m")
-    config = RunConfig(tasks=(spec.name,), model="m", base_url="http://127.0.0.1:1/v1")
+    config = RunConfig(tasks=(spec.name,), model="m", base_url="http://127.0.0.1:1/v1", data_dir=str(tmp_path))
     outcome = asyncio.run(execute(config, lambda _: backend, tmp_path / "results"))
     metrics = outcome.metrics["smoking"]
     assert metrics["accuracy"] == pytest.approx(5 / 6) and metrics["n"] == 6
@@ -116,7 +117,7 @@ def test_multiple_choice_from_option_columns(tmp_path):
     data = write_csv(tmp_path / "q.csv", rows=rows, header=("question", "o1", "o2", "o3", "correct"))
     made = new_task("quiz", "multiple_choice", data, ["question"], "correct", tmp_path / "t",
                     option_fields=["o1", "o2", "o3"])
-    examples = registry.register_task_file(made.task_file).load(LoadOptions()).examples
+    examples = registry.register_task_file(made.task_file).load(LoadOptions(data_dir=tmp_path)).examples
     assert [e.gold for e in examples] == ["B", "A"] and examples[1].inputs["options"][0] == {"letter": "A", "text": "C"}
 
 
@@ -133,11 +134,22 @@ def test_a_user_csv_becomes_a_running_task_from_the_command_line(tmp_path):
     script.write_text(json.dumps({"20 cigarettes": "current", "Never smoked": "never", "Stopped smoking": "former",
                                   "pipe": "Current.", "non-smoker": "never", "Ex-smoker": "I am not sure."}))
     with FakeOpenAIProcess(latency=0.0, script=script) as server:
-        result = evalpipe("run", "--task-file", str(tmp_path / "tasks" / "smoking.yaml"), "--base-url", server.url,
+        result = evalpipe("run", "--task-file", str(tmp_path / "tasks" / "smoking.yaml"), "--data-dir", str(tmp_path),
+                          "--base-url", server.url,
                           "--model", "fake-model", "--results-dir", str(tmp_path / "results"))
     assert result.returncode == 0, result.stderr
     metrics = json.loads((only_run(tmp_path / "results") / "metrics.json").read_text())["smoking"]
     assert metrics["accuracy"] == pytest.approx(5 / 6) and metrics["parse_failure_rate"] == pytest.approx(1 / 6)
+    assert f"--data-dir {tmp_path.resolve()}" in made.stdout.replace("\n", "")
     listed = evalpipe("tasks", "--tasks-dir", str(tmp_path / "tasks"))
     assert listed.returncode == 0 and "smoking" in listed.stdout
     assert time.monotonic() - started < 60
+
+
+def test_data_beside_the_new_task_is_found_without_data_dir(tmp_path):
+    (tmp_path / "tasks").mkdir()
+    data = write_csv(tmp_path / "tasks" / "notes.csv")
+    made = new_task("smoking", "classification", data, ["Note text"], "Smoking status", tmp_path / "tasks",
+                    id_field="Note ID")
+    assert "--data-dir" not in made.command and "default_dir: ." in made.task_file.read_text()
+    assert len(list(registry.register_task_file(made.task_file).load(LoadOptions()).examples)) == 6

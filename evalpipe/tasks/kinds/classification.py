@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from evalpipe.data.records import Record
 from evalpipe.metrics.aggregation import MacroF1, Mean
@@ -34,6 +34,7 @@ from evalpipe.metrics.classification import accuracy, class_parts, macro_f1
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.committed_label import committed_labels, parse_committed_label
 from evalpipe.parsers.zh_labels import LabelSet, parse_label
+from evalpipe.text.distinct import distinct_problem
 from evalpipe.records import Example, Prediction, ScoreSheet
 from evalpipe.tasks.base import Scoring
 from evalpipe.tasks.kinds.base import Drafted, Kind, KindParts, register_kind
@@ -54,6 +55,14 @@ class ClassificationTask(TaskFile):
                                                   "alias; committed: the label an English answer commits to.")
     macro_f1_over: Literal["gold", "labels"] = Field("gold", description="Labels macro-F1 averages over: "
                                                      "those with gold support, or every declared label.")
+
+    @field_validator("labels")
+    @classmethod
+    def _labels_distinct(cls, labels: list[str]) -> list[str]:
+        problem = distinct_problem(labels, "labels")
+        if problem is not None:
+            raise ValueError(problem.removeprefix("labels: "))
+        return labels
 
     @model_validator(mode="after")
     def _labels_consistent(self) -> ClassificationTask:

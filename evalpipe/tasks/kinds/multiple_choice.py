@@ -40,9 +40,10 @@ import string
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from evalpipe.data.records import Record
+from evalpipe.text.distinct import distinct_problem
 from evalpipe.metrics.aggregation import Mean
 from evalpipe.metrics.classification import accuracy
 from evalpipe.metrics.options import MetricOptions
@@ -58,6 +59,14 @@ class OptionsSpec(Strict):
     columns: list[Text] | None = Field(None, description="Record fields holding the options, in letter order.")
     fixed: list[Text] | None = Field(None, description="The same option texts for every question.")
     letters: Text | None = Field(None, description="The option letters in order (default ABCD…).")
+
+    @field_validator("fixed")
+    @classmethod
+    def _fixed_distinct(cls, fixed: list[str] | None) -> list[str] | None:
+        problem = distinct_problem(fixed, "options.fixed") if fixed is not None else None
+        if problem is not None:
+            raise ValueError(problem.removeprefix("options.fixed: "))
+        return fixed
 
     @model_validator(mode="after")
     def _one_source(self) -> OptionsSpec:

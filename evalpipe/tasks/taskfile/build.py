@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from evalpipe.paths import REPO_ROOT
 from evalpipe.tasks.base import EVAL, QuickGeneration, SHOTS, TaskSpec
 from evalpipe.tasks.kinds.base import all_kinds, get_kind, select_metrics
+from evalpipe.tasks.taskfile import confine
 from evalpipe.tasks.taskfile import load as data
 from evalpipe.tasks.taskfile.schema import TaskFile
 from evalpipe.tasks.taskfile.source import TaskFileError, TaskSource, dotted, locate, read_task_source
@@ -110,12 +111,48 @@ def _template(task: TaskFile, source: TaskSource) -> dict[str, Any]:
         return {"template": f"{source.path.name}#template_text", "template_source": task.template_text}
     if task.template is None:  # a kind without prompts (retrieval)
         return {"template": ""}
-    path = (source.path.parent / (task.template or "")).resolve()
-    if not path.is_file():
+    written = source.path.parent / (task.template or "")
+    path = written.resolve()
+    roots = confine.allowed_roots(source.path.parent)
+    if not confine.inside(written, roots):
+        raise source.error(("template",), confine.outside_message(task.template or "", written, roots))
+    problem = confine.regular_file_problem(written)
+    if problem == "not found":
         raise source.error(("template",), f"{path}: template not found")
+    if problem is not None:
+        raise source.error(("template",), f"{path}: {problem}")
     if path.is_relative_to(PROMPTS_DIR):
         return {"template": path.relative_to(PROMPTS_DIR).as_posix()}
     return {"template": path.name, "template_dir": path.parent}
+
+
+def _written_paths(task: TaskFile) -> Iterator[tuple[tuple[Any, ...], str]]:
+    """Every path the task file names, with where it is written."""
+    for split, names in task.data.files.items():
+        for i, name in enumerate(names if isinstance(names, list) else [names]):
+            yield (("data", "files", split, i) if isinstance(names, list) else ("data", "files", split)), name
+    for key in ("dir", "default_dir"):
+        if getattr(task.data, key) is not None:
+            yield ("data", key), getattr(task.data, key)
+    if task.template is not None:
+        yield ("template",), task.template
+    if task.hook is not None and task.hook.rpartition(":")[0].endswith(".py"):
+        yield ("hook",), task.hook.rpartition(":")[0]
+
+
+def check_confined(task: TaskFile, source: TaskSource) -> None:
+    """Every path the task file names is relative, and a folder it names relative to itself
+    (``default_dir``) lies beneath the folders it may read (:mod:`~evalpipe.tasks.taskfile.confine`);
+    data files are checked again, resolved, where they are found (``--data-dir`` is known then)."""
+    for where, name in _written_paths(task):
+        problem = confine.relative_problem(name)
+        if problem is not None:
+            raise source.error(where, problem)
+    if task.data.default_dir is not None:
+        folder = source.path.parent / task.data.default_dir
+        roots = confine.allowed_roots(source.path.parent)
+        if not confine.inside(folder, roots):
+            raise source.error(("data", "default_dir"), confine.outside_message(task.data.default_dir, folder, roots))
 
 
 def resolve_hook(reference: str, base: Path) -> Callable[[TaskSpec, TaskFile], TaskSpec]:
@@ -123,6 +160,9 @@ def resolve_hook(reference: str, base: Path) -> Callable[[TaskSpec, TaskFile], T
     module_name, _, function = reference.rpartition(":")
     if module_name.endswith(".py"):
         path = (base / module_name).resolve()
+        if not confine.inside(base / module_name, confine.allowed_roots(base)):
+            raise FileNotFoundError(confine.outside_message(module_name, base / module_name,
+                                                            confine.allowed_roots(base)))
         if not path.is_file():
             raise FileNotFoundError(f"{path}: hook file not found")
         name = "evalpipe_task_hook_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
@@ -144,6 +184,7 @@ def resolve_hook(reference: str, base: Path) -> Callable[[TaskSpec, TaskFile], T
 def build(source: TaskSource) -> TaskSpec:
     """The TaskSpec a task file describes (see the module docstring)."""
     task = validate(source)
+    check_confined(task, source)
     kind = get_kind(task.kind)
     base = source.path.parent
     parts = kind.parts(task)
@@ -158,8 +199,8 @@ def build(source: TaskSource) -> TaskSpec:
         name=task.name,
         description=task.description,
         **_template(task, source),
-        load=partial(data.load_task_data, task, kind, base),
-        data_problem=partial(data.data_problem, task, base),
+        load=partial(data.load_task_data, task, kind, base, task_file=source.path),
+        data_problem=partial(data.data_problem, task, base, task_file=source.path),
         shot_target=parts.shot_target,
         scorings=dict(parts.scorings),
         metrics=metrics,
@@ -225,5 +266,5 @@ def with_prepared_records(spec: TaskSpec, task: TaskFile, prepare: data.Prepare)
     file's field mapping reads it (a data set whose fields hold a string *or* a list, say)."""
     assert spec.task_file is not None, "only a spec built from a task file"
     return replace(spec, load=partial(data.load_task_data, task, get_kind(task.kind), spec.task_file.parent,
-                                      prepare=prepare))
+                                      prepare=prepare, task_file=spec.task_file))
 

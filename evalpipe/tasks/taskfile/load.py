@@ -114,6 +114,19 @@ def _value(record: Record, name: str, fields: str | list[str], optional: bool) -
     return value
 
 
+def _input(task: TaskFile, record: Record, name: str, fields: str | list[str]) -> Any:
+    """An input's value (:func:`_value`); one of ``fields.lists`` is a list (a text: a one-item list)."""
+    value = _value(record, name, fields, name in task.fields.optional)
+    if name not in task.fields.lists:
+        return value
+    if isinstance(value, str):
+        return [value] if value else []
+    if not isinstance(value, list):
+        found = next((f for f in (fields if isinstance(fields, list) else [fields]) if f in record.fields), name)
+        raise record.error(found, f"expected a list (or one text), found {type(value).__name__}")
+    return value
+
+
 def _sample_id(task: TaskFile, record: Record, split: str, row: int) -> str:
     fields = task.fields
     value = record.fields.get(fields.id) if fields.id is not None else None
@@ -182,8 +195,8 @@ def _examples(task: TaskFile, kind: Kind, path: Path, split: str, prepare: Prepa
     for records in _chunks(_records(task, path, prepare), chunk):
         if row == 0:
             _check_header(task, records, path)
-        inputs = [{name: _value(record, name, fields, name in task.fields.optional)
-                   for name, fields in task.fields.inputs.items()} for record in records]
+        inputs = [{name: _input(task, record, name, fields) for name, fields in task.fields.inputs.items()}
+                  for record in records]
         drafts = kind.read(task, records)
         for record, mapped, draft in zip(records, inputs, drafts):
             example = Example(id=_sample_id(task, record, split, row), inputs={**mapped, **draft.inputs},
@@ -272,8 +285,33 @@ def shot_path(task: TaskFile, base: Path, options: LoadOptions, split: str, eval
     return found
 
 
+def confined(task: TaskFile, task_file: Path | None, exc: locate.OutsideError) -> DataError:
+    """A data file outside the task's folders as the task file's error: its line and field
+    (``data.files.test``); without the task file, the error as it is."""
+    if task_file is None:
+        return exc
+    from evalpipe.tasks.taskfile.source import TaskFileError, read_task_source
+
+    split = next((s for s in task.data.files if exc.name in task.data.names(s)), None)
+    where: tuple = ("data", "files", split) if split is not None else ("data",)
+    try:
+        line = read_task_source(task_file).line_of(where)
+    except DataError:
+        line = None
+    return TaskFileError(task_file, line, ".".join(str(w) for w in where), exc.problem)
+
+
 def load_task_data(task: TaskFile, kind: Kind, base: Path, options: LoadOptions,
-                   prepare: Prepare | None = None) -> TaskData:
+                   prepare: Prepare | None = None, task_file: Path | None = None) -> TaskData:
+    """:func:`_load_task_data`, a data file outside the task's folders named by the task file's line."""
+    try:
+        return _load_task_data(task, kind, base, options, prepare)
+    except locate.OutsideError as exc:
+        raise confined(task, task_file, exc) from None
+
+
+def _load_task_data(task: TaskFile, kind: Kind, base: Path, options: LoadOptions,
+                    prepare: Prepare | None = None) -> TaskData:
     """Read the evaluated file and the shot pool of a task file (see the module docstring): the
     evaluated examples are a stream unless the kind reads whole files or shots are held out.
 
@@ -301,11 +339,13 @@ def load_task_data(task: TaskFile, kind: Kind, base: Path, options: LoadOptions,
     return TaskData(examples=examples, shot_pool=pool, files=files, split=split)
 
 
-def data_problem(task: TaskFile, base: Path, options: LoadOptions) -> str | None:
+def data_problem(task: TaskFile, base: Path, options: LoadOptions, task_file: Path | None = None) -> str | None:
     """Why :func:`load_task_data` would fail for want of a file (cheap: nothing is parsed)."""
     try:
         split, evaluated = eval_path(task, base, options)
         shot_path(task, base, options, split, evaluated)
+    except locate.OutsideError as exc:
+        return str(confined(task, task_file, exc))
     except DataError as exc:
         return str(exc)
     return None

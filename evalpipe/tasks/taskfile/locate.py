@@ -9,6 +9,10 @@ One rule for every task file, in order, first hit wins:
 4. for the shot file only: beside the evaluated file (``PARENT/NAME``, ``PARENT/<data.dir>/NAME``),
    so a train file next to the test file a user pointed at is found.
 
+Every candidate must resolve beneath the folders a task file may read
+(:mod:`evalpipe.tasks.taskfile.confine`): one outside them is skipped, and when the only file found
+lies outside, that is an :class:`OutsideError` (the caller names the task file's line), never a read.
+
 A file found nowhere is a :class:`DataError` that names the file, the places looked in, where the
 data set is published and under which access terms (credentialed or not), and how to point at it —
 a user should never have to read code to find out what to download.
@@ -16,11 +20,13 @@ a user should never have to read code to find out what to download.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from evalpipe.data.errors import DataError
 from evalpipe.tasks.base import LoadOptions
+from evalpipe.tasks.taskfile import confine
 from evalpipe.tasks.taskfile.schema import TaskFile
 
 CREDENTIALED_ACCESS = "credentialed access (PhysioNet account, CITI training, signed data use agreement)"
@@ -71,18 +77,46 @@ def missing_message(task: TaskFile, names: Sequence[str], looked: Sequence[Path]
             f"file under its distributed name, or --data {key}=PATH.")
 
 
+class OutsideError(DataError):
+    """A data file a task file names that resolves outside the folders it may read (or is not a
+    regular file): ``name`` as written, ``path`` where it led."""
+
+    def __init__(self, name: str, path: Path, problem: str) -> None:
+        super().__init__(path, None, None, problem)
+        self.name = name
+
+
+def _written_name(path: Path, names: Sequence[str]) -> str:
+    return next((n for n in names if str(path).endswith(n)), names[0])
+
+
 def find(task: TaskFile, base: Path, options: LoadOptions, role: str, names: Sequence[str],
          beside: Path | None = None) -> Path | None:
     """The file for ``role`` (see the module docstring), or None when it is nowhere."""
     explicit = options.paths.get(role)
     if explicit is not None:
-        if not Path(explicit).is_file():
+        if not Path(explicit).exists():
             raise DataError(explicit, None, None, f"file not found (given as --data for role {role} of task "
                             f"{task.name}; expected {task.data.dataset or task.name}: {names[0]})")
-        return Path(explicit)
+        return confine.check_user_file(Path(explicit), f"--data for role {role} of task {task.name}")
+    roots = confine.allowed_roots(base, (options.data_dir, beside))
+    shipped = confine.is_shipped(base)
+    refused: OutsideError | None = None
     for path in candidates(task, base, options, names, beside):
-        if path.is_file():
-            return path
+        if not os.path.lexists(path):
+            continue
+        name = _written_name(path, names)
+        if not shipped and not confine.inside(path, roots):
+            refused = refused or OutsideError(name, path, confine.outside_message(name, path, roots))
+            continue
+        problem = confine.regular_file_problem(path)
+        if problem == "not found":  # a dangling symlink
+            continue
+        if problem is not None:
+            raise OutsideError(name, path, f"{name!r}: {path} {problem}")
+        return path
+    if refused is not None:
+        raise refused
     return None
 
 

@@ -4,8 +4,10 @@ The data file is read as a run would read it (:mod:`evalpipe.tasks.taskfile.load
 checked for what the kind needs — every named field present, a non-empty file, and for a
 classification task a label field that really is a label set (a field with hundreds of distinct
 values is free text: the error suggests the ``generation`` kind). The task file records what was
-found (records, fields, labels with their counts), points at the data file relative to itself, and
-is built and loaded once before this returns, so the printed command runs.
+found (records, fields, labels with their counts), points at the data file relative to itself when
+the data lies beneath the task's folder (a task file reads nothing outside it:
+:mod:`evalpipe.tasks.taskfile.confine`), else prints the command with ``--data-dir`` naming the data's
+folder; it is built and loaded once before this returns, so the printed command runs.
 
 Field names become template variable names (``Note text`` → ``note_text``) so templates can write
 ``example.note_text``.
@@ -16,6 +18,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import shlex
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -199,7 +202,11 @@ def new_task(name: str, kind: str, data: Path, input_fields: Sequence[str], labe
         labels = sorted(counts)
         summary += "; labels: " + ", ".join(f"{label} ({counts[label]})" for label in labels)
     out = Path(out)
-    doc["data"] = {"files": {"test": data.name}, "default_dir": _relative(data.parent, out)}
+    # a task file reads only beneath its own folder (evalpipe.tasks.taskfile.confine): data elsewhere
+    # is named on the command line (--data-dir), never by a path that climbs out of the tasks folder
+    beside = data.parent.resolve().is_relative_to(out.resolve())
+    doc["data"] = {"files": {"test": data.name}, **({"default_dir": _relative(data.parent, out)} if beside else {})}
+    data_dir = None if beside else data.parent.resolve()
     doc["fields"] = {"inputs": inputs, "answer" if kind != "classification" else "label": label_field}
     if id_field is not None:
         doc["fields"]["id"] = id_field
@@ -224,8 +231,9 @@ def new_task(name: str, kind: str, data: Path, input_fields: Sequence[str], labe
               "# Data under a credentialed licence (e.g. PhysioNet)? Add `credentialed: true`.\n")
     task_path.write_text(header + yaml.safe_dump(doc, allow_unicode=True, sort_keys=False, width=110), encoding="utf-8")
     template_path.write_text(_template(kind, inputs, labels), encoding="utf-8")
-    _check_it_runs(task_path)
-    command = f"./run.sh run --task-file {task_path} --base-url URL --model MODEL"
+    _check_it_runs(task_path, data_dir)
+    where = f" --data-dir {shlex.quote(str(data_dir))}" if data_dir is not None else ""
+    command = f"./run.sh run --task-file {task_path}{where} --base-url URL --model MODEL"
     return Scaffold(task_path, template_path, len(records), summary, command)
 
 
@@ -238,7 +246,7 @@ def _answer_format(records: Sequence[Record], field: str) -> str:
     return "text"
 
 
-def _check_it_runs(task_path: Path) -> None:
+def _check_it_runs(task_path: Path, data_dir: Path | None) -> None:
     """Build the new task and render its first prompt: a scaffold that does not run is a bug here."""
     from evalpipe.prompting import PromptRenderer
     from evalpipe.records import GenerationParams
@@ -246,5 +254,5 @@ def _check_it_runs(task_path: Path) -> None:
     from evalpipe.tasks.taskfile.build import load_task_file
 
     spec = load_task_file(task_path)
-    data = spec.load(LoadOptions(shots=0))
+    data = spec.load(LoadOptions(shots=0, data_dir=data_dir))
     PromptRenderer(spec, (), GenerationParams(max_tokens=spec.max_tokens)).render(next(iter(data.examples)))

@@ -102,6 +102,9 @@ class FieldsSpec(Strict):
         "Values may be text, numbers (given as text), lists or objects (templates may loop over them).")
     optional: list[Text] = Field(default_factory=list, description="Inputs that may be missing or empty (they "
                                  "are then the empty text); any other missing or empty input is an error.")
+    lists: list[Text] = Field(default_factory=list, description="Inputs that hold a list the template loops over "
+                              "(PubMedQA's CONTEXTS): a single text is taken as a one-item list (never looped "
+                              "over letter by letter); a number or an object is an error naming file, line and field.")
     answer: FileNames | None = Field(
         None,
         description="The gold field: the label (classification), the correct option (multiple_choice), the "
@@ -124,10 +127,11 @@ class FieldsSpec(Strict):
     def _one_gold_key(self) -> FieldsSpec:
         if self.answer is not None and self.label is not None:
             raise ValueError("give the gold field as `answer` or as `label`, not both")
-        unknown = [name for name in self.optional if name not in self.inputs]
-        if unknown:
-            raise ValueError(f"optional names {', '.join(unknown)}, which are not inputs "
-                             f"(inputs: {', '.join(self.inputs) or 'none'})")
+        for key in ("optional", "lists"):
+            unknown = [name for name in getattr(self, key) if name not in self.inputs]
+            if unknown:
+                raise ValueError(f"{key} names {', '.join(unknown)}, which are not inputs "
+                                 f"(inputs: {', '.join(self.inputs) or 'none'})")
         return self
 
 

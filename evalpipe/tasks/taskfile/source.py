@@ -8,6 +8,12 @@ error (``safe_load`` silently keeps the last one, which hides a typo'd copy), an
 written (``1: 是`` has the key ``"1"``, ``yes:`` the key ``"yes"``) because every task-file key is text.
 YAML merge keys (``<<``) are not supported.
 
+**Bounded** (a 487-byte file of nested aliases once expanded to 5.4 GB): a task file is at most
+:data:`MAX_TASK_FILE_BYTES`, its value at most :data:`MAX_NODES` nodes (an alias counts as many
+nodes as it expands to, so a "billion laughs" stops at the limit, not at the end of memory), at most
+:data:`MAX_ALIASES` alias uses of a list or mapping and :data:`MAX_DEPTH` levels deep; beyond any of
+them the file is one error naming it.
+
 :func:`locate` maps a pydantic error location to the deepest path present in the document; a
 discriminated union's tag (``"classification"``) and pydantic's internal steps are skipped.
 """
@@ -24,6 +30,39 @@ import yaml
 from evalpipe.data.errors import DataError
 
 Path_ = tuple[Any, ...]
+
+#: the largest task file read (the shipped ones are under 4 KB)
+MAX_TASK_FILE_BYTES = 1024 * 1024
+#: the most nodes (values, aliases expanded) a task file's value may have
+MAX_NODES = 100_000
+#: the most uses of an alias of a list or mapping (anchors of scalars cost nothing to expand)
+MAX_ALIASES = 100
+#: the deepest nesting of lists and mappings
+MAX_DEPTH = 50
+
+
+class _Budget:
+    """What is left of the bounds while one task file's value is built."""
+
+    def __init__(self, file: Path) -> None:
+        self.file, self.nodes, self.aliases = file, 0, 0
+        self.seen: set[int] = set()
+
+    def spend(self, node: yaml.Node, depth: int) -> None:
+        self.nodes += 1
+        line = node.start_mark.line + 1
+        if self.nodes > MAX_NODES:
+            raise TaskFileError(self.file, line, None, f"more than {MAX_NODES:,} values (YAML aliases expanded); "
+                                "a task file this large is refused (an alias bomb?)")
+        if depth > MAX_DEPTH:
+            raise TaskFileError(self.file, line, None, f"nested more than {MAX_DEPTH} levels deep")
+        if isinstance(node, yaml.CollectionNode):
+            if id(node) in self.seen:
+                self.aliases += 1
+                if self.aliases > MAX_ALIASES:
+                    raise TaskFileError(self.file, line, None, f"more than {MAX_ALIASES} uses of YAML aliases of "
+                                        "lists or mappings; a task file this repetitive is refused (an alias bomb?)")
+            self.seen.add(id(node))
 
 
 class TaskFileError(DataError):
@@ -76,9 +115,11 @@ def locate(data: Any, where: Sequence[Any]) -> Path_:
     return tuple(out)
 
 
-def _build(node: yaml.Node, path: Path_, lines: dict[Path_, int], file: Path, loader: yaml.SafeLoader) -> Any:
+def _build(node: yaml.Node, path: Path_, lines: dict[Path_, int], file: Path, loader: yaml.SafeLoader,
+           budget: _Budget) -> Any:
     """The value of ``node`` (keys as written: ``1:`` is the key ``"1"``, as every task-file key is
-    text), recording each node's line by its path."""
+    text), recording each node's line by its path, within ``budget`` (the module's bounds)."""
+    budget.spend(node, len(path))
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
@@ -93,10 +134,10 @@ def _build(node: yaml.Node, path: Path_, lines: dict[Path_, int], file: Path, lo
                                     f"given twice (first on line {seen[key]}); YAML would silently keep the last")
             seen[key] = line
             lines[(*path, key)] = line
-            out[key] = _build(value_node, (*path, key), lines, file, loader)
+            out[key] = _build(value_node, (*path, key), lines, file, loader, budget)
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_build(item, (*path, i), lines, file, loader) for i, item in enumerate(node.value)]
+        return [_build(item, (*path, i), lines, file, loader, budget) for i, item in enumerate(node.value)]
     return loader.construct_object(node, deep=True)
 
 
@@ -113,13 +154,15 @@ def parse_task_text(text: str, path: Path) -> TaskSource:
         if node is None:
             raise TaskFileError(path, None, None, "empty task file (expected a mapping with name, kind, data, …)")
         lines: dict[Path_, int] = {}
-        data = _build(node, (), lines, path, loader)
+        data = _build(node, (), lines, path, loader, _Budget(path))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
         raise TaskFileError(path, line, None, f"not valid YAML: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
         raise TaskFileError(path, None, None, f"not valid YAML: {exc}") from None
+    except RecursionError:
+        raise TaskFileError(path, None, None, f"nested too deeply (at most {MAX_DEPTH} levels)") from None
     finally:
         loader.dispose()
     if not isinstance(data, dict):
@@ -132,7 +175,15 @@ def read_task_source(path: str | Path) -> TaskSource:
     if not path.is_file():
         raise TaskFileError(path, None, None, "task file not found")
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_TASK_FILE_BYTES + 1)
+    except OSError as exc:
+        raise TaskFileError(path, None, None, f"cannot read the task file ({exc.strerror or exc})") from None
+    if len(raw) > MAX_TASK_FILE_BYTES:
+        raise TaskFileError(path, None, None, f"over {MAX_TASK_FILE_BYTES // 1024} KiB; a task file names its data "
+                            "files, it does not hold the data")
+    try:
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise TaskFileError(path, None, None, f"not valid UTF-8 (byte {exc.start}); save the task file as UTF-8") from None
     return parse_task_text(text, path)
