@@ -59,6 +59,7 @@ from evalpipe.backends.base import BackendError, Credentials
 from evalpipe.backends.client import EndpointClient, decode_json, one_line
 from evalpipe.backends.limiter import AIMDLimiter
 from evalpipe.backends.retry import GaveUp, RequestFailed, RetryPolicy, call_with_retries, parse_retry_after
+from evalpipe.backends.wire import Answer, asks_for_max_completion_tokens, read_answer, request_body
 from evalpipe.endpoints import redact_url
 from evalpipe.records import Completion, GenerationParams, Message, Prompt, Usage, chat_payload
 
@@ -133,6 +134,8 @@ class _Counters:
     empty_answers: int = 0
     invalid_unicode_answers: int = 0
     chat_prompts: int = 0
+    #: the endpoint refused max_tokens and is sent max_completion_tokens (see complete())
+    adapted_max_completion_tokens: bool = False
     completions_prompts: int = 0
     #: log-likelihood requests (a prompt's options scored as continuations)
     choice_prompts: int = 0
@@ -169,6 +172,8 @@ class OpenAICompatBackend:
         self._models: asyncio.Future[list[dict[str, Any]]] | None = None
         self._tokenizer: asyncio.Future[str | None] | None = None
         self._token_counts: dict[Any, asyncio.Future[int | None]] = {}
+        #: "max_tokens", or "max_completion_tokens" once the endpoint asked for it (reasoning models)
+        self._completion_tokens_field = "max_tokens"
 
     # -- Backend protocol ---------------------------------------------------------------------
 
@@ -185,7 +190,11 @@ class OpenAICompatBackend:
             raise BackendError(f"{self.shown_url} does not serve model {self.model!r}; it serves: {shown}{more}")
 
     async def complete(self, prompt: Prompt) -> Completion:
-        """Send one prompt with retries; a request that fails for good comes back as an error value."""
+        """Send one prompt with retries; a request that fails for good comes back as an error value.
+
+        A 400 that asks for ``max_completion_tokens`` instead of ``max_tokens`` (reasoning models)
+        switches this backend to that name for good and the request is sent once more
+        (:mod:`evalpipe.backends.wire`); the switch is in :meth:`stats`."""
         if prompt.choices is not None:
             return await self._complete_choices(prompt)
         started = time.perf_counter()
@@ -193,34 +202,47 @@ class OpenAICompatBackend:
         url, payload = self._request(prompt)
         chat = endpoint == "chat"
 
-        async def attempt() -> tuple[str, str | None, Usage]:
+        async def attempt() -> Answer:
             data = await self._send(url, payload)
             try:
-                return _answer(data, chat=chat)
+                return read_answer(data, chat=chat)
             except RequestFailed as failure:
                 self._errors[failure.reason] += 1
                 raise
 
         try:
-            (text, finish_reason, usage), attempts = await call_with_retries(self._retrying, attempt)
+            try:
+                answer, attempts = await call_with_retries(self._retrying, attempt)
+            except GaveUp as gave_up:
+                if self._completion_tokens_field != "max_tokens" or not asks_for_max_completion_tokens(gave_up.failure):
+                    raise
+                if not self._counts.adapted_max_completion_tokens:
+                    log.warning("%s refuses max_tokens: sending max_completion_tokens from now on", self.shown_url)
+                self._completion_tokens_field = "max_completion_tokens"
+                self._counts.adapted_max_completion_tokens = True
+                url, payload = self._request(prompt, count=False)
+                answer, attempts = await call_with_retries(self._retrying, attempt)
         except GaveUp as gave_up:
             return self._failed(gave_up.failure.reason, gave_up.failure.detail, gave_up.attempts, started, endpoint)
         except Exception as err:  # a bug or a library surprise: one sample fails, the run goes on
             log.warning("unexpected %s from %s", type(err).__name__, self.shown_url)
             return self._failed(f"unexpected {type(err).__name__}", str(err), 1, started, endpoint)
+        text = answer.text
         self._counts.successes += 1
         self._counts.retries += attempts - 1
         self._counts.empty_answers += text == ""
         if _SURROGATES.search(text):
             text = _SURROGATES.sub("\ufffd", text)
             self._counts.invalid_unicode_answers += 1
+        reasoning = _SURROGATES.sub("\ufffd", answer.reasoning) if answer.reasoning else answer.reasoning
         return Completion(
             text=text,
-            finish_reason=finish_reason,
-            usage=usage,
+            finish_reason=answer.finish_reason,
+            usage=answer.usage,
             latency_s=time.perf_counter() - started,
             attempts=attempts,
             endpoint_url=self._urls[endpoint],
+            reasoning=reasoning,
         )
 
     async def check_choice_scoring(self) -> None:
@@ -303,19 +325,19 @@ class OpenAICompatBackend:
 
     # -- one request --------------------------------------------------------------------------
 
-    def _request(self, prompt: Prompt) -> tuple[str, bytes]:
-        """The URL and JSON body for a prompt, encoded once and reused by every retry.
+    def _request(self, prompt: Prompt, *, count: bool = True) -> tuple[str, bytes]:
+        """The URL and JSON body for a prompt (:func:`~evalpipe.backends.wire.request_body`), encoded
+        once and reused by every retry.
 
         ``json.dumps``' ASCII escapes keep any text sendable, even one no UTF-8 could carry.
         """
-        body: dict[str, Any] = {"model": self.model, **prompt.params.sampling_options()}
-        if prompt.messages is not None:
-            self._counts.chat_prompts += 1
-            body["messages"] = chat_payload(prompt.messages)
-            return self._paths["chat"], json.dumps(body).encode("ascii")
-        self._counts.completions_prompts += 1
-        body["prompt"] = prompt.text
-        return self._paths["completions"], json.dumps(body).encode("ascii")
+        body = request_body(self.model, prompt, completion_tokens_field=self._completion_tokens_field)
+        if count:
+            if prompt.messages is not None:
+                self._counts.chat_prompts += 1
+            else:
+                self._counts.completions_prompts += 1
+        return self._paths[prompt.endpoint], json.dumps(body).encode("ascii")
 
     def _choices_request(self, prompt: Prompt) -> tuple[str, bytes]:
         """One ``/completions`` body for every continuation: echo, logprobs, the prompt as a list."""
@@ -533,20 +555,3 @@ def _choice_logprobs(data: Any, text: str, choices: Sequence[str]) -> tuple[dict
         scores[choice] = float(sum(picked))
         tokens[choice] = len(picked)
     return scores, tokens
-
-
-def _answer(data: Any, *, chat: bool) -> tuple[str, str | None, Usage]:
-    """Text, finish reason and usage of a completion; empty or null content is ``""``. A reply
-    that is no completion is a retryable failure (servers under load send odd things)."""
-    try:
-        choice = data["choices"][0]
-        content = choice["message"].get("content") if chat else choice.get("text")
-    except (KeyError, IndexError, TypeError, AttributeError):
-        raise RequestFailed("unexpected response shape", retryable=True) from None
-    if content is None:
-        content = ""
-    if not isinstance(content, str):
-        raise RequestFailed("unexpected response shape", retryable=True, detail="content is not a string")
-    usage = data.get("usage")
-    usage = usage if isinstance(usage, dict) else {}
-    return content, choice.get("finish_reason"), Usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
