@@ -26,6 +26,7 @@ from evalpipe.outcome import RunError, RunOutcome, write_outcome
 from evalpipe.plan_stage import scratch_folder
 from evalpipe.results import RunDir, RunInfo
 from evalpipe.robustness import ConditionOutcome, combine_tasks
+from evalpipe.structured import structured_spec
 from evalpipe.scoring import ScoringChunk, answer_prefix, score_task_chunked
 from evalpipe.tasks.base import Examples, TaskSpec
 from evalpipe.tasks.registry import task_of_run
@@ -111,7 +112,7 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
         for name in config.tasks:
             task_info = recorded.get("tasks", {}).get(name, {})
             spec, note = task_of_run(name, task_info)
-            spec = spec.scored_by(config.choice_scoring)
+            spec = structured_spec(spec.scored_by(config.choice_scoring), config.structured)
             # shots are in the stored prompts: a shot file that is gone now is no reason not to re-score
             options = replace(load_options(config, name, task_info.get("split"), args=task_args_for(config, spec)),
                               shots=0)

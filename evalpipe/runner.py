@@ -31,6 +31,7 @@ import contextlib
 import functools
 import itertools
 import json
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -77,6 +78,7 @@ from evalpipe.results import Budget, RunDir, RunDirError, RunInfo, git_commit, o
 from evalpipe.rescoring import plan_chunks
 from evalpipe.robustness import ConditionOutcome, combine_tasks
 from evalpipe.scoring import answer_prefix, score_task_chunked
+from evalpipe.structured import structured_format, structured_spec
 from evalpipe.tasks.base import LOGLIKELIHOOD, Examples, ExampleStream, LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.registry import get_task
 
@@ -316,7 +318,8 @@ def _render_task(spec: TaskSpec, config: RunConfig, data: TaskData, examples: Ex
     max_tokens = override.get("max_tokens") or config.max_tokens or spec.max_tokens
     params = GenerationParams(
         max_tokens=max_tokens, temperature=config.temperature, top_p=config.top_p, seed=config.seed,
-        stop=tuple(override.get("stop") or ()),
+        stop=tuple(override.get("stop") or ()), reasoning_effort=config.reasoning_effort,
+        response_format=structured_format(spec) if config.structured else None,
     )
     by_choices = config.choice_scoring == LOGLIKELIHOOD and spec.choice_scoring is not None
     renderer = PromptRenderer(
@@ -596,7 +599,7 @@ def prepare(config: RunConfig, skipped: dict[str, str] | None = None,
     stage = stage if stage is not None else PlanStage()
     prepared = []
     for name in config.tasks:
-        spec = get_task(name).scored_by(config.choice_scoring)
+        spec = structured_spec(get_task(name).scored_by(config.choice_scoring), config.structured)
         if config.suites:
             problem = _missing_data(spec, config)
             if problem is None:
@@ -919,8 +922,12 @@ async def _execute_locked(
             try:
                 for backend, queue in backends:
                     writer = AnswerWriter(store, backend.model)
-                    await fetch_answers(_queued(store, queue.queue, queue.texts()), backend, store, progress,
-                                        writer=writer, count=queue.pending, failures=failures,
+                    items: Iterable[tuple[str, PromptSource]] = _queued(store, queue.queue, queue.texts())
+                    count = queue.pending
+                    if config.batch and not isinstance(backend, RankingBackend):
+                        items, count = await _answer_by_batch(config, items, backend, store, failures, stats, notes)
+                    await fetch_answers(items, backend, store, progress,
+                                        writer=writer, count=count, failures=failures,
                                         workers=2 * max(config.concurrency, 1) * (1 + len(config.replicas)))
                     commits = stats.setdefault("store", {"answers": 0, "commits": 0, "longest_commit_ms": 0.0})
                     commits["answers"] += writer.stats.answers
@@ -955,6 +962,29 @@ async def _execute_locked(
         for backend, _ in backends:
             await backend.aclose()
         store.close()
+
+
+async def _answer_by_batch(config: RunConfig, items: Iterable[tuple[str, PromptSource]], backend: Backend,
+                           store: ResponseStore, failures: dict[str, Completion], stats: dict[str, Any],
+                           notes: list[str]) -> tuple[list[tuple[str, PromptSource]], int]:
+    """``--batch``: the queue answered through the Batch API (:mod:`evalpipe.backends.batch`); what is
+    left for direct requests (failed lines with ``--batch-retry direct``) is returned with its count."""
+    from evalpipe.backends.batch import BatchOptions, answer_by_batch
+
+    if not config.base_url:
+        raise RunError("--batch needs --base-url: the Batch API's root (e.g. https://api.openai.com/v1)")
+    options = BatchOptions(base_url=config.base_url, api_key_env=config.api_key_env, timeout_s=config.timeout_s,
+                           max_retries=config.max_retries, **config.batch)
+    result = await answer_by_batch(items, backend.model, store, options, _say)
+    failures.update(result.failures)
+    stats["batch"] = result.stats()
+    notes.extend(result.notes)
+    return result.direct, len(result.direct)
+
+
+def _say(line: str) -> None:
+    """A batch run's progress line, on stderr (the batch waits; no progress bar runs meanwhile)."""
+    print(f"[evalpipe] {line}", file=sys.stderr, flush=True)
 
 
 async def check_choice_scoring(backend: Backend) -> None:

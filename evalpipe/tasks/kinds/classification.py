@@ -35,7 +35,7 @@ from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.committed_label import committed_labels, parse_committed_label
 from evalpipe.parsers.zh_labels import LabelSet, parse_label
 from evalpipe.records import Example, Prediction, ScoreSheet
-from evalpipe.tasks.base import Scoring
+from evalpipe.tasks.base import StructuredOutput, Scoring
 from evalpipe.tasks.kinds.base import Drafted, Kind, KindParts, register_kind
 from evalpipe.tasks.taskfile.schema import TaskFile, Text
 from evalpipe.text.chinese import label_key
@@ -136,6 +136,11 @@ def parts(task: ClassificationTask) -> KindParts:
         metrics=("accuracy", "macro_f1"),
         primary_metric="accuracy",
         template_vars={"label_set": list(task.labels)},
+        # --structured: {"label": one of the labels}, read by the default parser
+        structured=StructuredOutput(
+            schema={"type": "object", "additionalProperties": False, "required": ["label"],
+                    "properties": {"label": {"type": "string", "enum": list(task.labels)}}},
+            to_text=lambda value, example: value["label"]),
     )
 
 
