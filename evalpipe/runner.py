@@ -54,6 +54,7 @@ from evalpipe.heap import frozen_heap
 from evalpipe.plan_stage import DuplicateSample, PlanStage, info_json
 from evalpipe.prompt_pack import LEARN, Packer, unpack
 from evalpipe.cache import ResponseStore, cache_key
+from evalpipe.cost import Prices, attach_costs
 from evalpipe.conditions import Condition, TaskConditions, plan_name, shot_permutation, task_conditions
 from evalpipe.config import RunConfig, load_options, local_model_fingerprint, task_args_for
 from evalpipe.data.digest import file_sha256
@@ -885,6 +886,7 @@ async def _execute_locked(
     prepare_notes: Sequence[str] = (),
 ) -> RunOutcome:
     store = ResponseStore(run.store_path)
+    invoked = time.time()  # answers stored from now on are this invocation's (evalpipe.cost)
     backends: list[tuple[Backend, _Answerer]] = []
     notes: list[str] = list(prepare_notes)
     heap = contextlib.ExitStack()
@@ -951,11 +953,15 @@ async def _execute_locked(
             p.spec, functools.partial(plan_chunks, run.store_path, p.plan_name, p.examples, failures),
             config.compat, options, answer_prefix(p.spec, config), scratch=p.stage.folder,
         )) for p in prepared]))
+        plans: dict[str, list[str]] = {}
+        for p in prepared:
+            plans.setdefault(p.spec.name, []).append(p.plan_name)
+        cost = attach_costs(outcome.tasks, run.store_path, plans, Prices.from_json(config.prices), invoked)
         outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
         write_outcome(run, outcome, config.compat, RunInfo(
             sent=outcome.sent, cached=outcome.cached, incomplete_suites=outcome.incomplete,
             skipped_tasks=outcome.skipped, backend=dict(stats), fetch_seconds=fetch_s, budget=outcome.budget,
-            metric_options=options.to_json(), notes=list(notes)))
+            metric_options=options.to_json(), notes=list(notes), cost=cost))
         return outcome
     finally:
         heap.close()
