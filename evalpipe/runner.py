@@ -905,6 +905,8 @@ async def _execute_locked(
         pending = sum(q.pending for q in queues)
         if on_prepared is not None:
             on_prepared(run, total, pending)
+        if config.batch.get("export"):  # `run --batch-export FILE`: the requests written, nothing sent
+            return _export_only(config, run, prepared, skipped, budget_info, notes)
         for queue in queues:
             if not queue.pending:
                 continue
@@ -986,6 +988,21 @@ async def _answer_by_batch(config: RunConfig, items: Iterable[tuple[str, PromptS
     stats["batch"] = result.stats()
     notes.extend(result.notes)
     return result.direct, len(result.direct)
+
+
+def _export_only(config: RunConfig, run: RunDir, prepared: Sequence[PreparedTask], skipped: dict[str, str],
+                 budget_info: dict[str, Any], notes: list[str]) -> RunOutcome:
+    """Write the pending requests as Batch API lines (:mod:`evalpipe.backends.batch_files`) and stop:
+    no backend is built, no request sent; the run directory holds the plan for ``batch-import``."""
+    from evalpipe.backends.batch_files import export_pending
+
+    out = Path(config.batch["export"])
+    written = export_pending(run.store_path, config.model, out, config.batch.get("completion_tokens_field",
+                                                                                  "max_tokens"))
+    write_config(run, config, prepared, [], skipped, budget_info.get("budget"))
+    notes.append(f"wrote {written} request line(s) to {out}; answer them offline (e.g. vllm run-batch -i {out} "
+                 f"-o answers.jsonl), then: evalpipe batch-import {run.path} answers.jsonl")
+    return RunOutcome(run_dir=run, tasks=[], sent=0, cached=0, skipped=skipped, notes=notes)
 
 
 def _say(line: str) -> None:

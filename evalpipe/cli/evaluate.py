@@ -157,6 +157,8 @@ def run(
     batch_retry: Annotated[str, typer.Option(help="--batch: failed lines are sent again in a new batch (batch), as direct requests (direct), or not (none).")] = "batch",
     batch_poll: Annotated[float, typer.Option(help="--batch: seconds between polls of a batch's status.")] = 30.0,
     batch_size: Annotated[int, typer.Option(help="--batch: requests per batch at most.")] = 50_000,
+    batch_export: Annotated[Optional[Path], typer.Option(help="Write the pending requests as Batch API JSONL to this file and send nothing (for vllm run-batch or a provider's console; then `evalpipe batch-import`).")] = None,
+    max_completion_tokens: Annotated[bool, typer.Option(help="Send the answer limit as max_completion_tokens (reasoning models; a direct run switches by itself when the endpoint asks).")] = False,
     reasoning_effort: Annotated[Optional[str], typer.Option(help="Reasoning models: reasoning_effort sent with each request (minimal, low, medium, high …).")] = None,
     structured: Annotated[bool, typer.Option(help="Ask for JSON under each task's schema (response_format json_schema) and report schema_conformance.")] = False,
     price_input: Annotated[Optional[float], typer.Option(help="USD per million input tokens (cost_usd in metrics.json).")] = None,
@@ -227,7 +229,7 @@ def run(
             embeddings_batch_size=embeddings_batch_size, choice_scoring=mcqa_scoring,
             **_condition_options(prompt_variants, shot_orders, shots_sweep),
             reasoning_effort=reasoning_effort, structured=structured,
-            batch=_batch_options(batch, batch_retry, batch_poll, batch_size),
+            batch=_batch_options(batch, batch_retry, batch_poll, batch_size, batch_export, max_completion_tokens),
             prices=_prices(model, price_input, price_output, price_cached, prices, batch_discount),
         )
     except ValueError as exc:  # a number or name the run cannot use: bad usage, nothing written yet
@@ -250,8 +252,16 @@ def run(
     raise typer.Exit(code or judged)
 
 
-def _batch_options(batch: bool, retry: str, poll_s: float, size: int) -> dict:
-    """``--batch*`` as RunConfig's ``batch`` (empty without ``--batch``), checked by BatchOptions' rules."""
+def _batch_options(batch: bool, retry: str, poll_s: float, size: int, export: Path | None = None,
+                   max_completion_tokens: bool = False) -> dict:
+    """``--batch*`` as RunConfig's ``batch`` (empty without ``--batch``/``--batch-export``), checked by
+    BatchOptions' rules."""
+    field = {"completion_tokens_field": "max_completion_tokens"} if max_completion_tokens else {}
+    if export is not None:
+        if batch:
+            raise typer.BadParameter("give --batch (send to the Batch API) or --batch-export FILE (write the "
+                                     "requests), not both", param_hint="--batch-export")
+        return {"export": str(export.resolve()), **field}
     if not batch:
         return {}
     from evalpipe.backends.batch import RETRY_CHOICES
@@ -262,7 +272,7 @@ def _batch_options(batch: bool, retry: str, poll_s: float, size: int) -> dict:
         raise typer.BadParameter("must be a number of seconds > 0", param_hint="--batch-poll")
     if size < 1:
         raise typer.BadParameter("must be at least 1", param_hint="--batch-size")
-    return {"retry": retry, "poll_s": poll_s, "max_requests": size}
+    return {"retry": retry, "poll_s": poll_s, "max_requests": size, **field}
 
 
 def _prices(model: str, price_input: float | None, price_output: float | None, price_cached: float | None,
@@ -345,6 +355,10 @@ def execute_run(config: RunConfig, results_dir: Path, startup_timeout: float = 6
     finally:
         if server is not None:
             server.stop()
+    if config.batch.get("export"):
+        for note in outcome.notes:
+            console.print(note, highlight=False)
+        return 0, outcome
     return _report(outcome, config.compat, parquet), outcome
 
 

@@ -64,13 +64,20 @@ def completion_body(body: dict[str, Any], text: str, n: int) -> dict[str, Any]:
 class FakeBatchServer:
     def __init__(self, models: tuple[str, ...] = ("fake-model",), *, polls_to_complete: int = 2,
                  hold: bool = False, expire: bool = False, fail_marker: str | None = None, fail_times: int = 1,
-                 responder: Any = tagging_responder, port: int = 0) -> None:
+                 responder: Any = tagging_responder, port: int = 0, reasoning: str | None = None,
+                 require_max_completion_tokens: bool = False) -> None:
         self.models = models
         self.polls_to_complete = polls_to_complete
         self.hold, self.expire = hold, expire
         self.fail_marker, self.fail_times = fail_marker, fail_times
         self.responder = responder
         self.port = port
+        #: reasoning text sent beside each answer (``message.reasoning_content``), with reasoning and
+        #: cached token counts in the usage
+        self.reasoning = reasoning
+        #: refuse ``max_tokens`` with OpenAI's 400 (reasoning models want ``max_completion_tokens``)
+        self.require_max_completion_tokens = require_max_completion_tokens
+        self.bodies: list[dict[str, Any]] = []
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.polls: Counter[str] = Counter()
@@ -106,7 +113,22 @@ class FakeBatchServer:
         body = await request.json()
         with self._lock:
             self.direct_requests += 1
-        return web.json_response(completion_body(body, self.responder(body), next(self._ids)))
+            self.bodies.append(body)
+        if self.require_max_completion_tokens and "max_tokens" in body:
+            return web.json_response({"error": {
+                "message": "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                           "'max_completion_tokens' instead.", "type": "invalid_request_error",
+                "param": "max_tokens", "code": "unsupported_parameter"}}, status=400)
+        return web.json_response(self._reply(body))
+
+    def _reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        reply = completion_body(body, self.responder(body), next(self._ids))
+        if self.reasoning is not None:
+            reply["choices"][0]["message"]["reasoning_content"] = self.reasoning
+            reply["usage"]["completion_tokens"] += tokens_of(self.reasoning)
+            reply["usage"]["completion_tokens_details"] = {"reasoning_tokens": tokens_of(self.reasoning)}
+            reply["usage"]["prompt_tokens_details"] = {"cached_tokens": reply["usage"]["prompt_tokens"] // 2}
+        return reply
 
     async def _upload(self, request: web.Request) -> web.Response:
         form = await request.post()
@@ -177,7 +199,7 @@ class FakeBatchServer:
                 continue
             out.append({"id": f"req-{next(self._ids)}", "custom_id": line["custom_id"], "error": None,
                         "response": {"status_code": 200, "request_id": "r",
-                                     "body": completion_body(body, self.responder(body), next(self._ids))}})
+                                     "body": self._reply(body)}})
         for name, rows in (("output_file_id", out), ("error_file_id", errors)):
             if rows:
                 file_id = f"file-{next(self._ids)}"
