@@ -154,9 +154,10 @@ def _progress_line(batch: Any, started: float) -> str:
             f"{time.monotonic() - started:.0f}s elapsed")
 
 
-async def _wait(api: _Api, batch_id: str, options: BatchOptions, say: Say, started: float) -> Any:
-    """Poll one batch until it has ended; a progress line whenever its status or counts change (and
-    at least every ten polls)."""
+async def _wait(api: _Api, ledger: BatchLedger, batch_id: str, options: BatchOptions, say: Say,
+                started: float) -> Any:
+    """Poll one batch until it has ended; a progress line (and the status in the ledger) whenever its
+    status or counts change, and a line at least every ten polls."""
     last, polls = "", 0
     while True:
         batch = await api.retrieve(batch_id)
@@ -164,6 +165,8 @@ async def _wait(api: _Api, batch_id: str, options: BatchOptions, say: Say, start
         shown = line.rsplit(",", 1)[0]
         if shown != last or polls % 10 == 0:
             say(line)
+            if shown.split(",")[0] != last.split(",")[0] and batch.status not in _ENDED:
+                ledger.update(batch_id, batch.status)
             last = shown
         polls += 1
         if batch.status in _ENDED:
@@ -289,7 +292,7 @@ async def _finish(api: _Api, ledger: BatchLedger, row: BatchRow, store: Response
                   options: BatchOptions, say: Say, started: float, outcome: BatchOutcome) -> dict[str, Completion]:
     """Wait for one open batch, store its answers, close it in the ledger; the failed lines worth
     retrying (an expired or cancelled batch's unanswered lines are failures of the run instead)."""
-    batch = await _wait(api, row.id, options, say, started)
+    batch = await _wait(api, ledger, row.id, options, say, started)
     keys = ledger.keys(row.id)
     stored, failures = await _read_results(api, batch, keys, store, model)
     outcome.stored += stored
