@@ -180,3 +180,30 @@ def test_each_kind_with_a_schema_parses_by_it():
     assert structured_spec(get_task("clue_meqsum"), True) is get_task("clue_meqsum")  # no schema: free text
     assert validate({"a": [1]}, {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}}}}) \
         == "$.a[0]: expected string"
+
+
+# ---- the report ----------------------------------------------------------------------------------
+
+def test_the_report_sets_a_structured_run_beside_the_free_text_run_with_their_cost(tmp_path):
+    from evalpipe.report.build import build_report
+
+    prices = {"input": 3.0, "output": 15.0}
+    with FakeBatchServer(responder=_json_entities, reasoning="hmm") as server:
+        free = run(config(server.url, prices=prices), tmp_path)
+        structured = run(config(server.url, prices=prices, structured=True), tmp_path)
+    build_report([free.run_dir.path, structured.run_dir.path], tmp_path / "report", resamples=50)
+    html = (tmp_path / "report" / "report.html").read_text()
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert 'id="cost"' in html and "| model | task | cost | n | per sample | correct | per correct |" in markdown
+
+    def money(value: float) -> str:
+        return f"${value:.6f}" if value < 0.01 else f"${value:.4f}"
+
+    for outcome, label in ((free, "fake-model"), (structured, "fake-model (structured)")):
+        metrics = json.loads((outcome.run_dir.path / "metrics.json").read_text())["ncbi_disease"]
+        correct = sum(1 for r in samples(outcome.run_dir.path) if r["scores"].get("f1") == 1.0)
+        per_correct = money(metrics["cost_usd"] / correct) if correct else "–"
+        reasoning = str(int(metrics['reasoning_tokens']))
+        assert (f"| {label} | ncbi_disease | {money(metrics['cost_usd'])} | 6 | {money(metrics['cost_usd'] / 6)} | "
+                f"{correct} | {per_correct} | {reasoning} |") in markdown
+    assert "hmm" in html  # the reasoning text reaches the sample browser
