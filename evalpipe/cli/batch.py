@@ -28,7 +28,9 @@ def batch_export(
     output: Annotated[Path, typer.Option("--output", "-o", help="Where the JSONL request lines go.")] = Path("requests.jsonl"),
     max_completion_tokens: Annotated[bool, typer.Option(help="Send the answer limit as max_completion_tokens (reasoning models).")] = False,
 ) -> None:
-    """Write the run's unanswered requests as Batch API JSONL (for vllm run-batch or a provider's console)."""
+    """Write a run's unanswered requests as Batch API JSONL.
+
+    For offline batch runners: vllm run-batch, a provider's console (docs/hosted.md)."""
     from evalpipe.backends.batch_files import export_pending
 
     run = RunDir(run_dir)
@@ -47,7 +49,9 @@ def batch_import(
     answers: Annotated[Path, typer.Argument(help="A Batch API output file (JSONL) answering the exported requests.")],
     model: Annotated[Optional[str], typer.Option(help="Accept answers naming this model (default: the run's).")] = None,
 ) -> None:
-    """Store the answers of a batch output file in the run (then `evalpipe score RUN`, or re-run the command)."""
+    """Store a batch output file's answers in a run.
+
+    Then `evalpipe score RUN`, or run the same command again."""
     from evalpipe.backends.batch_files import BatchImportError, import_answers
 
     run = RunDir(run_dir)
