@@ -206,6 +206,15 @@ def option_problems(config: RunConfig) -> list[str]:
     if config.reasoning_effort is not None and config.reasoning_effort not in REASONING_EFFORTS:
         problems.append(f"--reasoning-effort must be one of {', '.join(REASONING_EFFORTS)}, "
                         f"got {config.reasoning_effort!r}")
+    if config.engine == "vllm-inprocess" and (config.structured or config.reasoning_effort is not None):
+        problems.append("--structured and --reasoning-effort are request fields of an OpenAI-compatible endpoint; "
+                        "with vLLM use --engine vllm (its server) instead of --engine vllm-inprocess")
+    if config.batch.get("retry") and config.engine is not None:
+        problems.append(f"--batch needs a server with the OpenAI Batch API at --base-url; --engine {config.engine} has "
+                        "none (use --batch-export FILE and `vllm run-batch` instead)")
+    if config.batch and config.choice_scoring == "loglikelihood":
+        problems.append("--batch/--batch-export cannot score by log-likelihood (no Batch API returns prompt "
+                        "log-probabilities); use --mcqa-scoring generate")
     if config.run_name is not None and (problem := run_name_problem(config.run_name)):
         problems.append(problem)
     return problems

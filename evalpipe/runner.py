@@ -929,7 +929,8 @@ async def _execute_locked(
                     items: Iterable[tuple[str, PromptSource]] = _queued(store, queue.queue, queue.texts())
                     count = queue.pending
                     if config.batch and not isinstance(backend, RankingBackend):
-                        items, count = await _answer_by_batch(config, items, backend, store, failures, stats, notes)
+                        items, count = await _answer_by_batch(config, items, backend, store, failures, stats, notes,
+                                                              progress)
                     await fetch_answers(items, backend, store, progress,
                                         writer=writer, count=count, failures=failures,
                                         workers=2 * max(config.concurrency, 1) * (1 + len(config.replicas)))
@@ -974,7 +975,7 @@ async def _execute_locked(
 
 async def _answer_by_batch(config: RunConfig, items: Iterable[tuple[str, PromptSource]], backend: Backend,
                            store: ResponseStore, failures: dict[str, Completion], stats: dict[str, Any],
-                           notes: list[str]) -> tuple[list[tuple[str, PromptSource]], int]:
+                           notes: list[str], progress: ProgressSink) -> tuple[list[tuple[str, PromptSource]], int]:
     """``--batch``: the queue answered through the Batch API (:mod:`evalpipe.backends.batch`); what is
     left for direct requests (failed lines with ``--batch-retry direct``) is returned with its count."""
     from evalpipe.backends.batch import BatchOptions, answer_by_batch
@@ -983,7 +984,7 @@ async def _answer_by_batch(config: RunConfig, items: Iterable[tuple[str, PromptS
         raise RunError("--batch needs --base-url: the Batch API's root (e.g. https://api.openai.com/v1)")
     options = BatchOptions(base_url=config.base_url, api_key_env=config.api_key_env, timeout_s=config.timeout_s,
                            max_retries=config.max_retries, **config.batch)
-    result = await answer_by_batch(items, backend.model, store, options, _say)
+    result = await answer_by_batch(items, backend.model, store, options, _say, progress.advance)
     failures.update(result.failures)
     stats["batch"] = result.stats()
     notes.extend(result.notes)

@@ -207,3 +207,19 @@ def test_the_report_sets_a_structured_run_beside_the_free_text_run_with_their_co
         assert (f"| {label} | ncbi_disease | {money(metrics['cost_usd'])} | 6 | {money(metrics['cost_usd'] / 6)} | "
                 f"{correct} | {per_correct} | {reasoning} |") in markdown
     assert "hmm" in html  # the reasoning text reaches the sample browser
+
+
+def test_options_that_cannot_work_together_are_refused_before_anything_runs():
+    with pytest.raises(ValueError, match="--engine vllm-inprocess"):
+        RunConfig(tasks=("ncbi_disease",), model="m", engine="vllm-inprocess", structured=True)
+    with pytest.raises(ValueError, match="--batch needs a server with the OpenAI Batch API"):
+        RunConfig(tasks=("ncbi_disease",), model="m", engine="llamacpp", batch={"retry": "batch"})
+    with pytest.raises(ValueError, match="cannot score by log-likelihood"):
+        RunConfig(tasks=("medqa",), model="m", choice_scoring="loglikelihood", batch={"export": "x.jsonl"})
+    with pytest.raises(ValueError, match="--reasoning-effort must be one of"):
+        RunConfig(tasks=("ncbi_disease",), model="m", reasoning_effort="extreme")
+    # none of them is part of a run's name unless set: runs made before keep their directories
+    plain = RunConfig(tasks=("ncbi_disease",), model="m")
+    assert plain.default_run_name() == RunConfig(tasks=("ncbi_disease",), model="m", batch={"retry": "batch"},
+                                                 prices={"input": 1.0, "output": 1.0}).default_run_name()
+    assert "batch" not in plain.to_json() and "prices" not in plain.to_json() and "structured" not in plain.to_json()

@@ -179,7 +179,7 @@ _COMMIT_LINES = 256
 
 
 async def _read_results(api: _Api, batch: Any, keys: Sequence[str], store: ResponseStore,
-                        model: str) -> tuple[int, dict[str, Completion]]:
+                        model: str, on_stored: Callable[[Completion], None]) -> tuple[int, dict[str, Completion]]:
     """Store the answers of an ended batch as its lines are read (committed every
     ``_COMMIT_LINES`` lines); the failures by key (a key with no line fails with the batch's status)."""
     wanted = set(keys)
@@ -205,17 +205,25 @@ async def _read_results(api: _Api, batch: Any, keys: Sequence[str], store: Respo
                 group.append((result.key, result.completion))
                 stored += 1
                 if len(group) >= _COMMIT_LINES:
-                    store.put_many(model, group)
+                    _commit(store, model, group, on_stored)
                     group = []
             else:
                 failures[result.key] = result.completion
     if group:
-        store.put_many(model, group)
+        _commit(store, model, group, on_stored)
     for key in keys:
         if key not in seen:
             failures[key] = Completion(text=None, error=f"batch {batch.id} {batch.status} without answering it",
                                        batch_id=batch.id)
     return stored, failures
+
+
+def _commit(store: ResponseStore, model: str, group: list[tuple[str, Completion]],
+            on_stored: Callable[[Completion], None]) -> None:
+    """One committed group of answers; each counted (``on_stored``: the run's progress) once durable."""
+    store.put_many(model, group)
+    for _, completion in group:
+        on_stored(completion)
 
 
 def _by_endpoint(items: Iterable[tuple[str, Prompt]]) -> dict[str, list[tuple[str, Prompt]]]:
@@ -238,7 +246,8 @@ async def _submit_all(api: _Api, ledger: BatchLedger, items: Sequence[tuple[str,
 
 
 async def answer_by_batch(pending: Iterable[tuple[str, Callable[[], Prompt]]], model: str, store: ResponseStore,
-                          options: BatchOptions, say: Say) -> BatchOutcome:
+                          options: BatchOptions, say: Say,
+                          on_stored: Callable[[Completion], None] = lambda completion: None) -> BatchOutcome:
     """Answer ``pending`` through the Batch API (see the module docstring); answers go to ``store``.
 
     Every key of ``pending`` ends stored, in ``failures`` or (``retry="direct"``) in ``direct``."""
@@ -267,7 +276,7 @@ async def answer_by_batch(pending: Iterable[tuple[str, Callable[[], Prompt]]], m
                 break
             retry: dict[str, Completion] = {}
             for row in batches:
-                retry.update(await _finish(api, ledger, row, store, model, options, say, started, outcome))
+                retry.update(await _finish(api, ledger, row, store, model, options, say, started, outcome, on_stored))
             retry = {k: c for k, c in retry.items() if k in prompts}
             if not retry:
                 break
@@ -289,12 +298,13 @@ async def answer_by_batch(pending: Iterable[tuple[str, Callable[[], Prompt]]], m
 
 
 async def _finish(api: _Api, ledger: BatchLedger, row: BatchRow, store: ResponseStore, model: str,
-                  options: BatchOptions, say: Say, started: float, outcome: BatchOutcome) -> dict[str, Completion]:
+                  options: BatchOptions, say: Say, started: float, outcome: BatchOutcome,
+                  on_stored: Callable[[Completion], None]) -> dict[str, Completion]:
     """Wait for one open batch, store its answers, close it in the ledger; the failed lines worth
     retrying (an expired or cancelled batch's unanswered lines are failures of the run instead)."""
     batch = await _wait(api, ledger, row.id, options, say, started)
     keys = ledger.keys(row.id)
-    stored, failures = await _read_results(api, batch, keys, store, model)
+    stored, failures = await _read_results(api, batch, keys, store, model, on_stored)
     outcome.stored += stored
     ledger.update(row.id, batch.status, done=True, info={"stored": stored, "failed": len(failures)})
     if batch.status == "completed":
