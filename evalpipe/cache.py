@@ -68,7 +68,9 @@ CREATE TABLE IF NOT EXISTS responses (
     latency_s REAL,
     attempts INTEGER,
     created REAL NOT NULL,
-    endpoint TEXT
+    endpoint TEXT,
+    -- JSON: what only some answers have (cached/reasoning tokens, reasoning text, the batch); NULL = none
+    extra TEXT
 );
 CREATE TABLE IF NOT EXISTS vectors (
     key TEXT PRIMARY KEY,
@@ -170,13 +172,33 @@ def cache_key(model: str, prompt: Prompt) -> str:
         "endpoint": prompt.endpoint,
         "messages": to_jsonable(prompt.messages) if prompt.messages is not None else None,
         "text": prompt.text,
-        "params": to_jsonable(asdict(prompt.params)),
+        "params": _params_json(prompt),
     }
     if prompt.choices is not None:  # only then: keys of prompts without choices stay as they were
         payload["choices"] = list(prompt.choices)
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     # surrogatepass: a prompt holding a lone surrogate gets a key too; other text encodes as before
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+#: generation parameters left out of the key when unset (added after keys existed: old keys stay)
+_OPTIONAL_PARAMS = ("reasoning_effort", "response_format")
+
+
+def _params_json(prompt: Prompt) -> dict[str, Any]:
+    params = to_jsonable(asdict(prompt.params))
+    for name in _OPTIONAL_PARAMS:
+        if params.get(name) is None:
+            params.pop(name, None)
+    return params
+
+
+def _extra_json(completion: Completion) -> str | bytes | None:
+    """The ``extra`` column of an answer: only what it has (NULL for a plain answer, as before)."""
+    extra = {"cached_tokens": completion.usage.cached_tokens, "reasoning_tokens": completion.usage.reasoning_tokens,
+             "reasoning": completion.reasoning, "batch_id": completion.batch_id}
+    kept = {k: v for k, v in extra.items() if v is not None}
+    return to_db_text(json.dumps(kept, ensure_ascii=False)) if kept else None
 
 
 class StoreError(RuntimeError):
@@ -207,8 +229,10 @@ class ResponseStore:
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
         if "endpoint" not in columns:  # stores written before the answering endpoint was kept
             self._db.execute("ALTER TABLE responses ADD COLUMN endpoint TEXT")
+        if "extra" not in columns:  # stores written before reasoning/cached tokens were kept (issue 25)
+            self._db.execute("ALTER TABLE responses ADD COLUMN extra TEXT")
 
-    _COLUMNS = "key, text, finish_reason, prompt_tokens, completion_tokens, latency_s, attempts, endpoint"
+    _COLUMNS = "key, text, finish_reason, prompt_tokens, completion_tokens, latency_s, attempts, endpoint, extra"
     #: keys per SELECT … IN (…): well under SQLite's limit on bound parameters
     _CHUNK = 500
 
@@ -222,14 +246,17 @@ class ResponseStore:
 
     @staticmethod
     def _completion(row: tuple) -> Completion:
-        _, text, finish, p_tok, c_tok, latency, attempts, endpoint = row
+        _, text, finish, p_tok, c_tok, latency, attempts, endpoint, extra = row
+        more = json.loads(from_db_text(extra)) if extra else {}
         return Completion(
             text=from_db_text(text),
             finish_reason=from_db_text(finish),
-            usage=Usage(p_tok, c_tok),
+            usage=Usage(p_tok, c_tok, more.get("cached_tokens"), more.get("reasoning_tokens")),
             latency_s=latency or 0.0,
             attempts=attempts or 1,
             endpoint_url=from_db_text(endpoint),
+            reasoning=more.get("reasoning"),
+            batch_id=more.get("batch_id"),
         )
 
     def get(self, key: str) -> Completion | None:
@@ -267,12 +294,14 @@ class ResponseStore:
             completion.attempts,
             now,
             to_db_text(redact_url(completion.endpoint_url)) if completion.endpoint_url else None,
+            _extra_json(completion),
         ) for key, completion in items]
         with self._db:
             self._db.execute("BEGIN")
             self._db.executemany(
                 "INSERT OR REPLACE INTO responses (key, model, text, finish_reason, prompt_tokens,"
-                " completion_tokens, latency_s, attempts, created, endpoint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " completion_tokens, latency_s, attempts, created, endpoint, extra)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
 

@@ -93,6 +93,17 @@ class RunConfig:
     #: task's own (the demo's caps, :class:`evalpipe.tasks.base.QuickGeneration`)
     generation: dict[str, dict[str, Any]] = field(default_factory=dict)
 
+    #: issue 25 — reasoning models: ``reasoning_effort`` sent with every request (None = not sent)
+    reasoning_effort: str | None = None
+    #: structured output (``--structured``): kinds with a schema ask for ``response_format: json_schema``
+    #: and their answers are parsed by the schema (:mod:`evalpipe.structured`)
+    structured: bool = False
+    #: ``--batch`` options (:class:`evalpipe.backends.batch.BatchOptions` fields; empty = direct requests).
+    #: Not part of the run's identity: a batch answers the very requests a direct run sends
+    batch: dict[str, Any] = field(default_factory=dict)
+    #: prices in USD per million tokens (:mod:`evalpipe.cost`); recorded, never part of the identity
+    prices: dict[str, Any] = field(default_factory=dict)
+
     def __post_init__(self) -> None:
         for problem in option_problems(self):
             raise ValueError(problem)
@@ -110,6 +121,10 @@ class RunConfig:
             payload["choice_scoring"] = self.choice_scoring
         if self.generation:  # only when set, so runs without per-task settings keep their names
             payload["generation"] = self.generation
+        if self.reasoning_effort is not None:  # issue 25: only when set, as above
+            payload["reasoning_effort"] = self.reasoning_effort
+        if self.structured:
+            payload["structured"] = True
         blob = json.dumps(payload, sort_keys=True, default=list)
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
@@ -125,8 +140,8 @@ class RunConfig:
         out["suites"] = list(self.suites)
         out["replicas"] = list(self.replicas)
         out["ids"] = list(self.ids) if self.ids is not None else None
-        # the condition options only when used: a run without them records what it always did
-        for name, unset in _CONDITION_DEFAULTS.items():
+        # the condition and issue-25 options only when used: a run without them records what it always did
+        for name, unset in {**_CONDITION_DEFAULTS, **_HOSTED_DEFAULTS}.items():
             if out[name] == unset:
                 del out[name]
             else:
@@ -198,12 +213,27 @@ def option_problems(config: RunConfig) -> list[str]:
         problems.append(f"--shot-orders must be at least 1, got {config.shot_orders}")
     if any(k < 0 for k in config.shots_sweep):
         problems.append(f"--shots-sweep counts must be >= 0, got {','.join(map(str, config.shots_sweep))}")
+    if config.reasoning_effort is not None and config.reasoning_effort not in REASONING_EFFORTS:
+        problems.append(f"--reasoning-effort must be one of {', '.join(REASONING_EFFORTS)}, "
+                        f"got {config.reasoning_effort!r}")
+    if config.engine == "vllm-inprocess" and (config.structured or config.reasoning_effort is not None):
+        problems.append("--structured and --reasoning-effort are request fields of an OpenAI-compatible endpoint; "
+                        "with vLLM use --engine vllm (its server) instead of --engine vllm-inprocess")
+    if config.batch.get("retry") and config.engine is not None:
+        problems.append(f"--batch needs a server with the OpenAI Batch API at --base-url; --engine {config.engine} has "
+                        "none (use --batch-export FILE and `vllm run-batch` instead)")
+    if config.batch and config.choice_scoring == "loglikelihood":
+        problems.append("--batch/--batch-export cannot score by log-likelihood (no Batch API returns prompt "
+                        "log-probabilities); use --mcqa-scoring generate")
     if config.run_name is not None and (problem := run_name_problem(config.run_name)):
         problems.append(problem)
     return problems
 
 
 _CONDITION_DEFAULTS: dict[str, Any] = {"prompt_variants": (), "shot_orders": 1, "shots_sweep": ()}
+_HOSTED_DEFAULTS: dict[str, Any] = {"reasoning_effort": None, "structured": False, "batch": {}, "prices": {}}
+#: the values OpenAI's API takes for ``reasoning_effort``
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 
 
 def load_options(config: RunConfig, task: str, split: str | None = None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -57,6 +58,14 @@ class GenerationParams:
     top_p: float | None = None
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    #: reasoning models: ``reasoning_effort`` as OpenAI's API takes it ("low", "medium", "high");
+    #: None = not sent. Left out of the JSON form (and the cache key) when None, so prompts made
+    #: before the option existed keep their keys (issue 25)
+    reasoning_effort: str | None = field(default=None, metadata={"omit_if_none": True})
+    #: structured output: the ``response_format`` object sent (``{"type": "json_schema", …}``,
+    #: :mod:`evalpipe.structured`) as canonical JSON text (a string keeps the record hashable);
+    #: None = free text. Omitted when None, as above
+    response_format: str | None = field(default=None, metadata={"omit_if_none": True})
 
     def sampling_options(self) -> dict[str, Any]:
         """The options an engine is sent, under the names OpenAI's API and vLLM's
@@ -69,6 +78,10 @@ class GenerationParams:
             options["seed"] = self.seed
         if self.stop:
             options["stop"] = list(self.stop)
+        if self.reasoning_effort is not None:
+            options["reasoning_effort"] = self.reasoning_effort
+        if self.response_format is not None:
+            options["response_format"] = json.loads(self.response_format)
         return options
 
 
@@ -120,8 +133,17 @@ class Prompt:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens an answer cost, as the endpoint reports them.
+
+    ``cached_tokens`` (``usage.prompt_tokens_details.cached_tokens``, part of ``prompt_tokens``) and
+    ``reasoning_tokens`` (``usage.completion_tokens_details.reasoning_tokens``, part of
+    ``completion_tokens``) are None when the endpoint does not say, and then left out of the JSON form.
+    """
+
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cached_tokens: int | None = field(default=None, metadata={"omit_if_none": True})
+    reasoning_tokens: int | None = field(default=None, metadata={"omit_if_none": True})
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +162,11 @@ class Completion:
     error: str | None = None
     #: where the answer came from, as the backend shows it: never with credentials (``redact_url``)
     endpoint_url: str | None = None
+    #: the reasoning text the API sends apart from the answer (``message.reasoning_content`` or
+    #: ``message.reasoning``); never parsed or scored, kept beside the answer
+    reasoning: str | None = None
+    #: the Batch API batch that answered (None: a direct request); batch prices may be discounted
+    batch_id: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -26,6 +26,8 @@ from evalpipe.outcome import RunError, RunOutcome, write_outcome
 from evalpipe.plan_stage import scratch_folder
 from evalpipe.results import RunDir, RunInfo
 from evalpipe.robustness import ConditionOutcome, combine_tasks
+from evalpipe.cost import Prices, attach_costs
+from evalpipe.structured import structured_spec
 from evalpipe.scoring import ScoringChunk, answer_prefix, score_task_chunked
 from evalpipe.tasks.base import Examples, TaskSpec
 from evalpipe.tasks.registry import task_of_run
@@ -111,7 +113,7 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
         for name in config.tasks:
             task_info = recorded.get("tasks", {}).get(name, {})
             spec, note = task_of_run(name, task_info)
-            spec = spec.scored_by(config.choice_scoring)
+            spec = structured_spec(spec.scored_by(config.choice_scoring), config.structured)
             # shots are in the stored prompts: a shot file that is gone now is no reason not to re-score
             options = replace(load_options(config, name, task_info.get("split"), args=task_args_for(config, spec)),
                               shots=0)
@@ -189,11 +191,16 @@ def _rescore_loaded(run: RunDir, config: RunConfig, tasks: list[StoredTask], com
             task.spec, task.chunks, compat, options, answer_prefix(task.spec, config), scratch=scratch,
         )))
     outcome.tasks.extend(combine_tasks(scored))  # a task's prompt conditions become one task again
+    plans: dict[str, list[str]] = {}
+    for task in tasks:
+        plans.setdefault(task.spec.name, []).append(task.plan)
+    # the answers' cost from the store (this invocation sent nothing: it costs 0)
+    cost = attach_costs(outcome.tasks, run.store_path, plans, Prices.from_json(config.prices), None)
     outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
     previous = run.read_summary()
     kept = previous.run if previous is not None else RunInfo()
     write_outcome(run, outcome, compat, RunInfo(
         cached=outcome.cached, incomplete_suites=outcome.incomplete, skipped_tasks=kept.skipped_tasks,
         backend=kept.backend, fetch_seconds=kept.fetch_seconds, budget=kept.budget, rescored=True,
-        metric_options=options.to_json(), notes=list(outcome.notes)))
+        metric_options=options.to_json(), notes=list(outcome.notes), cost=cost))
     return outcome

@@ -124,10 +124,14 @@ class RunInfo:
     metric_options: dict[str, Any] = field(default_factory=dict)
     #: things the user should know (printed after the table)
     notes: list[str] = field(default_factory=list)
+    #: what the answers cost and what this invocation cost, with the prices (evalpipe.cost); {} = no prices
+    cost: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["budget"] = self.budget.to_json() if self.budget is not None else None
+        if not self.cost:  # only when priced: summaries of runs without prices read as before
+            del out["cost"]
         return out
 
     @classmethod

@@ -31,6 +31,7 @@ import contextlib
 import functools
 import itertools
 import json
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -57,6 +58,7 @@ from evalpipe.heap import frozen_heap
 from evalpipe.plan_stage import DuplicateSample, PlanStage, info_json
 from evalpipe.prompt_pack import LEARN, Packer, unpack
 from evalpipe.cache import ResponseStore, cache_key
+from evalpipe.cost import Prices, attach_costs
 from evalpipe.conditions import Condition, TaskConditions, plan_name, shot_permutation, task_conditions
 from evalpipe.config import RunConfig, load_options, local_model_fingerprint, task_args_for
 from evalpipe.data.digest import file_sha256
@@ -82,6 +84,7 @@ from evalpipe.results import Budget, RunDir, RunDirError, RunInfo, git_commit, o
 from evalpipe.rescoring import plan_chunks
 from evalpipe.robustness import ConditionOutcome, combine_tasks
 from evalpipe.scoring import answer_prefix, score_task_chunked
+from evalpipe.structured import structured_format, structured_spec
 from evalpipe.tasks.base import LOGLIKELIHOOD, Examples, ExampleStream, LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.registry import get_task
 
@@ -321,7 +324,8 @@ def _render_task(spec: TaskSpec, config: RunConfig, data: TaskData, examples: Ex
     max_tokens = override.get("max_tokens") or config.max_tokens or spec.max_tokens
     params = GenerationParams(
         max_tokens=max_tokens, temperature=config.temperature, top_p=config.top_p, seed=config.seed,
-        stop=tuple(override.get("stop") or ()),
+        stop=tuple(override.get("stop") or ()), reasoning_effort=config.reasoning_effort,
+        response_format=structured_format(spec) if config.structured else None,
     )
     by_choices = config.choice_scoring == LOGLIKELIHOOD and spec.choice_scoring is not None
     renderer = PromptRenderer(
@@ -619,7 +623,7 @@ def prepare(config: RunConfig, skipped: dict[str, str] | None = None,
     stage = stage if stage is not None else PlanStage()
     prepared = []
     for name in config.tasks:
-        spec = get_task(name).scored_by(config.choice_scoring)
+        spec = structured_spec(get_task(name).scored_by(config.choice_scoring), config.structured)
         if config.suites:
             problem = _missing_data(spec, config)
             if problem is None:
@@ -914,6 +918,7 @@ async def _execute_locked(
     prepare_notes: Sequence[str] = (),
 ) -> RunOutcome:
     store = ResponseStore(run.store_path)
+    invoked = time.time()  # answers stored from now on are this invocation's (evalpipe.cost)
     backends: list[tuple[Backend, _Answerer]] = []
     notes: list[str] = list(prepare_notes)
     heap = contextlib.ExitStack()
@@ -936,6 +941,8 @@ async def _execute_locked(
         pending = sum(q.pending for q in queues)
         if on_prepared is not None:
             on_prepared(run, total, pending)
+        if config.batch.get("export"):  # `run --batch-export FILE`: the requests written, nothing sent
+            return _export_only(config, run, prepared, skipped, budget_info, notes)
         for queue in queues:
             if not queue.pending:
                 continue
@@ -958,8 +965,13 @@ async def _execute_locked(
             try:
                 for backend, queue in backends:
                     writer = AnswerWriter(store, backend.model)
-                    await fetch_answers(_queued(store, queue.queue, queue.texts()), backend, store, progress,
-                                        writer=writer, count=queue.pending, failures=failures,
+                    items: Iterable[tuple[str, PromptSource]] = _queued(store, queue.queue, queue.texts())
+                    count = queue.pending
+                    if config.batch and not isinstance(backend, RankingBackend):
+                        items, count = await _answer_by_batch(config, items, backend, store, failures, stats, notes,
+                                                              progress)
+                    await fetch_answers(items, backend, store, progress,
+                                        writer=writer, count=count, failures=failures,
                                         workers=2 * max(config.concurrency, 1) * (1 + len(config.replicas)))
                     commits = stats.setdefault("store", {"answers": 0, "commits": 0, "longest_commit_ms": 0.0})
                     commits["answers"] += writer.stats.answers
@@ -986,11 +998,15 @@ async def _execute_locked(
             p.spec, functools.partial(plan_chunks, run.store_path, p.plan_name, p.examples, failures),
             config.compat, options, answer_prefix(p.spec, config), scratch=p.stage.folder,
         )) for p in prepared]))
+        plans: dict[str, list[str]] = {}
+        for p in prepared:
+            plans.setdefault(p.spec.name, []).append(p.plan_name)
+        cost = attach_costs(outcome.tasks, run.store_path, plans, Prices.from_json(config.prices), invoked)
         outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
         write_outcome(run, outcome, config.compat, RunInfo(
             sent=outcome.sent, cached=outcome.cached, incomplete_suites=outcome.incomplete,
             skipped_tasks=outcome.skipped, backend=dict(stats), fetch_seconds=fetch_s, budget=outcome.budget,
-            metric_options=options.to_json(), notes=list(notes)))
+            metric_options=options.to_json(), notes=list(notes), cost=cost))
         return outcome
     finally:
         heap.close()
@@ -1012,6 +1028,42 @@ async def _identified(backend: Backend, identity: endpoint_identity.EndpointIden
     identity = replace(identity, entry=entry)
     endpoint_identity.check(store, identity, config.reuse_answers_from_other_endpoint, notes)
     return identity
+async def _answer_by_batch(config: RunConfig, items: Iterable[tuple[str, PromptSource]], backend: Backend,
+                           store: ResponseStore, failures: dict[str, Completion], stats: dict[str, Any],
+                           notes: list[str], progress: ProgressSink) -> tuple[list[tuple[str, PromptSource]], int]:
+    """``--batch``: the queue answered through the Batch API (:mod:`evalpipe.backends.batch`); what is
+    left for direct requests (failed lines with ``--batch-retry direct``) is returned with its count."""
+    from evalpipe.backends.batch import BatchOptions, answer_by_batch
+
+    if not config.base_url:
+        raise RunError("--batch needs --base-url: the Batch API's root (e.g. https://api.openai.com/v1)")
+    options = BatchOptions(base_url=config.base_url, api_key_env=config.api_key_env, timeout_s=config.timeout_s,
+                           max_retries=config.max_retries, **config.batch)
+    result = await answer_by_batch(items, backend.model, store, options, _say, progress.advance)
+    failures.update(result.failures)
+    stats["batch"] = result.stats()
+    notes.extend(result.notes)
+    return result.direct, len(result.direct)
+
+
+def _export_only(config: RunConfig, run: RunDir, prepared: Sequence[PreparedTask], skipped: dict[str, str],
+                 budget_info: dict[str, Any], notes: list[str]) -> RunOutcome:
+    """Write the pending requests as Batch API lines (:mod:`evalpipe.backends.batch_files`) and stop:
+    no backend is built, no request sent; the run directory holds the plan for ``batch-import``."""
+    from evalpipe.backends.batch_files import export_pending
+
+    out = Path(config.batch["export"])
+    written = export_pending(run.store_path, config.model, out, config.batch.get("completion_tokens_field",
+                                                                                  "max_tokens"))
+    write_config(run, config, prepared, [], skipped, budget_info.get("budget"))
+    notes.append(f"wrote {written} request line(s) to {out}; answer them offline (e.g. vllm run-batch -i {out} "
+                 f"-o answers.jsonl), then: evalpipe batch-import {run.path} answers.jsonl")
+    return RunOutcome(run_dir=run, tasks=[], sent=0, cached=0, skipped=skipped, notes=notes)
+
+
+def _say(line: str) -> None:
+    """A batch run's progress line, on stderr (the batch waits; no progress bar runs meanwhile)."""
+    print(f"[evalpipe] {line}", file=sys.stderr, flush=True)
 
 
 async def check_choice_scoring(backend: Backend) -> None:

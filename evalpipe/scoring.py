@@ -165,6 +165,8 @@ class SampleRecords(Sequence[dict[str, Any]]):
             "endpoint": completion.endpoint_url if completion is not None else None,
             "truncated_tokens": self.truncated[i],
             "meta": to_jsonable(example.meta),
+            # the API's separate reasoning text (issue 25), only where there is one: never parsed or scored
+            **({"reasoning": completion.reasoning} if completion is not None and completion.reasoning else {}),
         }
 
 

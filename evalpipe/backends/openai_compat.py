@@ -67,6 +67,7 @@ from evalpipe.backends.client import DEFAULT_MAX_BODY_BYTES, EndpointClient, dec
 from evalpipe.backends.limiter import AIMDLimiter
 from evalpipe.backends.liveness import AFTER_S, EndpointGone, Liveness
 from evalpipe.backends.retry import GaveUp, RequestFailed, RetryPolicy, call_with_retries, parse_retry_after
+from evalpipe.backends.wire import Answer, asks_for_max_completion_tokens, read_answer, request_body, usage_of
 from evalpipe.endpoints import redact_url, route_record
 from evalpipe.records import Completion, GenerationParams, Message, Prompt, Usage, chat_payload
 
@@ -82,8 +83,6 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 #: tokenizer endpoints, tried in this order: (flavour, path under the server root)
 _TOKENIZERS = (("vllm", "/tokenize"), ("llamacpp", "/extras/tokenize/count"))
 _PROBE_TEXT = "hello"
-#: more tokens than any context holds: a usage count above it is impossible
-_MAX_USAGE_TOKENS = 10**9
 
 
 @dataclass(frozen=True)
@@ -155,6 +154,8 @@ class _Counters:
     #: replies whose token usage was impossible (stored without usage)
     invalid_usage: int = 0
     chat_prompts: int = 0
+    #: the endpoint refused max_tokens and is sent max_completion_tokens (see complete())
+    adapted_max_completion_tokens: bool = False
     completions_prompts: int = 0
     #: log-likelihood requests (a prompt's options scored as continuations)
     choice_prompts: int = 0
@@ -196,6 +197,8 @@ class OpenAICompatBackend:
         self._models: asyncio.Future[list[dict[str, Any]]] | None = None
         self._tokenizer: asyncio.Future[str | None] | None = None
         self._token_counts: dict[Any, asyncio.Future[int | None]] = {}
+        #: "max_tokens", or "max_completion_tokens" once the endpoint asked for it (reasoning models)
+        self._completion_tokens_field = "max_tokens"
 
     # -- Backend protocol ---------------------------------------------------------------------
 
@@ -212,7 +215,11 @@ class OpenAICompatBackend:
             raise BackendError(f"{self.shown_url} does not serve model {self.model!r}; it serves: {shown}{more}")
 
     async def complete(self, prompt: Prompt) -> Completion:
-        """Send one prompt with retries; a request that fails for good comes back as an error value."""
+        """Send one prompt with retries; a request that fails for good comes back as an error value.
+
+        A 400 that asks for ``max_completion_tokens`` instead of ``max_tokens`` (reasoning models)
+        switches this backend to that name for good and the request is sent once more
+        (:mod:`evalpipe.backends.wire`); the switch is in :meth:`stats`."""
         if prompt.choices is not None:
             return await self._complete_choices(prompt)
         started = time.perf_counter()
@@ -220,20 +227,31 @@ class OpenAICompatBackend:
         url, payload = self._request(prompt)
         chat = endpoint == "chat"
 
-        async def attempt() -> tuple[str, str | None, Usage]:
+        async def attempt() -> Answer:
             data = await self._send(url, payload)
             fingerprint = data.get("system_fingerprint") if isinstance(data, dict) else None
             if isinstance(fingerprint, str) and fingerprint:  # what served it (evalpipe.endpoint_identity)
                 self._fingerprints[fingerprint] += 1
             try:
-                text, finish_reason, usage = _answer(data, chat=chat)
-                return text, finish_reason, self._checked_usage(usage)
+                answer = read_answer(data, chat=chat)
+                self._counts.invalid_usage += answer.usage_invalid
+                return answer
             except RequestFailed as failure:
                 self._errors[failure.reason] += 1
                 raise
 
         try:
-            (text, finish_reason, usage), attempts = await call_with_retries(self._retrying, attempt)
+            try:
+                answer, attempts = await call_with_retries(self._retrying, attempt)
+            except GaveUp as gave_up:
+                if self._completion_tokens_field != "max_tokens" or not asks_for_max_completion_tokens(gave_up.failure):
+                    raise
+                if not self._counts.adapted_max_completion_tokens:
+                    log.warning("%s refuses max_tokens: sending max_completion_tokens from now on", self.shown_url)
+                self._completion_tokens_field = "max_completion_tokens"
+                self._counts.adapted_max_completion_tokens = True
+                url, payload = self._request(prompt, count=False)
+                answer, attempts = await call_with_retries(self._retrying, attempt)
         except GaveUp as gave_up:
             return self._failed(gave_up.failure.reason, gave_up.failure.detail, gave_up.attempts, started, endpoint)
         except EndpointGone:  # the one failure that stops the run: the endpoint has gone
@@ -241,6 +259,7 @@ class OpenAICompatBackend:
         except Exception as err:  # a bug or a library surprise: one sample fails, the run goes on
             log.warning("unexpected %s from %s", type(err).__name__, self.shown_url)
             return self._failed(f"unexpected {type(err).__name__}", str(err), 1, started, endpoint)
+        text = answer.text
         self._counts.successes += 1
         self._counts.retries += attempts - 1
         self._counts.empty_answers += text == ""
@@ -248,13 +267,16 @@ class OpenAICompatBackend:
             text = _SURROGATES.sub("\ufffd", text)
             self._counts.invalid_unicode_answers += 1
         text = self._scrubbed(text)
+        reasoning = _SURROGATES.sub("\ufffd", answer.reasoning) if answer.reasoning else answer.reasoning
+        reasoning = self._scrubbed(reasoning) if reasoning else reasoning
         return Completion(
             text=text,
-            finish_reason=finish_reason,
-            usage=usage,
+            finish_reason=answer.finish_reason,
+            usage=answer.usage,
             latency_s=time.perf_counter() - started,
             attempts=attempts,
             endpoint_url=self._urls[endpoint],
+            reasoning=reasoning,
         )
 
     async def check_choice_scoring(self) -> None:
@@ -340,19 +362,19 @@ class OpenAICompatBackend:
 
     # -- one request --------------------------------------------------------------------------
 
-    def _request(self, prompt: Prompt) -> tuple[str, bytes]:
-        """The URL and JSON body for a prompt, encoded once and reused by every retry.
+    def _request(self, prompt: Prompt, *, count: bool = True) -> tuple[str, bytes]:
+        """The URL and JSON body for a prompt (:func:`~evalpipe.backends.wire.request_body`), encoded
+        once and reused by every retry.
 
         ``json.dumps``' ASCII escapes keep any text sendable, even one no UTF-8 could carry.
         """
-        body: dict[str, Any] = {"model": self.model, **prompt.params.sampling_options()}
-        if prompt.messages is not None:
-            self._counts.chat_prompts += 1
-            body["messages"] = chat_payload(prompt.messages)
-            return self._paths["chat"], json.dumps(body).encode("ascii")
-        self._counts.completions_prompts += 1
-        body["prompt"] = prompt.text
-        return self._paths["completions"], json.dumps(body).encode("ascii")
+        body = request_body(self.model, prompt, completion_tokens_field=self._completion_tokens_field)
+        if count:
+            if prompt.messages is not None:
+                self._counts.chat_prompts += 1
+            else:
+                self._counts.completions_prompts += 1
+        return self._paths[prompt.endpoint], json.dumps(body).encode("ascii")
 
     def _choices_request(self, prompt: Prompt) -> tuple[str, bytes]:
         """One ``/completions`` body for every continuation: echo, logprobs, the prompt as a list."""
@@ -589,41 +611,3 @@ def _choice_logprobs(data: Any, text: str, choices: Sequence[str]) -> tuple[dict
         scores[choice] = float(sum(picked))
         tokens[choice] = len(picked)
     return scores, tokens
-
-
-def _answer(data: Any, *, chat: bool) -> tuple[str, str | None, Usage]:
-    """Text, finish reason and usage of a completion; empty or null content is ``""``. A reply
-    that is no completion is a retryable failure (servers under load send odd things)."""
-    try:
-        choice = data["choices"][0]
-        content = choice["message"].get("content") if chat else choice.get("text")
-    except (KeyError, IndexError, TypeError, AttributeError):
-        raise RequestFailed("unexpected response shape", retryable=True) from None
-    if content is None:
-        content = ""
-    if not isinstance(content, str):
-        raise RequestFailed("unexpected response shape", retryable=True, detail="content is not a string")
-    finish_reason = choice.get("finish_reason") if isinstance(choice, dict) else None
-    return content, finish_reason if isinstance(finish_reason, str) else None, data.get("usage")
-
-
-def usage_of(usage: Any) -> Usage | None:
-    """A reply's ``usage`` object as :class:`Usage`; no object (or no counts) is an empty Usage, and
-    None means impossible: a count present that is not a whole number in 0…10⁹ (``Infinity``,
-    ``NaN``, negative, fractional, a bool or a string). Integral floats (``12.0``) are whole numbers."""
-    if not isinstance(usage, Mapping):
-        return Usage()
-    counts: list[int | None] = []
-    for name in ("prompt_tokens", "completion_tokens"):
-        value = usage.get(name)
-        if value is None:
-            counts.append(None)
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return None
-        if isinstance(value, float) and not (value.is_integer() and abs(value) <= _MAX_USAGE_TOKENS):
-            return None  # NaN, ±Infinity and fractions fail is_integer; the bound keeps int() cheap
-        if not 0 <= int(value) <= _MAX_USAGE_TOKENS:
-            return None
-        counts.append(int(value))
-    return Usage(*counts)

@@ -14,7 +14,7 @@ The commands live in modules by concern (``evaluate``, ``judging``, ``reports``,
 from __future__ import annotations
 
 # the order of import is the order `evalpipe --help` lists the commands in
-from evalpipe.cli import evaluate, judging, reports, catalog, engines  # noqa: F401,I001  (they register commands)
+from evalpipe.cli import evaluate, batch, judging, reports, catalog, engines  # noqa: F401,I001  (they register commands)
 from evalpipe.cli.common import app
 
 __all__ = ["app", "main"]

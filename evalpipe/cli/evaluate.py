@@ -160,6 +160,19 @@ def run(
     shot_orders: Annotated[int, typer.Option(help="Evaluate K orders of the shots: as selected, and K-1 seeded permutations.")] = 1,
     shots_sweep: Annotated[Optional[str], typer.Option(help="Evaluate several shot counts, e.g. 0,1,3,5 (each the first k of the largest count's shots).")] = None,
     parquet: ParquetOption = False,
+    batch: Annotated[bool, typer.Option(help="Send the pending prompts through the OpenAI Batch API at --base-url (upload, poll, download; resumable: docs/hosted.md).")] = False,
+    batch_retry: Annotated[str, typer.Option(help="--batch: failed lines are sent again in a new batch (batch), as direct requests (direct), or not (none).")] = "batch",
+    batch_poll: Annotated[float, typer.Option(help="--batch: seconds between polls of a batch's status.")] = 30.0,
+    batch_size: Annotated[int, typer.Option(help="--batch: requests per batch at most.")] = 50_000,
+    batch_export: Annotated[Optional[Path], typer.Option(help="Write the pending requests as Batch API JSONL to this file and send nothing (for vllm run-batch or a provider's console; then `evalpipe batch-import`).")] = None,
+    max_completion_tokens: Annotated[bool, typer.Option(help="Send the answer limit as max_completion_tokens (reasoning models; a direct run switches by itself when the endpoint asks).")] = False,
+    reasoning_effort: Annotated[Optional[str], typer.Option(help="Reasoning models: reasoning_effort sent with each request (minimal, low, medium, high …).")] = None,
+    structured: Annotated[bool, typer.Option(help="Ask for JSON under each task's schema (response_format json_schema) and report schema_conformance.")] = False,
+    price_input: Annotated[Optional[float], typer.Option(help="USD per million input tokens (cost_usd in metrics.json).")] = None,
+    price_output: Annotated[Optional[float], typer.Option(help="USD per million output tokens.")] = None,
+    price_cached: Annotated[Optional[float], typer.Option(help="USD per million cached input tokens (default: the input price).")] = None,
+    prices: Annotated[Optional[Path], typer.Option(help="A JSON or YAML file: model → {input, output, cached_input, batch_discount} in USD per million tokens.")] = None,
+    batch_discount: Annotated[Optional[float], typer.Option(help="Share taken off the price of answers that came by batch (0.5 = half price).")] = None,
 ) -> None:
     """Evaluate a model on tasks; the same command resumes a run.
 
@@ -224,6 +237,9 @@ def run(
             embeddings_path=str(Path(embeddings_path).resolve()) if embeddings_path else None,
             embeddings_batch_size=embeddings_batch_size, choice_scoring=mcqa_scoring,
             **_condition_options(prompt_variants, shot_orders, shots_sweep),
+            reasoning_effort=reasoning_effort, structured=structured,
+            batch=_batch_options(batch, batch_retry, batch_poll, batch_size, batch_export, max_completion_tokens),
+            prices=_prices(model, price_input, price_output, price_cached, prices, batch_discount),
         )
     except ValueError as exc:  # a number or name the run cannot use: bad usage, nothing written yet
         raise typer.BadParameter(str(exc)) from None
@@ -243,6 +259,41 @@ def run(
         raise typer.Exit(code)
     judged = judge_run(outcome.run_dir.path, panel, judge_engine, options, startup_timeout)
     raise typer.Exit(code or judged)
+
+
+def _batch_options(batch: bool, retry: str, poll_s: float, size: int, export: Path | None = None,
+                   max_completion_tokens: bool = False) -> dict:
+    """``--batch*`` as RunConfig's ``batch`` (empty without ``--batch``/``--batch-export``), checked by
+    BatchOptions' rules."""
+    field = {"completion_tokens_field": "max_completion_tokens"} if max_completion_tokens else {}
+    if export is not None:
+        if batch:
+            raise typer.BadParameter("give --batch (send to the Batch API) or --batch-export FILE (write the "
+                                     "requests), not both", param_hint="--batch-export")
+        return {"export": str(export.resolve()), **field}
+    if not batch:
+        return {}
+    from evalpipe.backends.batch import RETRY_CHOICES
+
+    if retry not in RETRY_CHOICES:
+        raise typer.BadParameter(f"must be one of {', '.join(RETRY_CHOICES)}", param_hint="--batch-retry")
+    if poll_s <= 0:
+        raise typer.BadParameter("must be a number of seconds > 0", param_hint="--batch-poll")
+    if size < 1:
+        raise typer.BadParameter("must be at least 1", param_hint="--batch-size")
+    return {"retry": retry, "poll_s": poll_s, "max_requests": size, **field}
+
+
+def _prices(model: str, price_input: float | None, price_output: float | None, price_cached: float | None,
+            prices_file: Path | None, batch_discount: float | None) -> dict:
+    """The prices of the run's model (:mod:`evalpipe.cost`) as RunConfig's ``prices``; {} when none given."""
+    from evalpipe.cost import PriceError, resolve_prices
+
+    try:
+        found = resolve_prices(model, price_input, price_output, price_cached, prices_file, batch_discount)
+    except PriceError as exc:
+        raise _fail(exc) from None
+    return found.to_json() if found is not None else {}
 
 
 def _condition_options(prompt_variants: str | None, shot_orders: int, shots_sweep: str | None) -> dict:
@@ -323,6 +374,10 @@ def execute_run(config: RunConfig, results_dir: Path, startup_timeout: float = 6
     finally:
         if server is not None:
             server.stop()
+    if config.batch.get("export"):
+        for note in outcome.notes:
+            console.print(note, highlight=False)
+        return 0, outcome
     return _report(outcome, config.compat, parquet), outcome
 
 

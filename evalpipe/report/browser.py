@@ -87,6 +87,8 @@ class Entity(TypedDict):
 
 class RunResult(TypedDict, total=False):
     answer: str | None
+    #: the API's separate reasoning text, where the endpoint sent one (never scored)
+    reasoning: str
     prediction: Any
     prediction_text: str
     #: per-sample scores; None (JSON null) where a score is undefined for the sample

@@ -203,6 +203,8 @@ def _result(record: Mapping[str, Any], kind: str, key: str | None,
         "parse_failed": record.get("parse_failed"),
         "error": record.get("error"),
     }
+    if record.get("reasoning"):  # the API's separate reasoning text (issue 25), shown apart from the answer
+        result["reasoning"] = record["reasoning"]
     diagnostics = _diagnostics(record)
     if diagnostics:
         result["diagnostics"] = diagnostics

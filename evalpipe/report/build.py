@@ -36,6 +36,7 @@ from evalpipe.report.leaderboard import BOOKKEEPING, Leaderboard, build_leaderbo
 from evalpipe.report.markdown import render_markdown
 from evalpipe.report.ner_errors import CATEGORIES, GOLD_CATEGORIES, PRED_CATEGORIES, analyse
 from evalpipe.report.operations import operations_table, task_operations
+from evalpipe.report import costs as _costs  # noqa: F401  (registers the cost section)
 from evalpipe.report.plots import metric_bars, parse_failure_bars, score_vs_length
 from evalpipe.report.runs import ReportRun, TaskInfo, full_samples_frame, load_report_runs
 from evalpipe.report.variants import add_rank_stability, robustness_section

@@ -182,6 +182,15 @@ def resample_task(task: str, records: Sequence[Mapping[str, Any]], corpus: Mappi
                         aggregations=aggregations, corpus=numbers, no_interval=no_interval)
 
 
+def _model_label(identity: Mapping[str, Any]) -> str:
+    """The model as the report names a run: with what changes its answers beside the model itself
+    (``--structured``, ``--reasoning-effort``), so such a run stands apart from the free-text one."""
+    settings = (identity.get("config") or {}).get("config") or {}
+    marks = [m for m in ("structured" if settings.get("structured") else None,
+                         f"effort {settings['reasoning_effort']}" if settings.get("reasoning_effort") else None) if m]
+    return f"{identity['model']} ({', '.join(marks)})" if marks else str(identity["model"])
+
+
 def _labels(models: Sequence[str], paths: Sequence[Path]) -> list[str]:
     """One label per run, all different (every part of the report keys its runs by label): the
     model, and where two runs share it, as much of the run directory's path as tells them apart
@@ -352,7 +361,7 @@ def load_report_runs(paths: Sequence[Path], compat: str | None = None) -> list[R
 def _load_report_runs(paths: Sequence[Path], compat: str | None) -> list[ReportRun]:
     runs = []
     identities = [run_identity(p) for p in paths]
-    labels = _labels([i["model"] for i in identities], [Path(p) for p in paths])
+    labels = _labels([_model_label(i) for i in identities], [Path(p) for p in paths])
     for path, identity, label in zip(paths, identities, labels):
         run_dir = RunDir(path)
         samples_path = run_dir.samples_path(compat)

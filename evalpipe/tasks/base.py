@@ -175,6 +175,20 @@ LOGLIKELIHOOD = "loglikelihood"
 
 
 @dataclass(frozen=True)
+class StructuredOutput:
+    """What lets a task be answered as JSON under a schema (``--structured``, issue 25).
+
+    ``schema`` is the JSON Schema of an answer (sent as ``response_format: json_schema``; vLLM's
+    guided decoding honours it too); ``to_text(value, example)`` turns an answer that validates into
+    the text the task's default parser reads (a tagged sentence, ``A``, a label), so the structured
+    run is scored by the very parser and metrics of the free-text run (:mod:`evalpipe.structured`).
+    """
+
+    schema: Mapping[str, Any]
+    to_text: Callable[[Any, Example], str]
+
+
+@dataclass(frozen=True)
 class QuickGeneration:
     """Generation caps for a quick look at a task (``evalpipe demo``, the main job of ``./run.sh``).
 
@@ -262,6 +276,8 @@ class TaskSpec:
     fewshot_seed: int | None = None
     #: set for a task whose options can be scored by log-likelihood (``--mcqa-scoring loglikelihood``)
     choice_scoring: ChoiceScoring | None = None
+    #: set for a task whose kind declares a natural JSON schema for its answers (``--structured``)
+    structured: StructuredOutput | None = None
 
     #: prompt variants: name → template path under ``prompts/`` (the same macro contract as
     #: ``template``), beside those found in ``prompts/<task>/variants/<name>.j2``; the canonical

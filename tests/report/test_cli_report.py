@@ -22,7 +22,7 @@ from tests.support.fake_openai import FakeOpenAIProcess
 from tests.support.scripted_backend import query_text
 
 REPO = Path(__file__).resolve().parents[2]
-COMMANDS = ("run", "score", "show", "tasks", "report", "compare", "serve", "demo")
+COMMANDS = ("run", "score", "show", "tasks", "report", "compare", "serve", "demo", "batch-export", "batch-import")
 
 
 def evalpipe(*args: str, columns: int | None = None, timeout: float = 180) -> subprocess.CompletedProcess:

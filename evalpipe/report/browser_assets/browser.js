@@ -359,6 +359,7 @@
     return fields([
       ["Outcome", outcomeHtml(r)],
       ["Answer", answer],
+      ["Reasoning", r.reasoning ? foldable(r.reasoning) : ""],
       ["Prediction", prediction === "" ? '<span class="sb-muted">(empty)</span>' : foldable(prediction)],
       ["Entities", entitiesHtml(r.entities, sample, task)],
       ["Scores", scoresHtml(r.scores, task)],

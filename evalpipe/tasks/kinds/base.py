@@ -19,7 +19,7 @@ from typing import Any
 
 from evalpipe.data.records import Record
 from evalpipe.records import Example
-from evalpipe.tasks.base import ChoiceScoring, RankingSpec, Scoring, TaskArg
+from evalpipe.tasks.base import ChoiceScoring, RankingSpec, Scoring, StructuredOutput, TaskArg
 from evalpipe.tasks.taskfile.schema import TaskFile
 
 
@@ -52,6 +52,8 @@ class KindParts:
     #: metric → one line for the report's glossary (``*`` patterns allowed); a task file's own
     #: ``metric_definitions`` win
     definitions: Mapping[str, str] = field(default_factory=dict)
+    #: set by a kind whose answers have a natural JSON schema (``--structured``)
+    structured: StructuredOutput | None = None
 
 
 @dataclass(frozen=True)

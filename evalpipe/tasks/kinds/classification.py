@@ -36,7 +36,7 @@ from evalpipe.parsers.committed_label import committed_labels, parse_committed_l
 from evalpipe.parsers.zh_labels import LabelSet, parse_label
 from evalpipe.text.distinct import distinct_problem
 from evalpipe.records import Example, Prediction, ScoreSheet
-from evalpipe.tasks.base import Scoring
+from evalpipe.tasks.base import StructuredOutput, Scoring
 from evalpipe.tasks.kinds.base import Drafted, Kind, KindParts, register_kind
 from evalpipe.tasks.taskfile.schema import TaskFile, Text
 from evalpipe.text.chinese import label_key
@@ -145,6 +145,11 @@ def parts(task: ClassificationTask) -> KindParts:
         metrics=("accuracy", "macro_f1"),
         primary_metric="accuracy",
         template_vars={"label_set": list(task.labels)},
+        # --structured: {"label": one of the labels}, read by the default parser
+        structured=StructuredOutput(
+            schema={"type": "object", "additionalProperties": False, "required": ["label"],
+                    "properties": {"label": {"type": "string", "enum": list(task.labels)}}},
+            to_text=lambda value, example: value["label"]),
     )
 
 

@@ -25,7 +25,7 @@ from evalpipe.metrics.icd10 import icd_score_sheet
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.icd10 import normalise_code, parse_icd10_codes
 from evalpipe.records import Example, Prediction, ScoreSheet
-from evalpipe.tasks.base import Scoring
+from evalpipe.tasks.base import StructuredOutput, Scoring
 from evalpipe.tasks.kinds.base import Drafted, Kind, KindParts, register_kind
 from evalpipe.tasks.taskfile.schema import TaskFile, Text
 
@@ -102,7 +102,14 @@ SCORING = Scoring(parse=parse, score=score, empty=lambda ex: Prediction((), True
 def parts(task: CodeListTask) -> KindParts:
     prefix = task.shot_prefix
     return KindParts(scorings={"default": SCORING}, shot_target=lambda ex: prefix + ", ".join(ex.gold.raw),
-                     metrics=ICD10_METRICS, primary_metric="exact_f1")
+                     metrics=ICD10_METRICS, primary_metric="exact_f1", structured=STRUCTURED)
+
+
+#: ``--structured``: ``{"codes": ["E11.9", …]}``, read as the comma-separated list the default parser reads
+STRUCTURED = StructuredOutput(
+    schema={"type": "object", "additionalProperties": False, "required": ["codes"],
+            "properties": {"codes": {"type": "array", "items": {"type": "string"}}}},
+    to_text=lambda value, example: ", ".join(value["codes"]))
 
 
 KIND = register_kind(Kind(

@@ -49,7 +49,7 @@ from evalpipe.metrics.classification import accuracy
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.letter import parse_letter
 from evalpipe.records import Example, Prediction, ScoreSheet
-from evalpipe.tasks.base import ChoiceScoring, Scoring
+from evalpipe.tasks.base import ChoiceScoring, Scoring, StructuredOutput
 from evalpipe.tasks.kinds.base import Drafted, Kind, KindParts, register_kind
 from evalpipe.tasks.taskfile.schema import Strict, TaskFile, Text
 
@@ -245,10 +245,24 @@ LOGLIKELIHOOD_SCORING = Scoring(
     samplewise=True)
 
 
+#: options a question may have when the task file does not fix their number (a field of lists)
+_MOST_OPTIONS = 10
+
+
+def structured(task: MultipleChoiceTask) -> StructuredOutput:
+    """``--structured``: ``{"answer": letter}``, the letters of the task's options (A–J when a field
+    holds the options: a letter a question lacks is then a wrong answer, as in free text)."""
+    count = len(task.options.columns or task.options.fixed or ()) or _MOST_OPTIONS
+    schema = {"type": "object", "additionalProperties": False, "required": ["answer"],
+              "properties": {"answer": {"type": "string", "enum": list(_letters(task, count))}}}
+    return StructuredOutput(schema=schema, to_text=lambda value, example: value["answer"])
+
+
 def parts(task: MultipleChoiceTask) -> KindParts:
     return KindParts(scorings={"default": GENERATIVE}, shot_target=lambda ex: str(ex.gold),
                      metrics=("accuracy",), primary_metric="accuracy",
-                     choice_scoring=ChoiceScoring(continuations=continuations, scoring=LOGLIKELIHOOD_SCORING))
+                     choice_scoring=ChoiceScoring(continuations=continuations, scoring=LOGLIKELIHOOD_SCORING),
+                     structured=structured(task))
 
 
 KIND = register_kind(Kind(

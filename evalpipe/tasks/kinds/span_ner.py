@@ -32,7 +32,7 @@ from evalpipe.metrics.options import MetricOptions
 from evalpipe.metrics.spans import TOKEN_ACCURACY, bio_to_spans, span_score_sheet, spans_to_bio, token_accuracy, token_counts
 from evalpipe.parsers.xml_tags import char_spans_to_token_spans, parse_tagged_answer, token_offsets
 from evalpipe.records import Example, Prediction, ScoreSheet, Span
-from evalpipe.tasks.base import Scoring
+from evalpipe.tasks.base import StructuredOutput, Scoring
 from evalpipe.tasks.kinds.base import Drafted, Kind, KindParts, register_kind
 from evalpipe.tasks.taskfile.schema import TaskFile, Text
 
@@ -153,11 +153,36 @@ DEFINITIONS = {
 }
 
 
+def structured(task: SpanNerTask) -> StructuredOutput:
+    """``--structured``: ``{"entities": [{"text": mention, "type": tag}, …]}`` in reading order; each
+    mention is found in the sentence after the previous one and tagged, and the tagged sentence is
+    read by the default parser (so a mention not in the sentence is what it is in free text)."""
+    schema = {"type": "object", "additionalProperties": False, "required": ["entities"], "properties": {
+        "entities": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False, "required": ["text", "type"],
+            "properties": {"text": {"type": "string"}, "type": {"type": "string", "enum": list(task.entities)}}}}}}
+    return StructuredOutput(schema=schema, to_text=_tag_mentions)
+
+
+def _tag_mentions(value: dict, example: Example) -> str:
+    text: str = example.inputs["text"]
+    out, cursor = [], 0
+    for entity in value["entities"]:
+        mention = entity["text"].strip()
+        at = text.find(mention, cursor) if mention else -1
+        if at < 0:
+            continue
+        out.append(text[cursor:at] + f"<{entity['type']}>{mention}</{entity['type']}>")
+        cursor = at + len(mention)
+    return "<response>" + "".join(out) + text[cursor:] + "</response>"
+
+
 def parts(task: SpanNerTask) -> KindParts:
     tag_of = {kind: tag for tag, kind in task.entities.items()}
     return KindParts(scorings={"default": scoring(task)}, shot_target=lambda ex: tagged_answer(ex, tag_of),
                      metrics=METRICS, primary_metric="f1",
-                     template_vars={"entity_tags": list(task.entities)}, definitions=DEFINITIONS)
+                     template_vars={"entity_tags": list(task.entities)}, definitions=DEFINITIONS,
+                     structured=structured(task))
 
 
 KIND = register_kind(Kind(
