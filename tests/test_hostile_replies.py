@@ -336,3 +336,10 @@ def test_disk_full_while_storing_answers_is_one_line_and_a_rerun_resumes(monkeyp
         again = CliRunner().invoke(app, [*args, "--base-url", server.url])
         assert again.exit_code == 0, again.output
         assert server.total_requests - before == 6 - kept  # only what was not stored is asked again
+
+
+def test_the_run_default_answer_limit_is_the_clients():
+    from evalpipe.backends.client import DEFAULT_MAX_BODY_BYTES
+
+    assert RunConfig(tasks=(), model="m").max_answer_bytes == DEFAULT_MAX_BODY_BYTES
+    assert OpenAICompatConfig(base_url="http://127.0.0.1:1/v1", model="m").max_answer_bytes == DEFAULT_MAX_BODY_BYTES
