@@ -24,6 +24,7 @@ from evalpipe.heap import frozen_heap
 from evalpipe.report.bootstrap import TaskBootstrap, bootstrap_task
 from evalpipe.report.browser import iter_sample_browser
 from evalpipe.report.browser_data import BrowserRows, SampleLinks, run_key
+from evalpipe.report.calibration import calibration_section
 from evalpipe.report.contributions import sections as contributed_sections
 from evalpipe.report.compare import CompareResult, compare_loaded, compare_section
 from evalpipe.report.document import (
@@ -293,6 +294,10 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
             section.blocks.append(Paragraph("NER error analysis: every gold and every predicted entity classified."))
             section.blocks.extend(ner)
         doc.sections.append(section)
+
+    calibration = calibration_section(runs, boots)
+    if calibration is not None:
+        doc.sections.append(calibration)
 
     judges = judging_section(runs, boots, resamples=resamples, seed=seed, level=level, top=min(ner_examples, 5))
     if judges is not None:

@@ -43,7 +43,7 @@ __all__ = ["BOOKKEEPING", "LOWER_IS_BETTER", "Column", "Entry", "Leaderboard", "
 BOOKKEEPING = RUNNER_METRICS
 #: metric names (exact, or as a ``_``-separated suffix) for which a lower value is better
 LOWER_IS_BETTER = frozenset({"errors", "parse_failure_rate", "wer", "cer", "ter", "mae", "mse", "rmse",
-                             "loss", "perplexity", "fp", "fn"})
+                             "loss", "perplexity", "fp", "fn", "ece", "brier"})
 
 
 def lower_is_better(metric: str) -> bool:
