@@ -41,6 +41,7 @@ from evalpipe.report.plots import metric_bars, parse_failure_bars, score_vs_leng
 from evalpipe.report.runs import ReportRun, TaskInfo, full_samples_frame, load_report_runs
 from evalpipe.report.variants import add_rank_stability, robustness_section
 from evalpipe.report.summary import summary_section
+from evalpipe.report.ties import TaskTies, add_ties, tied_with_best, ties_section
 from evalpipe.tasks.registry import suites
 
 __all__ = ["BuildResult", "build_document", "build_report", "compare_runs", "score_length_plots"]
@@ -247,7 +248,8 @@ def _samples_section(runs: Sequence[ReportRun], specs: dict[str, TaskInfo]) -> t
 
 def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBootstrap]], board: Leaderboard,
                    *, resamples: int, seed: int, compare: CompareResult | None = None,
-                   ner_examples: int = 3, level: float = 0.95, browser: bool = True) -> Document:
+                   ner_examples: int = 3, level: float = 0.95, browser: bool = True,
+                   ties: dict[str, TaskTies] | None = None) -> Document:
     """Every section of the report, as data (see :mod:`evalpipe.report.document`).
 
     ``browser``: include the sample browser (and the links from numbers into it).
@@ -262,6 +264,9 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
     doc.sections.append(_runs_section(runs))
     leaderboard = Section("leaderboard", "Leaderboard", [board.to_table()])
     doc.sections.append(leaderboard)
+    tied = ties_section(ties or {})
+    if tied is not None:
+        doc.sections.append(tied)
     for contribution in contributed_sections():
         if contribution.applies(runs):
             doc.sections.append(contribution.section(runs, boots, level))
@@ -358,9 +363,11 @@ def _build_loaded(loaded: list[ReportRun], out: Path, *, resamples: int, seed: i
     }
     compare = (compare_loaded(loaded[0], loaded[1], resamples=resamples, seed=seed, top=top, level=level)
                if len(loaded) == 2 else None)
-    board = add_rank_stability(build_leaderboard(loaded, boots, suites(), _specs(loaded), level), loaded)
+    ties = tied_with_best(loaded, _specs(loaded), resamples=resamples, seed=seed)
+    board = add_ties(add_rank_stability(build_leaderboard(loaded, boots, suites(), _specs(loaded), level), loaded),
+                     ties)
     doc = build_document(loaded, boots, board, resamples=resamples, seed=seed, compare=compare, level=level,
-                         ner_examples=top)
+                         ner_examples=top, ties=ties)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     html_path, md_path, csv_path = out / "report.html", out / "report.md", out / "leaderboard.csv"

@@ -54,8 +54,9 @@ def lower_is_better(metric: str) -> bool:
 class Column:
     group: str
     metric: str
-    #: ``task``, ``aggregate`` (a suite's own score), ``average`` (mean of primary metrics) or
-    #: ``stability`` (a yes/no verdict, e.g. evalpipe.report.variants' "rank stable across variants?")
+    #: ``task``, ``aggregate`` (a suite's own score), ``average`` (mean of primary metrics),
+    #: ``stability`` (a yes/no verdict, e.g. evalpipe.report.variants' "rank stable across variants?") or
+    #: ``flag`` (true/false in leaderboard.csv, without interval columns: evalpipe.report.ties)
     kind: str
 
     @property
@@ -88,7 +89,7 @@ class Leaderboard:
 
     def best(self, column: Column) -> set[str]:
         """Rows holding the best value of ``column`` (empty with fewer than two values, and for a verdict)."""
-        if column.kind == "stability":
+        if column.kind in ("stability", "flag"):
             return set()
         values = {r: self.entry(r, column).value for r in self.rows}
         present = {r: v for r, v in values.items() if v is not None and v == v}
@@ -105,6 +106,9 @@ class Leaderboard:
             record: dict[str, object] = {"model": row, "run": run, "source": "run"}
             for column in self.columns:
                 e = self.entry(row, column)
+                if column.kind == "flag":
+                    record[column.key] = None if e.value is None else ("true" if e.value else "false")
+                    continue
                 record[column.key] = e.value
                 record[f"{column.key}:ci_low"] = e.low
                 record[f"{column.key}:ci_high"] = e.high
