@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -97,13 +97,15 @@ def judge(
     max_retries: Annotated[int, typer.Option("--judge-max-retries", help="Retries per judge request for retryable failures.")] = 6,
     max_tokens: Annotated[int, typer.Option("--judge-max-tokens", help="Tokens a judge may write per reply.")] = 512,
     startup_timeout: StartupTimeoutOption = 600.0,
+    human_ratings: Annotated[Optional[Path], typer.Option(help="CSV sample_id,rater,criterion,rating (the rubric's scale): check the judges against these human ratings (stored in the run).")] = None,
 ) -> None:
     """Rate a run's free-text answers with LLM judges (a jury); resumes; never asks the evaluated model."""
     if concurrency < 1 or max_tokens < 1:
         raise typer.BadParameter("--judge-concurrency and --judge-max-tokens must be at least 1")
     panel, options = judge_plan(judge, judge_engine, judge_api_key_env, judge_rubric, allow_external_endpoint,
                                  concurrency=concurrency, timeout_s=timeout, max_retries=max_retries,
-                                 max_tokens=max_tokens)
+                                 max_tokens=max_tokens,
+                                 human_ratings=str(human_ratings.resolve()) if human_ratings is not None else None)
     if not panel and judge_engine is None:
         raise typer.BadParameter("give at least one --judge MODEL=URL (or --judge-engine llamacpp)", param_hint="--judge")
     raise typer.Exit(judge_run(run_dir, panel, judge_engine, options, startup_timeout))

@@ -32,6 +32,7 @@ from evalpipe.report.document import (
 )
 from evalpipe.report.glossary import glossary_section
 from evalpipe.report.html import render_html, utf8, write_html
+from evalpipe.report.judge_humans import human_section
 from evalpipe.report.judging import judging_section
 from evalpipe.report.leaderboard import BOOKKEEPING, Leaderboard, build_leaderboard, shown_metrics
 from evalpipe.report.markdown import render_markdown
@@ -307,6 +308,9 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
     judges = judging_section(runs, boots, resamples=resamples, seed=seed, level=level, top=min(ner_examples, 5))
     if judges is not None:
         doc.sections.append(judges)
+    humans = human_section(runs, boots, level)
+    if humans is not None:
+        doc.sections.append(humans)
 
     rates = {r.label: {o.task: o.parse_failures / o.n if o.n else None for o in ops if o.run == r.label} for r in runs}
     errors = {r.label: {o.task: o.error_rate for o in ops if o.run == r.label} for r in runs}
