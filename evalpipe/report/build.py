@@ -38,6 +38,7 @@ from evalpipe.report.leaderboard import BOOKKEEPING, Leaderboard, build_leaderbo
 from evalpipe.report.markdown import render_markdown
 from evalpipe.report.ner_errors import CATEGORIES, GOLD_CATEGORIES, PRED_CATEGORIES, analyse
 from evalpipe.report.operations import operations_table, task_operations
+from evalpipe.report.pairwise import pairwise_section
 from evalpipe.report.plots import metric_bars, parse_failure_bars, score_vs_length
 from evalpipe.report.runs import ReportRun, TaskInfo, full_samples_frame, load_report_runs
 from evalpipe.report.variants import add_rank_stability, robustness_section
@@ -311,6 +312,9 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
     humans = human_section(runs, boots, level)
     if humans is not None:
         doc.sections.append(humans)
+    pairwise = pairwise_section(runs, resamples=resamples, seed=seed, level=level)
+    if pairwise is not None:
+        doc.sections.append(pairwise)
 
     rates = {r.label: {o.task: o.parse_failures / o.n if o.n else None for o in ops if o.run == r.label} for r in runs}
     errors = {r.label: {o.task: o.error_rate for o in ops if o.run == r.label} for r in runs}
