@@ -1,5 +1,8 @@
 """Judges checked against human ratings: ``evalpipe judge RUN --judge … --human-ratings FILE``.
 
+(The file is read and checked by :mod:`evalpipe.judging.human_file`; this module holds the ratings,
+stores them in the run directory and computes the metrics.)
+
 **The file** is a CSV with a header and the columns ``sample_id, rater, criterion, rating`` (and an
 optional ``task`` column, needed only when a sample id belongs to more than one judged task of the
 run): one row per (sample, rater, criterion), the rating a whole number on the rubric's scale. It is
@@ -31,26 +34,20 @@ samples, and the report compares ``judge_human_alpha`` with ``human_alpha`` on t
 
 from __future__ import annotations
 
-import csv
-import hashlib
 import json
-import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from evalpipe.judging.agreement import KrippendorffAlpha, krippendorff_alpha, unit_coincidences
 from evalpipe.judging.aggregate import JudgeSheet, RatingMean
 from evalpipe.judging.items import TaskToJudge
 from evalpipe.metrics.aggregation import check_reproduces
 
-if TYPE_CHECKING:
-    from evalpipe.outcome import RunError
-
-__all__ = ["FILE_NAME", "HumanRatings", "MeanDifference", "add_human_metrics", "human_record", "load_human_ratings",
-           "read_human_ratings", "store_human_ratings"]
+__all__ = ["COLUMNS", "FILE_NAME", "HumanRatings", "MeanDifference", "Table", "add_human_metrics", "human_record",
+           "load_human_ratings", "store_human_ratings"]
 
 #: where the checked ratings live in the run directory
 FILE_NAME = "human_ratings.json"
@@ -93,102 +90,6 @@ class HumanRatings:
                    for t, samples in (data.get("ratings") or {}).items()}
         return cls(ratings, str(data.get("source") or ""), str(data.get("sha256") or ""),
                    tuple(str(r) for r in data.get("raters") or ()))
-
-
-def _error(message: str) -> RunError:
-    # imported here: evalpipe.outcome imports the judging's attach step, which imports this module
-    from evalpipe.outcome import RunError
-
-    return RunError(message)
-
-
-def _fail(path: Path, line: int, field_name: str, problem: str) -> RunError:
-    return _error(f"{path}:{line}: {field_name}: {problem}")
-
-
-def read_human_ratings(path: Path, tasks: Sequence[TaskToJudge], criteria: Mapping[str, Sequence[str]],
-                       scales: Mapping[str, tuple[int, int]], judges: Sequence[str] = ()) -> HumanRatings:
-    """The file checked against the run's judged samples and the tasks' rubrics (module docstring);
-    ``criteria`` and ``scales`` are per task. The first problem raises :class:`RunError`."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise _error(f"{path}: cannot read the human ratings: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise _error(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    rows = csv.reader(text.splitlines())
-    try:
-        header = [h.strip() for h in next(rows)]
-    except StopIteration:
-        raise _error(f"{path}: empty file; expected a header {','.join(COLUMNS)}") from None
-    missing = [c for c in COLUMNS if c not in header]
-    if missing:
-        raise _fail(path, 1, missing[0], f"missing column (the header must name {', '.join(COLUMNS)}; "
-                                         f"optionally task); got {', '.join(header) or 'nothing'}")
-    where = {name: header.index(name) for name in (*COLUMNS, "task") if name in header}
-    owners: dict[str, list[str]] = {}
-    for task in tasks:
-        for item in task.items:
-            owners.setdefault(item.sample_id, []).append(task.name)
-    unanswered = {sid: t.name for t in tasks for sid in t.unanswered}
-    judged_names = {t.name for t in tasks}
-    table: Table = {}
-    raters: list[str] = []
-    for line, row in enumerate(rows, start=2):
-        if not any(cell.strip() for cell in row):
-            continue
-        if len(row) != len(header):
-            raise _fail(path, line, "row", f"{len(row)} fields, the header has {len(header)}")
-        value = {name: row[i].strip() for name, i in where.items()}
-        sample, rater, criterion = value["sample_id"], value["rater"], value["criterion"]
-        if not sample:
-            raise _fail(path, line, "sample_id", "empty")
-        if not rater:
-            raise _fail(path, line, "rater", "empty")
-        if rater in judges:
-            raise _fail(path, line, "rater", f"{rater!r} is also the name of a judge; name human raters apart")
-        task_name = value.get("task") or ""
-        if task_name:
-            if task_name not in judged_names:
-                raise _fail(path, line, "task", f"{task_name!r} is not a judged task of the run "
-                                                f"(judged: {', '.join(sorted(judged_names))})")
-            if task_name not in owners.get(sample, []):
-                raise _fail(path, line, "sample_id", f"{sample!r} is not a judged sample of task {task_name}")
-        else:
-            found = owners.get(sample, [])
-            if not found:
-                why = (f"its answer is missing in the run (request failed), so it is not judged"
-                       if sample in unanswered else "not a judged sample of the run")
-                raise _fail(path, line, "sample_id", f"{sample!r}: {why}")
-            if len(found) > 1:
-                raise _fail(path, line, "sample_id", f"{sample!r} is a sample of several judged tasks "
-                                                     f"({', '.join(found)}): add a task column")
-            task_name = found[0]
-        if criterion not in criteria[task_name]:
-            raise _fail(path, line, "criterion", f"{criterion!r} is not a criterion of the rubric of {task_name} "
-                                                 f"({', '.join(criteria[task_name])})")
-        low, high = scales[task_name]
-        text_rating = value["rating"]
-        try:
-            number = float(text_rating)
-        except ValueError:
-            raise _fail(path, line, "rating", f"{text_rating!r} is not a number") from None
-        if not math.isfinite(number) or not number.is_integer():
-            raise _fail(path, line, "rating", f"{text_rating!r} is not a whole number (the scale is {low}–{high})")
-        if not low <= number <= high:
-            raise _fail(path, line, "rating", f"{text_rating} is outside the rubric's scale {low}–{high}")
-        by_rater = table.setdefault(task_name, {}).setdefault(sample, {}).setdefault(criterion, {})
-        if rater in by_rater:
-            raise _fail(path, line, "rating", f"rater {rater!r} rated {criterion} of {sample!r} twice")
-        by_rater[rater] = int(number)
-        if rater not in raters:
-            raters.append(rater)
-    if not table:
-        raise _error(f"{path}: no ratings (only a header)")
-    return HumanRatings(table, str(path), hashlib.sha256(raw).hexdigest(), tuple(raters))
 
 
 def store_human_ratings(run_path: Path, ratings: HumanRatings) -> None:

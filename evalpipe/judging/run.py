@@ -36,7 +36,8 @@ from evalpipe.backends.base import Backend
 from evalpipe.cache import ResponseStore, StoredJudgement, cache_key
 from evalpipe.config import RunConfig
 from evalpipe.judging.attach import attach_to_files
-from evalpipe.judging.humans import HumanRatings, human_record, read_human_ratings, store_human_ratings
+from evalpipe.judging.human_file import read_human_ratings
+from evalpipe.judging.humans import HumanRatings, human_record, store_human_ratings
 from evalpipe.judging.items import JudgedItem, TaskToJudge, judgeable_tasks
 from evalpipe.judging.panel import Judge, check_panel, check_patient_data, model_key
 from evalpipe.judging.parse import parse_judgement
