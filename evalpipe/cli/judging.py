@@ -126,7 +126,7 @@ def judge(
 
 def pairwise_run(run_a: Path, run_b: Path, panel: list[Any], options: Any) -> int:
     """Judge two runs pairwise and print the win/tie/loss and position-bias figures."""
-    from evalpipe.judging.pairwise import execute_pairwise
+    from evalpipe.judging.pairwise_run import execute_pairwise
     from evalpipe.judging.run import judge_backend
 
     try:

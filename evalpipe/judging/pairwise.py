@@ -1,5 +1,8 @@
 """Pairwise judging with position swap: ``evalpipe judge --pairwise RUN_A RUN_B --judge MODEL=URL …``.
 
+(This module is what the report reads too — the verdicts, the outcomes, where they live; sending
+the requests is :mod:`evalpipe.judging.pairwise_run`, which alone reaches a backend.)
+
 For every task both runs answered as free text, and every sample both answered (same id), each
 judge is shown the input, the reference when there is one, and the two answers, and asked which is
 better (``prompts/judge/pairwise.j2``, or ``--judge-rubric FILE``): ``{"verdict": "A" | "B" | "tie"}``
@@ -41,11 +44,9 @@ go only to local judges unless ``--allow-external-endpoint``.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import re
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,22 +54,18 @@ from typing import Any, ClassVar
 
 import jinja2
 
-from evalpipe import __version__
-from evalpipe.backends.base import Backend
 from evalpipe.cache import ResponseStore, StoredJudgement, cache_key
 from evalpipe.judging.items import JudgedItem, TaskToJudge, judgeable_tasks
-from evalpipe.judging.panel import Judge, check_panel, check_patient_data
 from evalpipe.judging.parse import _objects
 from evalpipe.judging.rubric import _describe, _resolve
 from evalpipe.judging.aggregate import RatingMean
 from evalpipe.metrics.aggregation import Total, evaluate
-from evalpipe.outcome import RunError
 from evalpipe.prompting import TemplateError, sandboxed_environment
 from evalpipe.records import GenerationParams, Message, Prompt
-from evalpipe.results import RunDir, record_line
+from evalpipe.results import RunDir
 
-__all__ = ["ORDERS", "PairwiseOutcome", "PairwiseRubric", "execute_pairwise", "load_pairwise_rubric",
-           "pairwise_dir", "parse_verdict", "pair_parts"]
+__all__ = ["ORDERS", "PairwiseOutcome", "PairwiseRubric", "Share", "load_pairwise_rubric", "pair_parts",
+           "pairwise_dir", "pairwise_sheet", "parse_verdict", "shared_pairs"]
 
 DEFAULT_RUBRIC = "judge/pairwise.j2"
 #: run A's answer first, run B's answer first
@@ -169,9 +166,11 @@ class PairwiseOutcome:
     notes: list[str] = field(default_factory=list)
 
 
-def _shared_pairs(run_a: RunDir, run_b: RunDir) -> tuple[list[_Pair], dict[str, TaskToJudge], list[str], list[str]]:
+def shared_pairs(run_a: RunDir, run_b: RunDir) -> tuple[list[_Pair], dict[str, TaskToJudge], list[str], list[str]]:
     """The pairs, run A's shared tasks, a note per task, and the shared tasks either run marks credentialed."""
     notes = []
+    from evalpipe.outcome import RunError  # evalpipe.outcome reaches the judging's attach step
+
     for run in (run_a, run_b):
         if not run.samples_path().is_file():
             raise RunError(f"{run.path}: no samples yet; finish the run first")
@@ -195,7 +194,7 @@ def _shared_pairs(run_a: RunDir, run_b: RunDir) -> tuple[list[_Pair], dict[str, 
     return pairs, {n: tasks_a[n] for n in shared}, notes, credentialed
 
 
-def _key(judge: str, prompt: Prompt, rubric: PairwiseRubric, pair: _Pair, order: str) -> str:
+def request_key(judge: str, prompt: Prompt, rubric: PairwiseRubric, pair: _Pair, order: str) -> str:
     blob = json.dumps({"judge": judge, "rubric": rubric.sha256, "task": pair.task.name, "sample": pair.sample_id,
                        "order": order, "answers": pair.answers_sha256(order), "request": cache_key(judge, prompt)},
                       sort_keys=True)
@@ -291,7 +290,7 @@ def pairwise_sheet(pairs: Sequence[_Pair], judges: Sequence[str], verdicts: Mapp
     return out
 
 
-def _read_verdicts(store: ResponseStore, tasks: Sequence[str], judges: Sequence[str], rubric: PairwiseRubric,
+def read_verdicts(store: ResponseStore, tasks: Sequence[str], judges: Sequence[str], rubric: PairwiseRubric,
                    pairs: Sequence[_Pair]) -> tuple[dict[tuple[str, str, str, str], StoredJudgement], dict]:
     rows: dict[tuple[str, str, str, str], StoredJudgement] = {}
     for task in tasks:
@@ -304,84 +303,3 @@ def _read_verdicts(store: ResponseStore, tasks: Sequence[str], judges: Sequence[
                 row = rows.get((judge, pair.task.name, pair.sample_id, pair.answers_sha256(order)))
                 verdicts[(judge, pair.task.name, pair.sample_id, order)] = parse_verdict(row.text)[0] if row else None
     return rows, verdicts
-
-
-async def execute_pairwise(run_a: Path, run_b: Path, judges: Sequence[Judge], *, rubric: str | Path | None = None,
-                           allow_external_endpoint: bool = False, params: GenerationParams | None = None,
-                           concurrency: int = 8, backend_factory: Any = None) -> PairwiseOutcome:
-    """Judge the shared answers of two runs pairwise, both orders, resumably (module docstring)."""
-    from evalpipe.judging.run import JudgeOptions, judge_backend
-
-    params = params or GenerationParams(max_tokens=512, temperature=0.0)
-    factory = backend_factory or (lambda judge: judge_backend(judge, JudgeOptions(concurrency=concurrency)))
-    check_panel(judges)
-    a, b = RunDir(Path(run_a)), RunDir(Path(run_b))
-    if a.path.resolve() == b.path.resolve():
-        raise RunError(f"--pairwise needs two different runs (got {a.path} twice)")
-    pairs, tasks, notes, credentialed = _shared_pairs(a, b)
-    check_patient_data(credentialed, judges, allow_external_endpoint)  # before any connection
-    loaded = load_pairwise_rubric(rubric or DEFAULT_RUBRIC)
-    requests = [(pair, order, pair.prompt(loaded, order, params)) for pair in pairs for order in ORDERS]
-    folder = RunDir(pairwise_dir(a.path, b.path))
-    outcome = PairwiseOutcome(folder=folder.path, metrics={}, notes=notes)
-    with folder.lock():
-        store = ResponseStore(folder.path / "judgements.sqlite")
-        backends: list[Backend] = []
-        try:
-            rows, _ = _read_verdicts(store, list(tasks), [j.model for j in judges], loaded, pairs)
-
-            async def ask(judge: Judge, backend: Backend, queue: list[tuple[_Pair, str, Prompt]]) -> None:
-                items = iter(queue)
-
-                async def worker() -> None:
-                    for pair, order, prompt in items:
-                        completion = await backend.complete(prompt)
-                        outcome.sent += 1
-                        if not completion.ok:
-                            outcome.failed_requests += 1
-                            continue
-                        verdict, problem = parse_verdict(completion.text)
-                        store.put_judgement(StoredJudgement(
-                            judge=judge.model, rubric_sha256=loaded.sha256, task=pair.task.name,
-                            sample_id=pair.sample_id, answer_sha256=pair.answers_sha256(order), attempt=1,
-                            request_key=_key(judge.model, prompt, loaded, pair, order), text=completion.text or "",
-                            ratings={"verdict": verdict} if verdict is not None else None, problem=problem,
-                            prompt_tokens=completion.usage.prompt_tokens,
-                            completion_tokens=completion.usage.completion_tokens, latency_s=completion.latency_s,
-                            endpoint=completion.endpoint_url))
-
-                await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(queue))))))
-
-            jobs = []
-            for judge in judges:
-                pending = []
-                for pair, order, prompt in requests:
-                    row = rows.get((judge.model, pair.task.name, pair.sample_id, pair.answers_sha256(order)))
-                    if row is not None and row.request_key == _key(judge.model, prompt, loaded, pair, order):
-                        outcome.from_store += 1
-                    else:
-                        pending.append((pair, order, prompt))
-                if pending:
-                    backend = factory(judge)
-                    backends.append(backend)
-                    await backend.preflight()
-                    jobs.append(ask(judge, backend, pending))
-            await asyncio.gather(*jobs)
-            _, verdicts = _read_verdicts(store, list(tasks), [j.model for j in judges], loaded, pairs)
-        finally:
-            for backend in backends:
-                await backend.aclose()
-            store.close()
-        sheets = pairwise_sheet(pairs, [j.model for j in judges], verdicts)
-        folder.write_json(folder.path / "pairwise.json", {
-            "run_a": str(a.path.resolve()), "run_b": str(b.path.resolve()),
-            "label_a": a.path.resolve().name, "label_b": b.path.resolve().name,
-            "judges": [j.describe() for j in judges], "rubric": loaded.name, "rubric_sha256": loaded.sha256,
-            "params": params.sampling_options(), "allow_external_endpoint": allow_external_endpoint,
-            "evalpipe_version": __version__, "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "tasks": {name: {k: v for k, v in sheet.items() if k != "records"} for name, sheet in sheets.items()},
-        })
-        lines = (record_line({"task": name, **record}) for name, sheet in sheets.items() for record in sheet["records"])
-        (folder.path / "pairs.jsonl").write_text("".join(lines), encoding="utf-8")
-    outcome.metrics = {name: sheet["metrics"] for name, sheet in sheets.items()}
-    return outcome

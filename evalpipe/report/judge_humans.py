@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from evalpipe.judging import humans as _humans  # noqa: F401 (registers the "mean_difference" aggregation)
 from evalpipe.report.bootstrap import TaskBootstrap, percentile_interval
 from evalpipe.report.document import Cell, Paragraph, Section, Table, fmt, fmt_interval
 from evalpipe.report.runs import ReportRun

@@ -133,7 +133,8 @@ class Leaderboard:
                 missing = e.value is not None and e.text is None and not interval
                 cells.append(Cell(e.text if e.text is not None else fmt(e.value), bold=row in best[column.key],
                                   sub="no interval" if missing else interval,
-                                  title=(e.reason or "no interval could be computed") if missing else ""))
+                                  title=(e.reason or "no interval could be computed") if missing else (
+                                      e.reason if e.text is not None else "")))
             rows.append(tuple(cells))
         return Table(
             id=table_id, title="Leaderboard", columns=("model", *(c.metric for c in self.columns)),

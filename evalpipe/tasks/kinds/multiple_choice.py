@@ -268,9 +268,20 @@ LOGLIKELIHOOD_SCORING = Scoring(
     samplewise=True)
 
 
+CALIBRATION_DEFINITIONS = {
+    "ece": "expected calibration error of the option probabilities (softmax of the options' log-probabilities): "
+           "10 equal-width confidence bins, Σ (bin size / N)·|accuracy − mean confidence|; log-likelihood scoring "
+           "only; lower is better",
+    "brier": "mean over questions of Σ over options (probability − 1[gold])², 0 to 2; log-likelihood scoring only; "
+             "lower is better",
+}
+
+
 def parts(task: MultipleChoiceTask) -> KindParts:
     return KindParts(scorings={"default": GENERATIVE}, shot_target=lambda ex: str(ex.gold),
-                     metrics=("accuracy",), primary_metric="accuracy",
+                     # ece and brier exist only under log-likelihood scoring (option probabilities)
+                     metrics=("accuracy", "ece", "brier"), primary_metric="accuracy",
+                     definitions=CALIBRATION_DEFINITIONS,
                      choice_scoring=ChoiceScoring(continuations=continuations, scoring=LOGLIKELIHOOD_SCORING))
 
 
