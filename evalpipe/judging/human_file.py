@@ -106,4 +106,6 @@ def read_human_ratings(path: Path, tasks: Sequence[TaskToJudge], criteria: Mappi
             raters.append(rater)
     if not table:
         raise RunError(f"{path}: no ratings (only a header)")
-    return HumanRatings(table, str(path), hashlib.sha256(raw).hexdigest(), tuple(raters))
+    shas = {t.name: {item.sample_id: item.answer_sha256 for item in t.items} for t in tasks}
+    answers = {name: {sid: shas[name][sid] for sid in samples} for name, samples in table.items()}
+    return HumanRatings(table, str(path), hashlib.sha256(raw).hexdigest(), tuple(raters), answers)

@@ -16,7 +16,8 @@ the run directory (``human_ratings.json``; its source file and sha256 in ``confi
 later ``judge`` without ``--human-ratings`` keeps them.
 
 **Metrics** (under the task in ``metrics.json``, for each criterion ``c``; the samples are the units,
-and only samples the humans rated enter):
+and only samples the humans rated enter — and only while their answer is the one the humans rated: a
+sample answered anew since, e.g. by a resumed run, is left out and counted in ``summary.json``):
 
 * ``human_alpha_<c>`` — Krippendorff's alpha (ordinal), coders = the human raters: how well the
   humans agree with each other (the ceiling a judge can be held to);
@@ -78,9 +79,12 @@ class HumanRatings:
     source: str = ""
     sha256: str = ""
     raters: tuple[str, ...] = field(default=())
+    #: task → sample id → sha256 of the judged answer the humans rated (a changed answer is not theirs)
+    answers: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"source": self.source, "sha256": self.sha256, "raters": list(self.raters), "ratings": self.ratings}
+        return {"source": self.source, "sha256": self.sha256, "raters": list(self.raters), "ratings": self.ratings,
+                "answers": {t: dict(a) for t, a in self.answers.items()}}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> HumanRatings:
@@ -88,8 +92,9 @@ class HumanRatings:
                                      for c, by_rater in by_criterion.items()}
                             for s, by_criterion in samples.items()}
                    for t, samples in (data.get("ratings") or {}).items()}
+        answers = {str(t): {str(k): str(v) for k, v in a.items()} for t, a in (data.get("answers") or {}).items()}
         return cls(ratings, str(data.get("source") or ""), str(data.get("sha256") or ""),
-                   tuple(str(r) for r in data.get("raters") or ()))
+                   tuple(str(r) for r in data.get("raters") or ()), answers)
 
 
 def store_human_ratings(run_path: Path, ratings: HumanRatings) -> None:
@@ -125,8 +130,14 @@ def _alpha_parts(prefix: str, ratings: Sequence[int]) -> dict[str, float]:
 def add_human_metrics(sheet: JudgeSheet, task: TaskToJudge, judges: Sequence[str], criteria: Sequence[str],
                       scale: tuple[int, int], humans: HumanRatings, strict: bool = False) -> JudgeSheet:
     """Add the human-anchored metrics, parts and notes of one task to its judge sheet (module docstring)."""
-    table = humans.ratings.get(task.name) or {}
+    rated_answers = humans.answers.get(task.name) or {}
+    current = {item.sample_id: item.answer_sha256 for item in task.items}
+    table = {sid: by_criterion for sid, by_criterion in (humans.ratings.get(task.name) or {}).items()
+             if sid in current and rated_answers.get(sid, current[sid]) == current[sid]}
+    stale = len(humans.ratings.get(task.name) or {}) - len(table)
     if not table:
+        if stale:
+            sheet.notes["human_ratings"] = {"left_out": stale, "why": "the answers the humans rated have changed"}
         return sheet
     values = tuple(range(scale[0], scale[1] + 1))
     humans_of_task = sorted({r for s in table.values() for c in s.values() for r in c})
@@ -183,7 +194,8 @@ def add_human_metrics(sheet: JudgeSheet, task: TaskToJudge, judges: Sequence[str
         sheet.fixed[metric] = f"its declared aggregation does not reproduce it: {why}"
     sheet.metrics.update(computed)
     sheet.aggregations.update(aggregations)
-    sheet.notes["human_ratings"] = {"raters": humans_of_task, "samples": len(table), "sha256": humans.sha256}
+    sheet.notes["human_ratings"] = {"raters": humans_of_task, "samples": len(table), "sha256": humans.sha256,
+                                    "left_out": stale}
     for sid, by_criterion in table.items():
         if sid in sheet.per_sample:
             sheet.per_sample[sid]["human"] = by_criterion

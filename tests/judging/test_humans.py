@@ -120,3 +120,26 @@ def test_a_file_without_the_columns_names_the_missing_one(run_copy, server, tmp_
     path.write_text("id,rater,criterion,rating\ntest-0,a,accuracy,3\n", encoding="utf-8")
     result = judge_cli(run_copy, server, "--human-ratings", str(path))
     assert result.returncode != 0 and f"{path}:1: sample_id: missing column" in result.stderr, result.stderr
+
+
+def test_a_sample_answered_anew_since_the_humans_rated_it_is_left_out():
+    from evalpipe.judging.aggregate import Verdict, judge_sheet
+    from evalpipe.judging.humans import HumanRatings, add_human_metrics
+    from evalpipe.judging.items import JudgedItem, TaskToJudge
+
+    items = tuple(JudgedItem("t", f"s{i}", {}, None, f"answer {i}", f"sha{i}") for i in range(4))
+    task = TaskToJudge("t", "", "free_text", None, False, items)
+    judge = {0: 2, 1: 4, 2: 5, 3: 1}
+    verdicts = {f"s{i}": {"j": Verdict("rated", {"accuracy": r})} for i, r in judge.items()}
+    sheet = judge_sheet(task, ["j"], ["accuracy"], (1, 5), verdicts)
+    human = {"s0": (2, 3), "s1": (4, 4), "s2": (5, 4), "s3": (1, 5)}
+    ratings = HumanRatings({"t": {s: {"accuracy": {"h1": a, "h2": b}} for s, (a, b) in human.items()}},
+                           answers={"t": {"s0": "sha0", "s1": "sha1", "s2": "sha2", "s3": "an older answer"}})
+    add_human_metrics(sheet, task, ["j"], ["accuracy"], (1, 5), ratings, strict=True)
+    fresh = ["s0", "s1", "s2"]
+    matrix = np.array([[human[s][0] for s in fresh], [human[s][1] for s in fresh], [judge[int(s[1])] for s in fresh]],
+                      dtype=float)
+    want = krippendorff.alpha(reliability_data=matrix, value_domain=[1, 2, 3, 4, 5], level_of_measurement="ordinal")
+    assert sheet.metrics["judge_human_alpha_accuracy"] == pytest.approx(want, abs=1e-12)
+    assert sheet.metrics["judge_human_bias_accuracy"] == pytest.approx(((2 - 2.5) + 0 + (5 - 4.5)) / 3)
+    assert sheet.notes["human_ratings"]["left_out"] == 1
