@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -101,7 +101,7 @@ def judge_run(run_path: Path, panel: list[Any], engine: str | None, options: Any
 
 @app.command()
 def judge(
-    run_dir: Annotated[Path, typer.Argument(help="A finished run directory (results/<run>).")],
+    run_dirs: Annotated[list[Path], typer.Argument(help="A finished run directory (results/<run>); with --pairwise, two.")],
     judge: JudgeOption = [],
     judge_engine: JudgeEngineOption = None,
     judge_api_key_env: JudgeKeyOption = None,
@@ -112,13 +112,57 @@ def judge(
     max_retries: Annotated[int, typer.Option("--judge-max-retries", help="Retries per judge request for retryable failures.")] = 6,
     max_tokens: Annotated[int, typer.Option("--judge-max-tokens", help="Tokens a judge may write per reply.")] = 512,
     startup_timeout: StartupTimeoutOption = 600.0,
+    pairwise: Annotated[bool, typer.Option("--pairwise", help="Compare two runs' answers pair by pair (each pair asked in both orders); results in <results>/pairwise/<A>__vs__<B>/.")] = False,
+    human_ratings: Annotated[Optional[Path], typer.Option(help="CSV sample_id,rater,criterion,rating (the rubric's scale): check the judges against these human ratings (stored in the run).")] = None,
 ) -> None:
     """Rate a run's free-text answers with LLM judges (a jury); resumes; never asks the evaluated model."""
     if concurrency < 1 or max_tokens < 1:
         raise typer.BadParameter("--judge-concurrency and --judge-max-tokens must be at least 1")
     panel, options = judge_plan(judge, judge_engine, judge_api_key_env, judge_rubric, allow_external_endpoint,
                                  concurrency=concurrency, timeout_s=timeout, max_retries=max_retries,
-                                 max_tokens=max_tokens)
+                                 max_tokens=max_tokens,
+                                 human_ratings=str(human_ratings.resolve()) if human_ratings is not None else None)
+    if pairwise:
+        if len(run_dirs) != 2:
+            raise typer.BadParameter(f"--pairwise compares two runs: give RUN_A RUN_B (got {len(run_dirs)})")
+        if judge_engine is not None or human_ratings is not None or len(options.rubrics) > 1 or (
+                options.rubrics and None not in options.rubrics):
+            raise typer.BadParameter("--pairwise takes --judge MODEL=URL judges and at most one --judge-rubric FILE "
+                                     "(not --judge-engine, --human-ratings or TASK=FILE rubrics)")
+        if not panel:
+            raise typer.BadParameter("give at least one --judge MODEL=URL", param_hint="--judge")
+        raise typer.Exit(pairwise_run(run_dirs[0], run_dirs[1], panel, options))
+    if len(run_dirs) != 1:
+        raise typer.BadParameter(f"give one run directory (or two with --pairwise; got {len(run_dirs)})")
     if not panel and judge_engine is None:
         raise typer.BadParameter("give at least one --judge MODEL=URL (or --judge-engine llamacpp)", param_hint="--judge")
-    raise typer.Exit(judge_run(run_dir, panel, judge_engine, options, startup_timeout))
+    raise typer.Exit(judge_run(run_dirs[0], panel, judge_engine, options, startup_timeout))
+
+
+def pairwise_run(run_a: Path, run_b: Path, panel: list[Any], options: Any) -> int:
+    """Judge two runs pairwise and print the win/tie/loss and position-bias figures."""
+    from evalpipe.judging.pairwise_run import execute_pairwise
+    from evalpipe.judging.run import judge_backend
+
+    try:
+        outcome = asyncio.run(execute_pairwise(
+            run_a, run_b, panel, rubric=options.rubrics.get(None), allow_external_endpoint=options.allow_external_endpoint,
+            params=options.params, concurrency=options.concurrency,
+            backend_factory=lambda judge: judge_backend(judge, options)))
+    except KeyboardInterrupt:
+        err.print("interrupted: every verdict received so far is saved; run the same command again to resume",
+                  style="yellow")
+        return EXIT_INTERRUPTED
+    except USER_ERRORS as exc:
+        raise _fail(exc)
+    if outcome.metrics:
+        console.print(metrics_table(outcome.metrics, title=f"{outcome.folder} · pairwise (A = {Path(run_a).name})"))
+    console.print(f"pairwise: {outcome.folder}  (judge requests sent {outcome.sent}, verdicts from store "
+                  f"{outcome.from_store})", highlight=False)
+    for note in outcome.notes:
+        err.print(f"note: {note}", highlight=False)
+    if outcome.failed_requests:
+        err.print(f"{outcome.failed_requests} judge request(s) failed for good (counted in the failures); "
+                  "re-run the same command to retry only those", style="yellow")
+        return EXIT_FAILED_REQUESTS
+    return 0

@@ -21,6 +21,7 @@ answer a judge read).
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalpipe.cache import ResponseStore, StoredJudgement
 from evalpipe.judging.aggregate import JudgeSheet, Verdict, judge_sheet, verdict
+from evalpipe.judging.humans import add_human_metrics, load_human_ratings
 from evalpipe.judging.items import judgeable_tasks
 from evalpipe.results import RunDir, TaskSummary
 
@@ -40,7 +42,8 @@ _COMPAT_METRICS = re.compile(r"metrics\.(.+)\.json\Z")
 
 
 def is_judge_metric(name: str) -> bool:
-    return name.startswith(("judge_", "judge["))
+    """A metric the judging writes (``human_alpha_<c>``, the humans' own agreement, included)."""
+    return name.startswith(("judge_", "judge[", "human_alpha_"))
 
 
 def _is_judge_part(key: str) -> bool:
@@ -54,6 +57,7 @@ def task_sheets(run: RunDir, config: Mapping[str, Any], records: Sequence[Mappin
         return {}
     judges = [str(j["model"]) for j in judging.get("judges") or []]
     recorded = judging.get("tasks") or {}
+    humans = load_human_ratings(run.path, config)
     sheets: dict[str, JudgeSheet] = {}
     store = ResponseStore(run.store_path)
     try:
@@ -85,6 +89,9 @@ def task_sheets(run: RunDir, config: Mapping[str, Any], records: Sequence[Mappin
                      # what the judges were sent and wrote (the replies of the current answers, retries included)
                      "usage": usage}
             sheets[task.name] = judge_sheet(task, judges, criteria, scale, verdicts, notes)
+            if humans is not None:
+                add_human_metrics(sheets[task.name], task, judges, criteria, scale, humans,
+                                  strict=bool(os.environ.get("EVALPIPE_STRICT_AGGREGATIONS")))
     finally:
         store.close()
     return sheets

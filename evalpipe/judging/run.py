@@ -5,7 +5,8 @@ Order of work, chosen (as in :mod:`evalpipe.runner`) so that mistakes cost nothi
 1. read the run directory (``config.json``, ``samples.jsonl``) — no data file, no task code needed,
    and the evaluated model is never contacted;
 2. the patient-data guard (:func:`evalpipe.judging.panel.check_patient_data`) — before any connection;
-3. load every task's rubric and render every judge request (a rubric error fails here);
+3. load every task's rubric, check the human ratings file if one is given
+   (:mod:`evalpipe.judging.humans`), and render every judge request (a rubric error fails here);
 4. under the run directory's lock, look every (judge, rubric, sample, answer) up in the store; only
    what has no final reply is sent;
 5. send each judge its requests concurrently through the same
@@ -35,6 +36,8 @@ from evalpipe.backends.base import Backend
 from evalpipe.cache import ResponseStore, StoredJudgement, cache_key
 from evalpipe.config import RunConfig
 from evalpipe.judging.attach import attach_to_files
+from evalpipe.judging.human_file import read_human_ratings
+from evalpipe.judging.humans import HumanRatings, human_record, store_human_ratings
 from evalpipe.judging.items import JudgedItem, TaskToJudge, judgeable_tasks
 from evalpipe.judging.panel import Judge, check_panel, check_patient_data, model_key
 from evalpipe.judging.parse import parse_judgement
@@ -56,6 +59,8 @@ class JudgeOptions:
     concurrency: int = 8
     timeout_s: float = 120.0
     max_retries: int = 6
+    #: a CSV of human ratings to check the judges against (:mod:`evalpipe.judging.humans`)
+    human_ratings: str | None = None
 
     @property
     def params(self) -> GenerationParams:
@@ -204,9 +209,12 @@ def _final(replies: Mapping[int, StoredJudgement], rubric: Rubric) -> bool:
 
 
 def _judging_record(judges: Sequence[Judge], tasks: Sequence[TaskToJudge], rubrics: Mapping[str, Rubric],
-                    options: JudgeOptions, previous: Mapping[str, Any] | None) -> dict[str, Any]:
+                    options: JudgeOptions, previous: Mapping[str, Any] | None,
+                    humans: HumanRatings | None = None) -> dict[str, Any]:
     previous = previous or {}
-    return {
+    kept = {"human_ratings": human_record(humans)} if humans is not None else (
+        {"human_ratings": previous["human_ratings"]} if previous.get("human_ratings") else {})
+    return {**kept,
         "judges": [j.describe() for j in judges],
         "params": options.params.sampling_options(),
         "tasks": {t.name: {"rubric": rubrics[t.name].name, "rubric_path": str(rubrics[t.name].path),
@@ -224,7 +232,8 @@ def _judging_record(judges: Sequence[Judge], tasks: Sequence[TaskToJudge], rubri
 BackendFactory = Callable[[Judge, JudgeOptions], Backend]
 
 
-def _prepare(run: RunDir, judges: Sequence[Judge], options: JudgeOptions) -> tuple[dict[str, Any], list[TaskToJudge], dict[str, Rubric], list[_Request]]:
+def _prepare(run: RunDir, judges: Sequence[Judge], options: JudgeOptions
+             ) -> tuple[dict[str, Any], list[TaskToJudge], dict[str, Rubric], list[_Request], HumanRatings | None]:
     """Steps 1–3 of the module docstring: nothing is sent and no lock is taken."""
     check_panel(judges)
     config = run.read_config()
@@ -241,9 +250,14 @@ def _prepare(run: RunDir, judges: Sequence[Judge], options: JudgeOptions) -> tup
                        f"(judged: {', '.join(t.name for t in tasks)})")
     check_patient_data([t.name for t in tasks if t.credentialed and t.items], judges, options.allow_external_endpoint)
     rubrics = {t.name: rubric_for(t, options.rubrics) for t in tasks}
+    humans = None
+    if options.human_ratings is not None:  # checked whole before any request
+        humans = read_human_ratings(Path(options.human_ratings), tasks,
+                                    {t.name: list(rubrics[t.name].criteria) for t in tasks},
+                                    {t.name: rubrics[t.name].scale for t in tasks}, [j.model for j in judges])
     requests = [_Request(t, item, rubrics[t.name], rubrics[t.name].render(t, item, options.params))
                 for t in tasks for item in t.items]
-    return config, tasks, rubrics, requests
+    return config, tasks, rubrics, requests, humans
 
 
 async def execute_judging(run_path: Path, judges: Sequence[Judge], options: JudgeOptions = JudgeOptions(),
@@ -252,7 +266,7 @@ async def execute_judging(run_path: Path, judges: Sequence[Judge], options: Judg
     """Judge a run's free-text answers (or resume judging them) and write the results into it."""
     run = RunDir(run_path)
     progress = progress or _Silent()
-    config, tasks, rubrics, requests = _prepare(run, judges, options)
+    config, tasks, rubrics, requests, humans = _prepare(run, judges, options)
     outcome = JudgeOutcome(run_dir=run, metrics={}, notes=self_judging_notes(config, judges))
     with run.lock():
         store = ResponseStore(run.store_path)
@@ -283,8 +297,10 @@ async def execute_judging(run_path: Path, judges: Sequence[Judge], options: Judg
                     await backend.preflight()
                     workers.append(_Judging(judge, backend, store, stored, progress, outcome))
             current = run.read_config()  # as it is now, under the lock
+            if humans is not None:
+                store_human_ratings(run.path, humans)
             run.write_json(run.config_path, {**current, "judging": _judging_record(
-                judges, tasks, rubrics, options, current.get("judging"))})
+                judges, tasks, rubrics, options, current.get("judging"), humans)})
             total = len(requests) * len(judges)
             if workers:
                 progress.start(total=total, cached=outcome.from_store)

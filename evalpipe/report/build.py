@@ -24,6 +24,7 @@ from evalpipe.heap import frozen_heap
 from evalpipe.report.bootstrap import TaskBootstrap, bootstrap_task
 from evalpipe.report.browser import iter_sample_browser
 from evalpipe.report.browser_data import BrowserRows, SampleLinks, run_key
+from evalpipe.report.calibration import calibration_section
 from evalpipe.report.contributions import sections as contributed_sections
 from evalpipe.report.compare import CompareResult, compare_loaded, compare_section
 from evalpipe.report.document import (
@@ -31,16 +32,19 @@ from evalpipe.report.document import (
 )
 from evalpipe.report.glossary import glossary_section
 from evalpipe.report.html import render_html, utf8, write_html
+from evalpipe.report.judge_humans import human_section
 from evalpipe.report.judging import judging_section
 from evalpipe.report.leaderboard import BOOKKEEPING, Leaderboard, build_leaderboard, shown_metrics
 from evalpipe.report.markdown import render_markdown
 from evalpipe.report.ner_errors import CATEGORIES, GOLD_CATEGORIES, PRED_CATEGORIES, analyse
 from evalpipe.report.operations import operations_table, task_operations
 from evalpipe.report import costs as _costs  # noqa: F401  (registers the cost section)
+from evalpipe.report.pairwise import pairwise_section
 from evalpipe.report.plots import metric_bars, parse_failure_bars, score_vs_length
 from evalpipe.report.runs import ReportRun, TaskInfo, full_samples_frame, load_report_runs
 from evalpipe.report.variants import add_rank_stability, robustness_section
 from evalpipe.report.summary import summary_section
+from evalpipe.report.ties import TaskTies, add_ties, tied_with_best, ties_section
 from evalpipe.tasks.registry import suites
 
 __all__ = ["BuildResult", "build_document", "build_report", "compare_runs", "score_length_plots"]
@@ -250,7 +254,8 @@ def _samples_section(runs: Sequence[ReportRun], specs: dict[str, TaskInfo]) -> t
 
 def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBootstrap]], board: Leaderboard,
                    *, resamples: int, seed: int, compare: CompareResult | None = None,
-                   ner_examples: int = 3, level: float = 0.95, browser: bool = True) -> Document:
+                   ner_examples: int = 3, level: float = 0.95, browser: bool = True,
+                   ties: dict[str, TaskTies] | None = None) -> Document:
     """Every section of the report, as data (see :mod:`evalpipe.report.document`).
 
     ``browser``: include the sample browser (and the links from numbers into it).
@@ -265,6 +270,9 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
     doc.sections.append(_runs_section(runs))
     leaderboard = Section("leaderboard", "Leaderboard", [board.to_table()])
     doc.sections.append(leaderboard)
+    tied = ties_section(ties or {})
+    if tied is not None:
+        doc.sections.append(tied)
     for contribution in contributed_sections():
         if contribution.applies(runs):
             doc.sections.append(contribution.section(runs, boots, level))
@@ -302,9 +310,19 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
             section.blocks.extend(ner)
         doc.sections.append(section)
 
+    calibration = calibration_section(runs, boots)
+    if calibration is not None:
+        doc.sections.append(calibration)
+
     judges = judging_section(runs, boots, resamples=resamples, seed=seed, level=level, top=min(ner_examples, 5))
     if judges is not None:
         doc.sections.append(judges)
+    humans = human_section(runs, boots, level)
+    if humans is not None:
+        doc.sections.append(humans)
+    pairwise = pairwise_section(runs, resamples=resamples, seed=seed, level=level)
+    if pairwise is not None:
+        doc.sections.append(pairwise)
 
     rates = {r.label: {o.task: o.parse_failures / o.n if o.n else None for o in ops if o.run == r.label} for r in runs}
     errors = {r.label: {o.task: o.error_rate for o in ops if o.run == r.label} for r in runs}
@@ -361,9 +379,11 @@ def _build_loaded(loaded: list[ReportRun], out: Path, *, resamples: int, seed: i
     }
     compare = (compare_loaded(loaded[0], loaded[1], resamples=resamples, seed=seed, top=top, level=level)
                if len(loaded) == 2 else None)
-    board = add_rank_stability(build_leaderboard(loaded, boots, suites(), _specs(loaded), level), loaded)
+    ties = tied_with_best(loaded, _specs(loaded), resamples=resamples, seed=seed)
+    board = add_ties(add_rank_stability(build_leaderboard(loaded, boots, suites(), _specs(loaded), level), loaded),
+                     ties)
     doc = build_document(loaded, boots, board, resamples=resamples, seed=seed, compare=compare, level=level,
-                         ner_examples=top)
+                         ner_examples=top, ties=ties)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     html_path, md_path, csv_path = out / "report.html", out / "report.md", out / "leaderboard.csv"

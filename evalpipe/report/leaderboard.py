@@ -48,7 +48,7 @@ __all__ = ["BOOKKEEPING", "LOWER_IS_BETTER", "Column", "Entry", "Leaderboard", "
 BOOKKEEPING = RUNNER_METRICS
 #: metric names (exact, or as a ``_``-separated suffix) for which a lower value is better
 LOWER_IS_BETTER = frozenset({"errors", "parse_failure_rate", "wer", "cer", "ter", "mae", "mse", "rmse",
-                             "loss", "perplexity", "fp", "fn"})
+                             "loss", "perplexity", "fp", "fn", "ece", "brier"})
 
 
 def lower_is_better(metric: str) -> bool:
@@ -59,9 +59,10 @@ def lower_is_better(metric: str) -> bool:
 class Column:
     group: str
     metric: str
-    #: ``task``, ``aggregate`` (a suite's own score), ``average`` (mean of primary metrics) or
-    #: ``stability`` (a yes/no verdict, e.g. evalpipe.report.variants' "rank stable across variants?") or
-    #: ``coverage`` (a task's answered share, shown when below 100 % for some run)
+    #: ``task``, ``aggregate`` (a suite's own score), ``average`` (mean of primary metrics),
+    #: ``stability`` (a yes/no verdict, e.g. evalpipe.report.variants' "rank stable across variants?"),
+    #: ``coverage`` (a task's answered share, shown when below 100 % for some run) or
+    #: ``flag`` (true/false in leaderboard.csv, without interval columns: evalpipe.report.ties)
     kind: str
 
     @property
@@ -94,7 +95,7 @@ class Leaderboard:
 
     def best(self, column: Column) -> set[str]:
         """Rows holding the best value of ``column`` (empty with fewer than two values, and for a verdict)."""
-        if column.kind in ("stability", "coverage"):
+        if column.kind in ("stability", "coverage", "flag"):
             return set()
         values = {r: self.entry(r, column).value for r in self.rows}
         present = {r: v for r, v in values.items() if v is not None and v == v}
@@ -112,6 +113,9 @@ class Leaderboard:
             record: dict[str, object] = {"model": row, "run": run, "source": "run"}
             for column in self.columns:
                 e = self.entry(row, column)
+                if column.kind == "flag":
+                    record[column.key] = None if e.value is None else ("true" if e.value else "false")
+                    continue
                 record[column.key] = e.value
                 if column.kind == "coverage":  # a share fixed by the run: no interval columns
                     continue

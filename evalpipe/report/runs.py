@@ -38,6 +38,7 @@ import pandas as pd
 
 from evalpipe.frames import run_identity, samples_frame
 from evalpipe.heap import collector_paused
+from evalpipe.metrics import calibration as _calibration  # noqa: F401 (registers its aggregation kinds)
 from evalpipe.metrics.aggregation import Aggregation, aggregation_from_json
 from evalpipe.report.bootstrap import ResampleTask
 from evalpipe.report.ner_errors import SampleOutcomes, classify, gold_spans, prediction_spans

@@ -32,10 +32,11 @@ def report(two_runs, tmp_path_factory):
 def test_html_is_self_contained_and_has_every_table_and_plot(report):
     html = report.html.read_text(encoding="utf-8")
     table_ids = re.findall(r'<table id="([^"]+)"', html)
-    assert table_ids == ["runs", "leaderboard", "metrics-ncbi_disease", "ner-ncbi_disease-0", "ner-ncbi_disease-1",
-                         "operations", "compare-differences", "glossary", "bootstrap-timing"]
+    assert table_ids == ["runs", "leaderboard", "ties-ncbi_disease", "metrics-ncbi_disease", "ner-ncbi_disease-0",
+                         "ner-ncbi_disease-1", "operations", "compare-differences", "glossary", "bootstrap-timing"]
     sections = re.findall(r'<section id="([^"]+)"', html)
-    assert sections == ["section-summary", "section-runs", "section-leaderboard", "section-task-ncbi_disease",
+    assert sections == ["section-summary", "section-runs", "section-leaderboard", "section-ties",
+                        "section-task-ncbi_disease",
                         "section-operations", "section-compare", "samples", "section-glossary", "section-method"]
     # the contents list every section by its anchor
     nav = re.search(r"<nav>(.*?)</nav>", html).group(1)
@@ -56,7 +57,9 @@ def test_html_is_self_contained_and_has_every_table_and_plot(report):
 def test_leaderboard_csv_and_markdown(report, two_runs):
     board = pd.read_csv(report.csv)
     # model, run, source + (value, low, high) × 5 NCBI metrics + coverage (the sloppy run has failed requests)
-    assert board.shape == (2, 3 + 3 * 5 + 1)
+    # + f1:tied_with_best (evalpipe.report.ties)
+    assert board.shape == (2, 3 + 3 * 5 + 1 + 1)
+    assert board["ncbi_disease:f1:tied_with_best"].tolist() == [True, False]  # sloppy is far below perfect
     assert board["source"].tolist() == ["run", "run"]
     assert board["model"].tolist() == ["perfect", "sloppy"]
     sloppy = board.iloc[1]

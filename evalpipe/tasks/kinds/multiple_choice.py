@@ -26,8 +26,9 @@ multiple choice): no answer is generated. The prompt is the template's ``complet
 continuation (`` A``, `` B`` …; :class:`~evalpipe.tasks.base.ChoiceScoring`, sent by the
 OpenAI-compatible backend as one ``/v1/completions`` request with ``echo`` and ``logprobs``). The
 chosen option is the one with the highest log-probability (the first of equal ones, flagged ``tie``);
-accuracy as above. The log-probabilities are stored as the answer, so ``score`` re-scores them
-without the model. Letters are single tokens, so no length normalisation is needed (lm-evaluation-
+accuracy as above, and the calibration of the option probabilities (softmax over the options'
+log-probabilities): ``ece`` and ``brier`` (:mod:`evalpipe.metrics.calibration`), with intervals. The
+log-probabilities are stored as the answer, so ``score`` re-scores them without the model. Letters are single tokens, so no length normalisation is needed (lm-evaluation-
 harness's ``acc_norm`` equals ``acc`` here).
 """
 
@@ -44,7 +45,8 @@ from pydantic import Field, field_validator, model_validator
 
 from evalpipe.data.records import Record
 from evalpipe.text.distinct import distinct_problem
-from evalpipe.metrics.aggregation import Mean
+from evalpipe.metrics.aggregation import Mean, evaluate
+from evalpipe.metrics.calibration import ExpectedCalibrationError, MeanOverScored, calibration_parts, option_probabilities
 from evalpipe.metrics.classification import accuracy
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.letter import parse_letter
@@ -225,7 +227,9 @@ def parse_logprobs(answer: str, example: Example) -> Prediction:
     """``{"logprobs": {" A": -0.4, " B": -2.1, …}}`` → the letter of the most likely option.
 
     Not such JSON, or a log-probability missing or not a finite number for an option: a parse failure
-    (``not_logprobs``). Equal maxima: the first option in order, flagged ``tie``."""
+    (``not_logprobs``). Equal maxima: the first option in order, flagged ``tie``. The option
+    probabilities (softmax, in option order) are kept in the diagnostics (``probabilities``) for the
+    calibration metrics."""
     wanted = continuations(example)
     try:
         scores = json.loads(answer)["logprobs"]
@@ -236,12 +240,40 @@ def parse_logprobs(answer: str, example: Example) -> Prediction:
         return Prediction(None, True, {"not_logprobs": True, "tie": False})
     best = max(values)
     index = values.index(best)
-    return Prediction(wanted[index].strip(), False, {"not_logprobs": False, "tie": values.count(best) > 1})
+    return Prediction(wanted[index].strip(), False, {"not_logprobs": False, "tie": values.count(best) > 1,
+                                                     "probabilities": option_probabilities(values)})
+
+
+def score_loglikelihood(examples: Sequence[Example], predictions: Sequence[Prediction],
+                        options: MetricOptions) -> ScoreSheet:
+    """``accuracy`` as :func:`score`, plus ``ece`` and ``brier`` of the option probabilities over the
+    samples that have them (:mod:`evalpipe.metrics.calibration`; a failed answer has none). The corpus
+    values are the declared aggregations of the parts (one arithmetic, whole or a chunk at a time);
+    tests check them against an independent computation."""
+    base = score(examples, predictions, options)
+    per_sample, parts = [], []
+    for example, prediction, shown in zip(examples, predictions, base.per_sample):
+        probabilities = prediction.diagnostics.get("probabilities") if not prediction.failed else None
+        sample = {"accuracy": shown["accuracy"]}
+        scores = dict(shown)
+        if probabilities:
+            letters = [o["letter"] for o in example.inputs["options"]]
+            cal = calibration_parts(probabilities, letters.index(str(example.gold)))
+            sample.update(cal)
+            scores.update(confidence=max(probabilities), brier=cal["cal.brier"])
+        per_sample.append(scores)
+        parts.append(sample)
+    aggregations = {**base.aggregations, "ece": ExpectedCalibrationError(), "brier": MeanOverScored("brier")}
+    corpus = dict(base.corpus)
+    for name in ("ece", "brier"):
+        corpus[name] = evaluate(aggregations[name], parts)
+    return ScoreSheet(corpus=corpus, per_sample=per_sample, parts=parts, aggregations=aggregations)
 
 
 LOGLIKELIHOOD_SCORING = Scoring(
-    parse=parse_logprobs, score=score, empty=lambda ex: Prediction(None, True, {"no_answer": True}),
-    description="the option whose letter has the highest log-probability after the prompt; accuracy",
+    parse=parse_logprobs, score=score_loglikelihood, empty=lambda ex: Prediction(None, True, {"no_answer": True}),
+    description="the option whose letter has the highest log-probability after the prompt; accuracy, and the "
+                "calibration of the option probabilities (ece, brier)",
     samplewise=True)
 
 
@@ -258,9 +290,20 @@ def structured(task: MultipleChoiceTask) -> StructuredOutput:
     return StructuredOutput(schema=schema, to_text=lambda value, example: value["answer"])
 
 
+CALIBRATION_DEFINITIONS = {
+    "ece": "expected calibration error of the option probabilities (softmax of the options' log-probabilities): "
+           "10 equal-width confidence bins, Σ (bin size / N)·|accuracy − mean confidence|; log-likelihood scoring "
+           "only; lower is better",
+    "brier": "mean over questions of Σ over options (probability − 1[gold])², 0 to 2; log-likelihood scoring only; "
+             "lower is better",
+}
+
+
 def parts(task: MultipleChoiceTask) -> KindParts:
     return KindParts(scorings={"default": GENERATIVE}, shot_target=lambda ex: str(ex.gold),
-                     metrics=("accuracy",), primary_metric="accuracy",
+                     # ece and brier exist only under log-likelihood scoring (option probabilities)
+                     metrics=("accuracy", "ece", "brier"), primary_metric="accuracy",
+                     definitions=CALIBRATION_DEFINITIONS,
                      choice_scoring=ChoiceScoring(continuations=continuations, scoring=LOGLIKELIHOOD_SCORING),
                      structured=structured(task))
 
