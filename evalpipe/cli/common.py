@@ -53,6 +53,23 @@ EngineArgOption = Annotated[list[str], typer.Option(
     "--engine-arg", help="Any other engine option, KEY=VALUE (repeatable), passed through: vLLM e.g. "
     "max-num-seqs=256, quantization=awq, enforce-eager=true; llama.cpp e.g. n_gpu_layers=20.")]
 StartupTimeoutOption = Annotated[float, typer.Option(help="Seconds to wait for an engine evalpipe starts to answer.")]
+# endpoint, data and run-directory options shared by `run` and `contamination`
+ModelOption = Annotated[Optional[str], typer.Option(envvar="EVALPIPE_MODEL", help="Model name as the endpoint serves it.")]
+BaseUrlOption = Annotated[list[str], typer.Option(help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1; repeat for replicas of the same model (default: $EVALPIPE_BASE_URL).")]
+EngineOption = Annotated[Optional[str], typer.Option(help="Start a local engine: llamacpp (default model: the bundled SmolLM2-135M), vllm (server), vllm-inprocess.")]
+EndpointOption = Annotated[str, typer.Option(help="chat (instruction-tuned models) or completions (base models).")]
+ApiKeyEnvOption = Annotated[str, typer.Option(help="Name of the environment variable holding the API key (its value is never written anywhere). Unset = 'EMPTY', fine for local servers.")]
+SplitOption = Annotated[Optional[str], typer.Option(help="Evaluated split (default: the task's test split).")]
+LimitOption = Annotated[Optional[int], typer.Option(help="Only the first N samples, in file order.")]
+DataOption = Annotated[list[str], typer.Option("--data", help="TASK=PATH: the task's evaluated file; TASK:ROLE=PATH another file it reads (its roles: `evalpipe tasks`; repeatable).")]
+DataDirOption = Annotated[Optional[str], typer.Option(help="Folder holding the data files under their distributed names.")]
+ConcurrencyOption = Annotated[Optional[int], typer.Option(help="Requests in flight at most (default 64; with --engine vllm-inprocess 256, so a batch holds up to 512 prompts; with --engine llamacpp 2).")]
+TimeoutOption = Annotated[float, typer.Option(help="Seconds per request attempt.")]
+MaxRetriesOption = Annotated[int, typer.Option(help="Retries per request for retryable failures.")]
+AllowExternalOption = Annotated[bool, typer.Option(help="Allow credentialed (PhysioNet) data to go to a non-local endpoint.")]
+RunNameOption = Annotated[Optional[str], typer.Option(help="Run directory name (default: derived from the options, so the same command resumes).")]
+ResultsDirOption = Annotated[Path, typer.Option(help="Where run directories go.")]
+TaskArgOption = Annotated[list[str], typer.Option("--task-arg", help="A task's own setting, TASK:NAME=VALUE (repeatable; `evalpipe tasks` lists each task's settings).")]
 # judging options shared by `judge` and `run` (see evalpipe.judging)
 JudgeOption = Annotated[list[str], typer.Option("--judge", help="A judge of free-text answers: MODEL=URL (an OpenAI-compatible /v1 endpoint serving MODEL); repeat for a jury.")]
 JudgeEngineOption = Annotated[Optional[str], typer.Option("--judge-engine", help="Also judge with a local engine evalpipe starts: llamacpp (the bundled SmolLM2-135M; an offline demo, not a useful judge).")]
