@@ -250,7 +250,7 @@ async def execute_probe(
             store = ResponseStore(run.store_path)
             try:
                 return await _probe_locked(config, options, spec, data, items, skipped, references, plans, texts,
-                                           stage, store, run, factory, progress, on_prepared)
+                                           stage, store, run, factory, progress, on_prepared, previous)
             finally:
                 store.close()
     finally:
@@ -262,7 +262,8 @@ async def _probe_locked(config: RunConfig, options: ProbeOptions, spec: Any, dat
                         skipped: list[str], references: list[str], plans: list[Plan],
                         texts: Mapping[str, Mapping[str, str]], stage: PlanStage, store: ResponseStore, run: RunDir,
                         factory: OnceFactory, progress: ProgressSink,
-                        on_prepared: Callable[[RunDir, int, int], None] | None) -> ProbeOutcome:
+                        on_prepared: Callable[[RunDir, int, int], None] | None,
+                        previous: Mapping[str, Any] | None = None) -> ProbeOutcome:
     for plan in plans:
         store.write_staged_plan(plan.name, stage.path, plan.name, texts[plan.name])
     completions = [p for p in plans if p.model == config.model]
@@ -301,6 +302,11 @@ async def _probe_locked(config: RunConfig, options: ProbeOptions, spec: Any, dat
     outcome.result = score_probe(config, options, spec, data, items, skipped, references, plans, store, failures,
                                  min_k_problem, backend_info(factory))
     outcome.failed = outcome.result["errors"]["count"]
+    earlier = (previous or {}).get("settings") or {}
+    settings = outcome.result["settings"]
+    if settings["backend"] is None:  # answered wholly from the store: what answered is what was recorded
+        settings["backend"] = earlier.get("backend")
+    settings["created"] = earlier.get("created", settings["updated"])
     run.write_json(run.path / RESULT_FILE, outcome.result)
     return outcome
 
@@ -410,5 +416,5 @@ def _settings(config: RunConfig, options: ProbeOptions, data: Any, backend: Mapp
         "templates_sha256": template_sha256(),
         "data_files": {str(f): file_sha256(Path(f)) for f in data.files},
         "backend": backend, "evalpipe_version": __version__,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
