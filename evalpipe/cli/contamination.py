@@ -129,7 +129,8 @@ def _execute(config: RunConfig, probe: Any, results_dir: Path, startup_timeout: 
     console.print(f"results: {outcome.run_dir.path / 'contamination.json'}  (requests sent {outcome.sent}, "
                   f"from store {outcome.cached})", highlight=False, soft_wrap=True)
     if outcome.failed:
-        err.print(f"{outcome.failed} sample(s) lack an answer (see contamination.json, errors); "
+        err.print(f"{outcome.failed} request(s) failed for good (see contamination.json: errors, "
+                  "min_k_prob.unanswered); "
                   "re-run the same command to retry only those", style="yellow")
         return EXIT_FAILED_REQUESTS
     return 0

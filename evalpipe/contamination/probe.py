@@ -277,31 +277,30 @@ async def _probe_locked(config: RunConfig, options: ProbeOptions, spec: Any, dat
     failures: dict[str, Completion] = {}
     min_k_problem: str | None = None
     workers = 2 * max(config.concurrency, 1) * (1 + len(config.replicas))
-    progress.start(total=total, cached=outcome.cached)
+    backend = factory(config) if pending or pending_lp else None
+    if backend is not None:
+        await backend.preflight()
+    if backend is not None and pending_lp:  # one short request: can this endpoint give them at all?
+        min_k_problem = await lp.unavailable(backend)
+    asked_lp = pending_lp if min_k_problem is None else 0
+    progress.start(total=total - pending_lp + asked_lp, cached=outcome.cached)
     try:
-        if pending:
-            backend = factory(config)
-            await backend.preflight()
+        if backend is not None and pending:
             await fetch_answers(_queued(store, "probe_completions", _texts(texts, completions)), backend, store,
                                 progress, writer=AnswerWriter(store, backend.model), count=pending,
                                 failures=failures, workers=workers)
             outcome.sent += pending
-        if pending_lp:
-            backend = factory(config)
-            if not pending:
-                await backend.preflight()
-            min_k_problem = await lp.unavailable(backend)
-            if min_k_problem is None:
-                scorer = lp.PromptLogprobs(backend)
-                await fetch_answers(_queued(store, "probe_logprobs", _texts(texts, scored_texts)), scorer,  # type: ignore[arg-type]
-                                    store, progress, writer=AnswerWriter(store, scorer.model), count=pending_lp,
-                                    failures=failures, workers=workers)
-                outcome.sent += pending_lp
+        if backend is not None and asked_lp:
+            scorer = lp.PromptLogprobs(backend)
+            await fetch_answers(_queued(store, "probe_logprobs", _texts(texts, scored_texts)), scorer,  # type: ignore[arg-type]
+                                store, progress, writer=AnswerWriter(store, scorer.model), count=asked_lp,
+                                failures=failures, workers=workers)
+            outcome.sent += asked_lp
     finally:
         progress.close()
     outcome.result = score_probe(config, options, spec, data, items, skipped, references, plans, store, failures,
                                  min_k_problem, backend_info(factory))
-    outcome.failed = outcome.result["errors"]["count"]
+    outcome.failed = outcome.result["errors"]["count"] + outcome.result["min_k_prob"].get("unanswered", 0)
     earlier = (previous or {}).get("settings") or {}
     settings = outcome.result["settings"]
     if settings["backend"] is None:  # answered wholly from the store: what answered is what was recorded
@@ -374,7 +373,8 @@ def score_probe(config: RunConfig, options: ProbeOptions, spec: Any, data: Any, 
         "skipped": {"count": len(skipped), "min_tokens": options.min_tokens, "ids": list(skipped),
                     "why": f"first input field with fewer than {options.min_tokens} whitespace tokens, or none"},
         "errors": {"count": len(errors), "samples": errors},
-        "min_k_prob": _min_k_summary(options, test_scores, reference_scores, min_k_problem, bool(references)),
+        "min_k_prob": _min_k_summary(options, test_scores, reference_scores, min_k_problem, bool(references),
+                                     len(items) + len(references)),
         "fields": dict(Counter(i.field for i in items)),
         "samples": samples,
         "settings": _settings(config, options, data, backend),
@@ -387,7 +387,7 @@ def _min_k(answer: Completion | None, k: float) -> float | None:
 
 
 def _min_k_summary(options: ProbeOptions, test: Sequence[float], reference: Sequence[float], problem: str | None,
-                   asked_reference: bool) -> dict[str, Any]:
+                   asked_reference: bool, texts: int) -> dict[str, Any]:
     if options.min_k <= 0:
         return {"available": False, "reason": "not asked for (--min-k 0)"}
     if not test:
@@ -397,6 +397,8 @@ def _min_k_summary(options: ProbeOptions, test: Sequence[float], reference: Sequ
         "available": True, "k": options.min_k, "test_mean": test_mean, "reference_mean": ref_mean,
         "difference": test_mean - ref_mean if test_mean is not None and ref_mean is not None else None,
         "n_test": len(test), "n_reference": len(reference),
+        # texts whose log-probability request failed for good (a re-run asks them again)
+        "unanswered": texts - len(test) - len(reference),
     }
     if not asked_reference:
         out["note"] = "no --reference-text: the test texts' score has nothing to be compared with"
