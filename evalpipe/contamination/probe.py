@@ -145,8 +145,10 @@ def probe_items(config: RunConfig, options: ProbeOptions) -> tuple[Any, list[Pro
             skipped.append(example.id)
             continue
         items.append(ProbeItem(example.id, name, example.inputs[name], halves))
-    if options.field is not None and not items and seen_inputs and options.field not in seen_inputs:
-        raise RunError(f"task {spec.name} has no input {options.field!r} (--field); its inputs: "
+    if options.field is not None and not items and seen_inputs:
+        what = (f"is text of {options.min_tokens} tokens or more in no sample" if options.field in seen_inputs
+                else "does not exist")
+        raise RunError(f"task {spec.name}: input {options.field!r} (--field) {what}; its inputs: "
                        f"{', '.join(seen_inputs)}")
     return spec, items, skipped, data
 
