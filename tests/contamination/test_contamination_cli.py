@@ -24,8 +24,8 @@ LIMIT = 20
 GENERIC = "I cannot tell how this text goes on."
 
 
-def evalpipe(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+def evalpipe(*args: str, timeout: float = 180, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
     env.pop("EVALPIPE_BASE_URL", None)
     return subprocess.run([sys.executable, "-m", "evalpipe.cli", *args], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=timeout)
@@ -59,9 +59,9 @@ def reciter(recited: list[str]):
     return answer
 
 
-def probe(server: FakeOpenAIServer, results: Path, *more: str) -> subprocess.CompletedProcess:
+def probe(server: FakeOpenAIServer, results: Path, *more: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return evalpipe("contamination", "--task", "clue_meqsum", "--base-url", server.url, "--model", "fake-model",
-                    "--limit", str(LIMIT), "--results-dir", str(results), *more)
+                    "--limit", str(LIMIT), "--results-dir", str(results), *more, env=env)
 
 
 def result_of(results: Path) -> dict:
@@ -92,10 +92,14 @@ def test_a_model_reciting_half_the_questions_is_likely_contaminated(tmp_path, qu
 
 
 def test_a_model_reciting_nothing_shows_no_evidence(tmp_path, questions):
-    with FakeOpenAIServer(responder=lambda body: GENERIC) as server:
-        done = probe(server, tmp_path, "--min-k", "0")
+    secret = "sk-test-contamination-7f6e5d4c3b2a"
+    with FakeOpenAIServer(responder=lambda body: GENERIC, api_key=secret) as server:
+        done = probe(server, tmp_path, "--min-k", "0", env={"OPENAI_API_KEY": secret})
         assert done.returncode == 0, done.stderr
         assert server.total_requests == 2 * LIMIT  # no log-probability requests with --min-k 0
+    for path in tmp_path.rglob("*"):  # the API key reaches no file and no output
+        assert not path.is_file() or secret.encode() not in path.read_bytes(), path
+    assert secret not in done.stdout + done.stderr
     result = result_of(tmp_path)
     assert result["verdict"] == "no_evidence"
     assert result["exact"] == result["near_exact"] == 0 and not any(s["near_exact"] for s in result["samples"])
