@@ -327,9 +327,9 @@ def score_probe(config: RunConfig, options: ProbeOptions, spec: Any, data: Any, 
     """The result (see :mod:`evalpipe.contamination.result`) from the answers in the store."""
     by_name = {p.name.rsplit(":", 1)[1]: p for p in plans}
     answers = store.get_many([k for p in plans for k in p.keys])
-    guided_keys = dict((sid, key) for sid, key, _ in by_name[GUIDED].rows)
-    general_keys = dict((sid, key) for sid, key, _ in by_name[GENERAL].rows)
-    min_k_keys = dict((sid, key) for sid, key, _ in by_name["min_k"].rows) if "min_k" in by_name else {}
+    guided_keys = {sid: key for sid, key, _ in by_name[GUIDED].rows}
+    general_keys = {sid: key for sid, key, _ in by_name[GENERAL].rows}
+    min_k_keys = {sid: key for sid, key, _ in by_name["min_k"].rows} if "min_k" in by_name else {}
     samples, guided, general, errors = [], [], [], []
     exact = near = 0
     test_scores: list[float] = []

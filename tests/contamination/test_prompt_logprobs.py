@@ -55,7 +55,7 @@ def test_a_field_that_is_no_text_is_one_clear_error(tmp_path):
     from evalpipe.outcome import RunError
 
     config = RunConfig(tasks=("clue_meqsum",), model="m", limit=3)
-    spec, items, skipped, _ = probe_items(config, ProbeOptions())
+    _, items, skipped, _ = probe_items(config, ProbeOptions())
     assert [i.field for i in items] == ["question"] * 3 and not skipped
     with pytest.raises(RunError, match=r"input 'nope' \(--field\) does not exist; its inputs: question"):
         probe_items(config, ProbeOptions(field="nope"))
