@@ -26,7 +26,7 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -113,9 +113,9 @@ class ProbeOutcome:
     result: dict[str, Any]
     sent: int = 0
     cached: int = 0
-    #: samples without both answers (their requests failed for good; a re-run retries only those)
+    #: samples without both answers, and texts without log-probabilities (their requests failed for
+    #: good; a re-run retries only those)
     failed: int = 0
-    notes: list[str] = field(default_factory=list)
 
 
 # ---- 1. load and cut ----------------------------------------------------------------------------
