@@ -645,7 +645,13 @@ def prepare(config: RunConfig, skipped: dict[str, str] | None = None,
 
 def check_endpoint_policy(prepared: Sequence[PreparedTask], config: RunConfig) -> None:
     """Refuse to send credentialed data to a non-local endpoint unless explicitly allowed."""
-    credentialed = [p.spec.name for p in prepared if p.spec.credentialed]
+    check_specs_endpoint_policy([p.spec for p in prepared], config)
+
+
+def check_specs_endpoint_policy(specs: Sequence[TaskSpec], config: RunConfig) -> None:
+    """:func:`check_endpoint_policy` for tasks by their specs (what a probe of a task's data sends,
+    :mod:`evalpipe.contamination`, is guarded by the very same rule)."""
+    credentialed = [spec.name for spec in specs if spec.credentialed]
     if not credentialed or config.allow_external_endpoint:
         return
     urls = (config.base_url, *config.replicas, config.embeddings_url)  # every replica, and the embedder

@@ -32,6 +32,8 @@ Design decisions, and why:
   ``{"logprobs": {continuation: sum}, "tokens": {continuation: count}}``. A server that returns no
   prompt log-probabilities (no echo, OpenAI's chat-only models, llama.cpp's server) is told apart by
   :meth:`check_choice_scoring`, one short probe before a run, with a one-line error.
+  :meth:`~OpenAICompatBackend.prompt_logprobs` is the same echo request for one text, giving every
+  token's log-probability (the contamination probe's Min-K % Prob).
 * **Credentials are never shown or stored.** The config holds only the *name* of the key's
   environment variable; every error text *and every answer* passes :meth:`Credentials.scrub`, which
   knows the key, the Bearer header, URL user-info and its Basic header, and query-string secrets —
@@ -295,6 +297,56 @@ class OpenAICompatBackend:
             raise BackendError(f"{self.shown_url} cannot score options by log-likelihood: {failure}; it must return "
                                "prompt log-probabilities from /v1/completions with echo (vLLM's server does; "
                                "chat-only APIs and llama.cpp's server do not); use --mcqa-scoring generate") from None
+
+    async def prompt_logprobs(self, prompt: Prompt) -> Completion:
+        """The log-probability of every token of ``prompt.text`` given the tokens before it (one
+        ``/completions`` request with ``echo``, ``logprobs`` 1 and the prompt's ``max_tokens``, 1),
+        stored as ``{"token_logprobs": [...]}`` — the tokens that start inside the text, the first
+        one (no context: the server gives null) left out. Min-K % Prob reads it
+        (:mod:`evalpipe.contamination`). Failures are values, as for any request."""
+        started = time.perf_counter()
+        text = prompt.text or ""
+        body: dict[str, Any] = {"model": self.model, **prompt.params.sampling_options(), "prompt": text,
+                                "echo": True, "logprobs": 1}
+        url, payload = self._paths["completions"], json.dumps(body).encode("ascii")
+
+        async def attempt() -> tuple[list[float], Usage]:
+            data = await self._send(url, payload)
+            try:
+                values = _prompt_token_logprobs(data, text)
+            except RequestFailed as failure:
+                self._errors[failure.reason] += 1
+                raise
+            return values, self._checked_usage(data.get("usage"))
+
+        try:
+            (values, usage), attempts = await call_with_retries(self._retrying, attempt)
+        except GaveUp as gave_up:
+            return self._failed(gave_up.failure.reason, gave_up.failure.detail, gave_up.attempts, started,
+                                "completions")
+        except EndpointGone:  # the one failure that stops the run: the endpoint has gone
+            raise
+        except Exception as err:  # a bug or a library surprise: one sample fails, the run goes on
+            log.warning("unexpected %s from %s", type(err).__name__, self.shown_url)
+            return self._failed(f"unexpected {type(err).__name__}", str(err), 1, started, "completions")
+        self._counts.successes += 1
+        self._counts.retries += attempts - 1
+        return Completion(text=json.dumps({"token_logprobs": values}), finish_reason="logprobs", usage=usage,
+                          latency_s=time.perf_counter() - started, attempts=attempts,
+                          endpoint_url=self._urls["completions"])
+
+    async def check_prompt_logprobs(self) -> None:
+        """Raise BackendError unless the endpoint returns prompt log-probabilities (one short probe)."""
+        text = "The capital of France is Paris"
+        body = {"model": self.model, "prompt": text, "max_tokens": 1, "temperature": 0.0, "echo": True, "logprobs": 1}
+        try:
+            _prompt_token_logprobs(await self._probe("POST", self._paths["completions"], json.dumps(body).encode()),
+                                   text)
+        except GaveUp as gave_up:
+            raise BackendError(f"{self.shown_url} returns no prompt log-probabilities "
+                               f"({gave_up.failure.detail or gave_up.failure.reason})") from None
+        except RequestFailed as failure:
+            raise BackendError(f"{self.shown_url} returns no prompt log-probabilities ({failure.detail or failure})") from None
 
     async def models(self) -> list[dict[str, Any]]:
         """``GET /models``'s entries, fetched once (concurrent callers share the one request)."""
@@ -611,3 +663,24 @@ def _choice_logprobs(data: Any, text: str, choices: Sequence[str]) -> tuple[dict
         scores[choice] = float(sum(picked))
         tokens[choice] = len(picked)
     return scores, tokens
+
+
+def _prompt_token_logprobs(data: Any, text: str) -> list[float]:
+    """The log-probabilities of the echoed tokens of ``text`` (those starting before its end; the
+    generated token after it left out), without the first token's null. A reply without them is a
+    failure another attempt cannot mend."""
+    try:
+        logprobs = data["choices"][0].get("logprobs")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise RequestFailed("unexpected response shape", retryable=True) from None
+    offsets = logprobs.get("text_offset") if isinstance(logprobs, dict) else None
+    values = logprobs.get("token_logprobs") if isinstance(logprobs, dict) else None
+    if not isinstance(offsets, list) or not isinstance(values, list) or len(offsets) != len(values):
+        raise RequestFailed("no prompt log-probabilities", retryable=False,
+                            detail="the reply has no logprobs.text_offset/token_logprobs for the echoed prompt")
+    picked = [v for o, v in zip(offsets, values) if isinstance(o, int) and o < len(text) and v is not None]
+    if not picked or any(not isinstance(v, (int, float)) or isinstance(v, bool) for v in picked):
+        raise RequestFailed("no prompt log-probabilities", retryable=False,
+                            detail="no log-probability for a token of the echoed prompt")
+    return [float(v) for v in picked]
+

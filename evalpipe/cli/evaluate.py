@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 import time
 from dataclasses import replace
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -28,6 +30,7 @@ from evalpipe.tasks.registry import resolve
 from evalpipe.robustness import plain_metrics
 from evalpipe.terminal import metrics_table, robustness_table, summary_lines
 
+from evalpipe.cli.common import AllowExternalOption, ApiKeyEnvOption, BaseUrlOption, ConcurrencyOption, DataDirOption, DataOption, EndpointOption, EngineOption, LimitOption, MaxAnswerBytesOption, MaxRetriesOption, ModelOption, ResultsDirOption, ReuseOtherEndpointOption, RunNameOption, SplitOption, TaskArgOption, TimeoutOption, UnreachableAfterOption
 from evalpipe.cli.common import DEFAULT_CONCURRENCY, DtypeOption, EXIT_ENDPOINT_GONE, EXIT_ENGINE_DIED, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, EngineArgOption, GpuMemoryOption, INPROCESS_CONCURRENCY, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, LLAMACPP_CONCURRENCY, key_env, RevisionOption, StartupTimeoutOption, TaskFileOption, TasksDirOption, TensorParallelOption, USER_ERRORS, _fail, _user_tasks, app, console, err
 
 
@@ -105,17 +108,17 @@ def run(
     suite: Annotated[list[str], typer.Option("--suite", help="Suite name (repeatable).")] = [],
     task_file: TaskFileOption = [],
     tasks_dir: TasksDirOption = [],
-    model: Annotated[Optional[str], typer.Option(envvar="EVALPIPE_MODEL", help="Model name as the endpoint serves it.")] = None,
-    base_url: Annotated[list[str], typer.Option(help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1; repeat for replicas of the same model (default: $EVALPIPE_BASE_URL).")] = [],
-    engine: Annotated[Optional[str], typer.Option(help="Start a local engine: llamacpp (default model: the bundled SmolLM2-135M), vllm (server), vllm-inprocess.")] = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = [],
+    engine: EngineOption = None,
     tensor_parallel_size: TensorParallelOption = None,
     dtype: DtypeOption = None,
     gpu_memory_utilization: GpuMemoryOption = None,
     revision: RevisionOption = None,
     engine_arg: EngineArgOption = [],
     startup_timeout: StartupTimeoutOption = 600.0,
-    endpoint: Annotated[str, typer.Option(help="chat (instruction-tuned models) or completions (base models).")] = "chat",
-    api_key_env: Annotated[Optional[str], typer.Option(help="Name of the environment variable holding the API key (its value is never written anywhere). Default OPENAI_API_KEY; unset = 'EMPTY', fine for local servers. A variable named here must be set.")] = None,
+    endpoint: EndpointOption = "chat",
+    api_key_env: ApiKeyEnvOption = None,
     shots: Annotated[Optional[int], typer.Option(help="Few-shot examples (default: each task's own; `evalpipe tasks` lists them).")] = None,
     fewshot_seed: Annotated[Optional[int], typer.Option(help="Draw shots at random from the train split with this seed (default: the first K).")] = None,
     fewshot_as_turns: Annotated[bool, typer.Option(help="Give shots as user/assistant chat turns instead of one message.")] = False,
@@ -124,18 +127,13 @@ def run(
     top_p: Annotated[Optional[float], typer.Option()] = None,
     seed: Annotated[Optional[int], typer.Option(help="Sampling seed passed to the endpoint.")] = None,
     max_tokens: Annotated[Optional[int], typer.Option(help="Override the task's max_tokens.")] = None,
-    split: Annotated[Optional[str], typer.Option(help="Evaluated split (default: the task's test split).")] = None,
-    limit: Annotated[Optional[int], typer.Option(help="Only the first N samples, in file order.")] = None,
+    split: SplitOption = None,
+    limit: LimitOption = None,
     ids: Annotated[Optional[str], typer.Option(help="Comma-separated sample ids to evaluate.")] = None,
-    data: Annotated[list[str], typer.Option("--data", help="TASK=PATH: the task's evaluated file; TASK:ROLE=PATH another file it reads (its roles: `evalpipe tasks`; repeatable).")] = [],
+    data: DataOption = [],
     context_length: Annotated[Optional[int], typer.Option(help="Model context in tokens for budgeting long inputs (default: ask the server).")] = None,
-    data_dir: Annotated[Optional[str], typer.Option(help="Folder holding the data files under their distributed names.")] = None,
-    concurrency: Annotated[Optional[int], typer.Option(help="Requests in flight at most (default 64; with --engine vllm-inprocess 256, so a batch holds up to 512 prompts; with --engine llamacpp 2).")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds per request attempt.")] = 120.0,
-    max_retries: Annotated[int, typer.Option(help="Retries per request for retryable failures.")] = 6,
-    unreachable_after: Annotated[float, typer.Option(help="Stop the run when the endpoint accepted no connection for this many seconds (only refused connections, nothing answered; 0 = never). Answers so far stay stored.")] = 30.0,
-    reuse_answers_from_other_endpoint: Annotated[bool, typer.Option(help="Reuse answers this run directory holds from another endpoint (other URL, or another model behind the same name); recorded in config.json. Without it such a run stops and says so.")] = False,
-    max_answer_bytes: Annotated[int, typer.Option(help="Largest reply body read from the endpoint (default 16 MiB); a larger one is a counted error ('answer too large'), never stored.")] = 16 * 1024 * 1024,
+    endpoint: EndpointOption = "chat",
+    api_key_env: ApiKeyEnvOption = None,
     compat: Annotated[Optional[str], typer.Option(help="Score like a reference implementation, e.g. evalscope.")] = None,
     rouge_stemmer: Annotated[bool, typer.Option(help="ROUGE with Porter stemming.")] = False,
     bertscore_model: Annotated[Optional[str], typer.Option(help="BERTScore encoder (local path or hub name).")] = None,
@@ -143,10 +141,10 @@ def run(
     bertscore_idf: Annotated[bool, typer.Option(help="BERTScore with idf weighting.")] = False,
     bertscore_baseline: Annotated[Optional[str], typer.Option(help="BERTScore baseline file for rescaling.")] = None,
     umls_extractor: Annotated[Optional[str], typer.Option(help="UMLS concept extractor: scispacy, or none.")] = None,
-    allow_external_endpoint: Annotated[bool, typer.Option(help="Allow credentialed (PhysioNet) data to go to a non-local endpoint.")] = False,
-    run_name: Annotated[Optional[str], typer.Option(help="Run directory name (default: derived from the options, so the same command resumes).")] = None,
-    results_dir: Annotated[Path, typer.Option(help="Where run directories go.")] = DEFAULT_ROOT,
-    task_arg: Annotated[list[str], typer.Option("--task-arg", help="A task's own setting, TASK:NAME=VALUE (repeatable; `evalpipe tasks` lists each task's settings).")] = [],
+    allow_external_endpoint: AllowExternalOption = False,
+    run_name: RunNameOption = None,
+    results_dir: ResultsDirOption = DEFAULT_ROOT,
+    task_arg: TaskArgOption = [],
     embeddings_url: Annotated[Optional[str], typer.Option(help="Retrieval tasks: an OpenAI-compatible /v1 URL serving an embedding model.")] = None,
     embeddings_model: Annotated[Optional[str], typer.Option(help="Retrieval tasks: the embedding model's name at --embeddings-url.")] = None,
     embeddings_path: Annotated[Optional[str], typer.Option(help="Retrieval tasks: a local sentence-transformers model folder instead of a URL.")] = None,
@@ -338,23 +336,11 @@ def execute_run(config: RunConfig, results_dir: Path, startup_timeout: float = 6
         err.print(f"run {run.path}: {total} prompts, {total - pending} already answered, {pending} to send",
                   highlight=False)
 
-    server: ManagedServer | None = None
     try:
-        if config.engine is not None and config.model != "default":
-            config = replace(config, model_fingerprint=local_model_fingerprint(config.model))
-        if config.engine in ("llamacpp", "vllm"):
-            spec = server_spec(config.engine, None if config.model == "default" else config.model,
-                               config.context_length, dict(config.engine_options))
-            config = replace(config, base_url=spec.base_url, model=spec.model,
-                             context_length=config.context_length or spec.context_length)
-            err.print(f"starting {spec.name} ({spec.model}) on {spec.base_url} …", highlight=False)
-            server = ManagedServer(spec, startup_timeout_s=startup_timeout)
-            started = time.monotonic()
-            server.start()
-            err.print(f"{spec.name} server ready in {time.monotonic() - started:.1f}s", highlight=False)
-        # watched: the run stops within a second if the engine evalpipe started dies under it
-        outcome = asyncio.run(run_watched(execute(config, make_backend, results_dir, make_progress(err), announce),
-                                          [server] if server is not None else []))
+        with local_engine(config, startup_timeout) as (config, server):
+            # watched: the run stops within a second if the engine evalpipe started dies under it
+            outcome = asyncio.run(run_watched(execute(config, make_backend, results_dir, make_progress(err), announce),
+                                              [server] if server is not None else []))
     except KeyboardInterrupt:
         err.print("interrupted: every answer received so far is saved; "
                   "run the same command again to resume", style="yellow")
@@ -371,14 +357,36 @@ def execute_run(config: RunConfig, results_dir: Path, startup_timeout: float = 6
         if not isinstance(exc, OSError):
             raise
         raise _fail(RunDirError(os_problem(exc)))  # (network errors are the backend's)
-    finally:
-        if server is not None:
-            server.stop()
     if config.batch.get("export"):
         for note in outcome.notes:
             console.print(note, highlight=False)
         return 0, outcome
     return _report(outcome, config.compat, parquet), outcome
+
+
+@contextlib.contextmanager
+def local_engine(config: RunConfig, startup_timeout: float = 600.0) -> Iterator[tuple[RunConfig, ManagedServer | None]]:
+    """The run's config with the local engine it names started (llamacpp, a vLLM server: its URL and
+    model filled in; stopped when the block ends), and a local model's fingerprint; with the started
+    server (None without one), for :func:`evalpipe.engines.watch.run_watched` to watch."""
+    if config.engine is not None and config.model != "default":
+        config = replace(config, model_fingerprint=local_model_fingerprint(config.model))
+    if config.engine not in ("llamacpp", "vllm"):
+        yield config, None
+        return
+    spec = server_spec(config.engine, None if config.model == "default" else config.model,
+                       config.context_length, dict(config.engine_options))
+    config = replace(config, base_url=spec.base_url, model=spec.model,
+                     context_length=config.context_length or spec.context_length)
+    err.print(f"starting {spec.name} ({spec.model}) on {spec.base_url} …", highlight=False)
+    server = ManagedServer(spec, startup_timeout_s=startup_timeout)
+    try:
+        started = time.monotonic()
+        server.start()
+        err.print(f"{spec.name} server ready in {time.monotonic() - started:.1f}s", highlight=False)
+        yield config, server
+    finally:
+        server.stop()
 
 
 @app.command()

@@ -26,6 +26,7 @@ from evalpipe.report.browser import iter_sample_browser
 from evalpipe.report.browser_data import BrowserRows, SampleLinks, run_key
 from evalpipe.report.calibration import calibration_section
 from evalpipe.report.contributions import sections as contributed_sections
+from evalpipe.report import contamination as _contamination  # noqa: F401  (registers the probe's section)
 from evalpipe.report.compare import CompareResult, compare_loaded, compare_section
 from evalpipe.report.document import (
     Cell, Document, Examples, Html, Paragraph, Plot, Section, Table, fmt, fmt_interval,

@@ -246,6 +246,9 @@ class TaskSpec:
     credentialed: bool = False
     #: how to cite the data; shown by ``evalpipe tasks``
     citation: str = ""
+    #: the data set's published name (a task file's ``data.dataset``), e.g. for the contamination probe's
+    #: guided instruction; None = known only by the task's name
+    dataset: str | None = None
     #: cheap check without parsing: why ``load`` would fail for want of a file (None = data there).
     #: A suite run skips such a task with this line instead of failing.
     data_problem: Callable[[LoadOptions], str | None] | None = None

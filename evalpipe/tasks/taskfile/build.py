@@ -215,6 +215,7 @@ def build(source: TaskSource) -> TaskSpec:
         suites=tuple(task.suites),
         credentialed=task.credentialed,
         citation=citation.strip(),
+        dataset=task.data.dataset,
         data_roles=(EVAL, SHOTS) if parts.ranking is None else (EVAL,),
         args=parts.args,
         ranking=parts.ranking,
