@@ -25,7 +25,7 @@ def tasks(
     kinds: Annotated[bool, typer.Option("--kinds", help="List the task kinds a task file can use and exit.")] = False,
     tasks_dir: TasksDirOption = [],
 ) -> None:
-    """List tasks and suites (`tasks NAME`: one task, whole).
+    """List tasks and suites (`tasks NAME`: one task whole).
 
     One task shows its data roles, settings, prompt variants and scorings.
     """

@@ -58,9 +58,10 @@ def contamination(
     min_k: Annotated[float, typer.Option("--min-k", help="Min-K % Prob: the percent of least likely tokens averaged (0: no log-probability requests).")] = 20.0,
     reference_text: Annotated[Optional[Path], typer.Option(help="Min-K % Prob: a UTF-8 text the model cannot have memorised in this form (e.g. written after its training), scored beside the test texts.")] = None,
 ) -> None:
-    """Probe whether a model has seen a task's data (guided vs general completion; Min-K % Prob).
+    """Probe whether a model has seen a task's test data.
 
-    Each sample's first input field is cut in half; the model is asked to continue the first half
+    Guided vs general completion (Golchin & Surdeanu), and Min-K % Prob where the endpoint returns
+    prompt log-probabilities. Each sample's first input field is cut in half; the model is asked to continue the first half
     twice, once told the data set's name and split and once not, and each completion is scored by
     ROUGE-L against the true second half. Writes RUN/contamination.json (by default RUN is the
     directory `evalpipe run` gives the same task, model and data options, so its report shows the
