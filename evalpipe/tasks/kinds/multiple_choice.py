@@ -47,6 +47,7 @@ from evalpipe.metrics.aggregation import Mean
 from evalpipe.metrics.classification import accuracy
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.letter import parse_letter
+from evalpipe.parsers.letter_strict import parse_letter_strict
 from evalpipe.records import Example, Prediction, ScoreSheet
 from evalpipe.tasks.base import ChoiceScoring, Scoring
 from evalpipe.tasks.kinds.base import Drafted, Kind, KindParts, register_kind
@@ -193,18 +194,39 @@ def parse(answer: str, example: Example) -> Prediction:
     return parse_letter(answer, option_map(example))
 
 
+def parse_strict(answer: str, example: Example) -> Prediction:
+    return parse_letter_strict(answer, option_map(example))
+
+
 def score(examples: Sequence[Example], predictions: Sequence[Prediction], options: MetricOptions) -> ScoreSheet:
-    """Accuracy: the share of questions whose parsed letter is the gold one (a failure is wrong)."""
+    """``accuracy``: the share of questions whose parsed letter is the gold one (a failure, an empty
+    answer and an unanswered request are wrong; mean over questions).
+
+    ``truncated_in_reasoning``: the share of questions whose answer stopped inside an unclosed
+    ``<think>`` block with no answer before it (the parser's flag; a reasoning model that ran out of
+    tokens), so a low accuracy caused by a small token budget is visible as such."""
     golds = [ex.gold for ex in examples]
     preds = [p.value for p in predictions]
-    per_sample = [{"accuracy": float(p is not None and p == g)} for g, p in zip(golds, preds)]
-    return ScoreSheet(corpus={"accuracy": accuracy(golds, preds)}, per_sample=per_sample,
-                      aggregations={"accuracy": Mean("accuracy")})
+    per_sample = [{"accuracy": float(p is not None and p == g),
+                   "truncated_in_reasoning": float(bool(pr.diagnostics.get("truncated_in_reasoning")))}
+                  for g, p, pr in zip(golds, preds, predictions)]
+    truncated = sum(row["truncated_in_reasoning"] for row in per_sample)
+    return ScoreSheet(corpus={"accuracy": accuracy(golds, preds),
+                              "truncated_in_reasoning": truncated / len(per_sample) if per_sample else 0.0},
+                      per_sample=per_sample,
+                      aggregations={"accuracy": Mean("accuracy"),
+                                    "truncated_in_reasoning": Mean("truncated_in_reasoning")})
 
 
 GENERATIVE = Scoring(parse=parse, score=score, empty=lambda ex: Prediction(None, True, {"no_answer": True}),
-                     description="the letter the answer commits to (hedges, refusals, empty fail); accuracy",
+                     description="the option the answer commits to, read as a careful grader does (hedges, "
+                     "refusals, empty answers and unfinished reasoning fail); accuracy",
                      samplewise=True)
+
+#: the rules before issue 23 (a stated answer after a hedge rule, no option text, no ``B - …``): earlier numbers
+STRICT_V1 = Scoring(parse=parse_strict, score=score, empty=lambda ex: Prediction(None, True, {"no_answer": True}),
+                    description="strict-v1: evalpipe's first, strict letter rules (reproduces earlier numbers)",
+                    samplewise=True)
 
 
 def continuations(example: Example) -> tuple[str, ...]:
@@ -237,8 +259,8 @@ LOGLIKELIHOOD_SCORING = Scoring(
 
 
 def parts(task: MultipleChoiceTask) -> KindParts:
-    return KindParts(scorings={"default": GENERATIVE}, shot_target=lambda ex: str(ex.gold),
-                     metrics=("accuracy",), primary_metric="accuracy",
+    return KindParts(scorings={"default": GENERATIVE, "strict-v1": STRICT_V1}, shot_target=lambda ex: str(ex.gold),
+                     metrics=("accuracy", "truncated_in_reasoning"), primary_metric="accuracy",
                      choice_scoring=ChoiceScoring(continuations=continuations, scoring=LOGLIKELIHOOD_SCORING))
 
 
