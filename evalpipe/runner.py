@@ -430,8 +430,13 @@ def prepare_conditions(spec: TaskSpec, config: RunConfig, notes: list[str] | Non
         notes.extend(asked.notes)
     stage = stage if stage is not None else PlanStage()
     if not asked.varied:
-        return [prepare_task(spec, config, stage=stage)]
+        prepared = prepare_task(spec, config, stage=stage)
+        if notes is not None and prepared.data.note:
+            notes.append(prepared.data.note)
+        return [prepared]
     data, examples, _ = _load_task(spec, config)
+    if notes is not None and data.note:
+        notes.append(data.note)
     digests = _digests(data)  # once for every condition: each reads the same files
     first, *others = asked.conditions
     shots, prepared = _shots_and_render(
@@ -643,6 +648,8 @@ def _task_record(p: PreparedTask, config: RunConfig) -> dict[str, Any]:
         **({"pool_size": len(p.pool), "pool_digest": pool_digest(p.pool)} if p.pool else {}),
         "data_files": dict(p.data_digests) or {str(f): file_sha256(Path(f)) for f in p.data.files},
         "split": p.data.split,
+        # what the loader decided about the file as a whole (an index base, and how): never silent
+        **({"data_facts": dict(p.data.facts)} if p.data.facts else {}),
         "n": p.size,
         "shots": [s.id for s in p.shots],
         "fewshot_seed": config.fewshot_seed if config.fewshot_seed is not None else p.spec.fewshot_seed,

@@ -87,6 +87,10 @@ class TaskData:
     shot_pool: tuple[Example, ...]
     files: tuple[Path, ...]
     split: str
+    #: what the loader decided about the evaluated file as a whole (an index base and how it was
+    #: decided): recorded in config.json (``data_facts``); ``note`` printed with the run's notes
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    note: str | None = None
 
     def materialized(self) -> TaskData:
         """The data with every example in memory (a stream read once, its errors raised here)."""

@@ -33,6 +33,18 @@ class Drafted:
 
 
 @dataclass(frozen=True)
+class FileReading:
+    """What a ``whole_file`` kind may return instead of a plain list of drafts: the drafts and what it
+    decided about the file as a whole (MedMCQA's index base and how it was decided), recorded in the
+    run's ``config.json`` (``tasks.<name>.data_facts``) and printed, so the decision is never silent."""
+
+    drafts: list[Drafted]
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    #: one line for the user saying what was decided (printed with the run's notes)
+    note: str | None = None
+
+
+@dataclass(frozen=True)
 class KindParts:
     """What a kind contributes to the TaskSpec of one task file."""
 
@@ -74,6 +86,9 @@ class Kind:
     parts: Callable[[Any], KindParts]
     #: ``read`` needs every record of a file at once (the file is checked as a whole)
     whole_file: bool = False
+    #: ``read`` takes the task's settings (``--task-arg``) as a third argument, and may return a
+    #: :class:`FileReading`
+    reads_args: bool = False
 
 
 _KINDS: dict[str, Kind] = {}

@@ -8,11 +8,14 @@ order (``letters`` overrides). Templates see ``example.options``: a list of ``{l
 **Gold** (``fields.answer``), by ``answer_format``:
 
 * ``letter`` — the correct letter (``C``; any case, brackets and a final period ignored);
-* ``index`` — the correct option's position, counted from ``index_base`` (0 or 1). With
-  ``detect_index_base`` (default on) the whole file is checked: an index 0 anywhere means 0-based,
-  an index equal to the number of options means 1-based; both at once, or the other base than
-  declared *and* no evidence, is reported — MedMCQA's ``cop`` is 1-based in its GitHub release and
-  0-based on the Hugging Face hub, and reading one as the other silently shifts every answer;
+* ``index`` — the correct option's position, counted from 0 or 1. ``--task-arg TASK:<field>_base=0|1``
+  (MedMCQA: ``medmcqa:cop_base``) says which; without it, with ``detect_index_base`` (default on),
+  the whole file decides: an index 0 anywhere means 0-based, an index equal to the number of options
+  means 1-based; both at once is an error, and so is neither (a 0-based file whose answers are never
+  A reads as a 1-based one whose answers are never D): the error names the flag. MedMCQA's ``cop`` is
+  1-based in its GitHub release and 0-based on the Hugging Face hub, and reading one as the other
+  silently shifts every answer. The decided base and how it was decided are recorded in config.json
+  (``tasks.<task>.data_facts``) and printed. Without detection, the declared ``index_base``;
 * ``text`` — the correct option's text (PubMedQA's ``final_decision``), matched case-insensitively.
 
 **Parsing**: :func:`evalpipe.parsers.letter.parse_letter` (bare letter, ``Answer: C.``, ``(B)``,
@@ -37,11 +40,13 @@ import json
 import math
 import re
 import string
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from evalpipe.data.errors import DataError
 from evalpipe.data.records import Record
 from evalpipe.metrics.aggregation import Mean
 from evalpipe.metrics.classification import accuracy
@@ -49,8 +54,8 @@ from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.letter import parse_letter
 from evalpipe.parsers.letter_strict import parse_letter_strict
 from evalpipe.records import Example, Prediction, ScoreSheet
-from evalpipe.tasks.base import ChoiceScoring, Scoring
-from evalpipe.tasks.kinds.base import Drafted, Kind, KindParts, register_kind
+from evalpipe.tasks.base import ChoiceScoring, Scoring, TaskArg
+from evalpipe.tasks.kinds.base import Drafted, FileReading, Kind, KindParts, register_kind
 from evalpipe.tasks.taskfile.schema import Strict, TaskFile, Text
 
 
@@ -140,11 +145,42 @@ def _index(value: object) -> int | None:
     return int(text) if re.fullmatch(r"-?\d+", text) else None
 
 
-def index_base(task: MultipleChoiceTask, records: Sequence[Record], counts: Sequence[int]) -> int:
-    """The index base the file uses (see the module docstring)."""
+def base_arg(task: MultipleChoiceTask) -> str:
+    """The ``--task-arg`` naming the index base: ``<answer field>_base`` (MedMCQA: ``cop_base``)."""
+    field = task.fields.gold_field()
+    return f"{field[0] if isinstance(field, list) else field}_base"
+
+
+def _parse_base(text: str) -> int:
+    if text.strip() not in ("0", "1"):
+        raise ValueError(f"an index base is 0 or 1, not {text!r}")
+    return int(text)
+
+
+@dataclass(frozen=True)
+class IndexBase:
+    """The index base a file uses and how that was decided (recorded in config.json, printed)."""
+
+    base: int
+    how: str
+
+
+def index_base(task: MultipleChoiceTask, records: Sequence[Record], counts: Sequence[int],
+               given: int | None = None) -> IndexBase:
+    """The index base the file uses (see the module docstring).
+
+    ``given`` (``--task-arg TASK:<field>_base=0|1``) decides. Otherwise, with ``detect_index_base``,
+    the file decides: an index 0 anywhere → 0-based, an index equal to its question's number of
+    options → 1-based, both → an error (the file mixes bases); neither (every index is 1 … n-1: a
+    0-based file where no answer is A, or a 1-based one where no answer is the last option) → an
+    error naming the flag — the task file's declared base is a guess there, and a wrong guess shifts
+    every answer. Without detection the declared ``index_base`` is used."""
+    arg = base_arg(task)
+    if given is not None:
+        return IndexBase(given, f"--task-arg {task.name}:{arg}={given}")
     declared = task.index_base
-    if not task.detect_index_base:
-        return declared
+    if not task.detect_index_base or not records:
+        return IndexBase(declared, f"declared by the task file (index_base: {declared})")
     zero = next((r for r in records if _index(_gold_value(task, r)[1]) == 0), None)
     top = next((r for r, n in zip(records, counts) if _index(_gold_value(task, r)[1]) == n), None)
     if zero is not None and top is not None:
@@ -152,15 +188,23 @@ def index_base(task: MultipleChoiceTask, records: Sequence[Record], counts: Sequ
         raise top.error(name, f"index {_gold_value(task, top)[1]} equals the number of options (1-based), but line "
                         f"{zero.line} has index 0 (0-based): the file mixes index bases")
     if zero is not None:
-        return 0
+        return IndexBase(0, f"detected: line {zero.line} has {_gold_value(task, zero)[0]} 0")
     if top is not None:
-        return 1
-    return declared
+        value = _gold_value(task, top)
+        return IndexBase(1, f"detected: line {top.line} has {value[0]} {value[1]} (= its number of options)")
+    name = _gold_value(task, records[0])[0]
+    raise DataError(records[0].path, None, name,
+                    f"cannot tell whether {name} is 0- or 1-based: no row has index 0 and none has an index equal "
+                    f"to its number of options, so either base reads every row; pass --task-arg "
+                    f"{task.name}:{arg}=0|1 (MedMCQA's GitHub release is 1-based, the Hugging Face copy 0-based)")
 
 
-def read(task: MultipleChoiceTask, records: Sequence[Record]) -> list[Drafted]:
+def read(task: MultipleChoiceTask, records: Sequence[Record], args: Mapping[str, Any] | None = None) -> FileReading:
     options = [_options(task, record) for record in records]
-    base = index_base(task, records, [len(o) for o in options]) if task.answer_format == "index" else 0
+    decided = None
+    if task.answer_format == "index":
+        decided = index_base(task, records, [len(o) for o in options], (args or {}).get(base_arg(task)))
+    base = decided.base if decided is not None else 0
     out = []
     for record, opts in zip(records, options):
         name, value = _gold_value(task, record)
@@ -183,7 +227,11 @@ def read(task: MultipleChoiceTask, records: Sequence[Record]) -> list[Drafted]:
                                    f"({', '.join(opts.values())})")
             letter = hits[0]
         out.append(Drafted(gold=letter, inputs={"options": [{"letter": k, "text": t} for k, t in opts.items()]}))
-    return out
+    if decided is None:
+        return FileReading(out)
+    arg = base_arg(task)
+    return FileReading(out, facts={arg: decided.base, f"{arg}_decided": decided.how},
+                       note=f"{task.name}: {arg[:-5]} is {decided.base}-based ({decided.how})")
 
 
 def option_map(example: Example) -> dict[str, str]:
@@ -259,7 +307,11 @@ LOGLIKELIHOOD_SCORING = Scoring(
 
 
 def parts(task: MultipleChoiceTask) -> KindParts:
+    args = (TaskArg(base_arg(task), "the index base of the answer column: 0 or 1 (decided from the file when "
+                    "omitted; a file that cannot tell is refused)", parse=_parse_base),) \
+        if task.answer_format == "index" else ()
     return KindParts(scorings={"default": GENERATIVE, "strict-v1": STRICT_V1}, shot_target=lambda ex: str(ex.gold),
+                     args=args,
                      metrics=("accuracy", "truncated_in_reasoning"), primary_metric="accuracy",
                      choice_scoring=ChoiceScoring(continuations=continuations, scoring=LOGLIKELIHOOD_SCORING))
 
@@ -272,4 +324,5 @@ KIND = register_kind(Kind(
     parts=parts,
     # the index base is decided over the whole file (an index 0 anywhere → 0-based)
     whole_file=True,
+    reads_args=True,
 ))

@@ -1,0 +1,77 @@
+"""MCQA honesty: MedMCQA's index base is decided, recorded and printed, or the file is refused with the flag."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from evalpipe.config import RunConfig
+from evalpipe.data.errors import DataError
+from evalpipe.runner import execute
+from evalpipe.tasks.base import LoadOptions
+from evalpipe.tasks.registry import get_task
+from tests.support.scripted_backend import ScriptedBackend, last_user_text
+from tests.tasks import mcqa_synthetic as syn
+
+NOT_A = [q for q in syn.QUESTIONS if q[2] != "A"]
+
+
+def _write(tmp_path, rows, base):
+    path = tmp_path / "dev.json"
+    path.write_text("".join(json.dumps(r) + "\n" for r in syn.medmcqa_records(rows, base)), encoding="utf-8")
+    return path
+
+
+def test_a_file_that_cannot_tell_its_base_is_refused_naming_the_flag(tmp_path):
+    rows = [q for q in NOT_A if q[2] != "D"]  # 0-based without A reads exactly like 1-based without D
+    assert rows
+    path = _write(tmp_path, rows, base=0)
+    with pytest.raises(DataError, match=r"dev.json: cop: cannot tell whether cop is 0- or 1-based.*"
+                                        r"--task-arg medmcqa:cop_base=0\|1"):
+        get_task("medmcqa").load(LoadOptions(paths={"eval": path}, shots=0))
+
+
+@pytest.mark.parametrize("base", [0, 1])
+def test_the_flag_decides_and_is_recorded(tmp_path, base):
+    rows = [q for q in NOT_A if q[2] != "D"]
+    path = _write(tmp_path, rows, base=base)
+    data = get_task("medmcqa").load(LoadOptions(paths={"eval": path}, shots=0, args={"cop_base": base}))
+    assert [e.gold for e in data.examples] == [q[2] for q in rows]
+    assert data.facts == {"cop_base": base, "cop_base_decided": f"--task-arg medmcqa:cop_base={base}"}
+    assert data.note == f"medmcqa: cop is {base}-based (--task-arg medmcqa:cop_base={base})"
+
+
+def test_a_detected_base_says_which_line_decided(tmp_path):
+    path = _write(tmp_path, syn.QUESTIONS[:5], base=0)
+    data = get_task("medmcqa").load(LoadOptions(paths={"eval": path}, shots=0))
+    assert data.facts["cop_base"] == 0
+    assert data.facts["cop_base_decided"].startswith("detected: line ") and "has cop 0" in data.facts["cop_base_decided"]
+
+
+def test_a_bad_flag_value_is_one_clear_error():
+    spec = get_task("medmcqa")
+    arg = next(a for a in spec.args if a.name == "cop_base")
+    with pytest.raises(ValueError, match="0 or 1"):
+        arg.parse("2")
+
+
+def test_a_zero_based_file_without_answer_a_is_scored_right_with_the_flag(tmp_path):
+    """The issue's case: read as 1-based it would shift every answer; with the flag every gold is right."""
+    rows = [q for q in NOT_A if q[2] != "D"]
+    path = _write(tmp_path, rows, base=0)
+    golds = {q[0]: q[2] for q in rows}
+
+    def respond(prompt):
+        text = last_user_text(prompt)
+        return next(f"Answer: {letter}" for question, letter in golds.items() if question in text)
+
+    config = RunConfig(tasks=("medmcqa",), model="m", base_url="http://127.0.0.1:1/v1", data={"medmcqa": str(path)},
+                       task_args={"medmcqa:cop_base": "0"}, shots=0)
+    outcome = asyncio.run(execute(config, lambda _: ScriptedBackend(respond, model="m"), tmp_path / "results"))
+    assert outcome.metrics["medmcqa"]["accuracy"] == 1.0
+    assert "medmcqa: cop is 0-based (--task-arg medmcqa:cop_base=0)" in outcome.notes
+    recorded = json.loads((outcome.run_dir.path / "config.json").read_text())
+    facts = next(v for k, v in recorded.items() if isinstance(v, dict) and "medmcqa" in v)["medmcqa"]["data_facts"]
+    assert facts["cop_base"] == 0
