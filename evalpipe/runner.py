@@ -313,12 +313,17 @@ def _render_task(spec: TaskSpec, config: RunConfig, data: TaskData, examples: Ex
         if condition.variant != DEFAULT_VARIANT:
             template = variant_templates(spec)[condition.variant]
     override = config.generation.get(spec.name, {})  # per-task settings (the demo's caps)
-    max_tokens = override.get("max_tokens") or config.max_tokens or spec.max_tokens
+    by_choices = config.choice_scoring == LOGLIKELIHOOD and spec.choice_scoring is not None
+    # a chat answer gets the task's reasoning budget (a <think> block comes first); --max-tokens wins.
+    # Not where the input is fitted to the context: a budget reserved for reasoning must not cut the document
+    chat = (config.endpoint != "completions" and not by_choices and spec.long_field is None
+            and not spec.sized_by_context)
+    task_tokens = (spec.chat_max_tokens or spec.max_tokens) if chat else spec.max_tokens
+    max_tokens = override.get("max_tokens") or config.max_tokens or task_tokens
     params = GenerationParams(
         max_tokens=max_tokens, temperature=config.temperature, top_p=config.top_p, seed=config.seed,
         stop=tuple(override.get("stop") or ()),
     )
-    by_choices = config.choice_scoring == LOGLIKELIHOOD and spec.choice_scoring is not None
     renderer = PromptRenderer(
         spec, shots, params,
         # options are scored as continuations of the plain completion form (a chat API returns no

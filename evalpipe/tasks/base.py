@@ -211,6 +211,10 @@ class TaskSpec:
     metrics: tuple[str, ...]
     max_tokens: int
     default_shots: int = 0
+    #: new tokens per chat answer when it differs from ``max_tokens``: room for a reasoning block before a
+    #: short answer (None = ``max_tokens``). ``--max-tokens`` overrides both; the plain completion form and
+    #: log-likelihood scoring keep ``max_tokens`` (a base model does not reason first)
+    chat_max_tokens: int | None = None
     #: the headline metric (suite averages, ranking disagreements in reports); None = first F1-like
     primary_metric: str | None = None
     #: metric name (or ``*`` pattern, as in ``metrics``) → one line saying what it measures, for the

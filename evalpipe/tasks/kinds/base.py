@@ -32,6 +32,11 @@ class Drafted:
     inputs: Mapping[str, Any] = field(default_factory=dict)
 
 
+#: the chat token budget of kinds with short answers: room for a reasoning model's ``<think>`` block
+#: (DeepSeek-R1 / Qwen3 reason for several hundred to a few thousand tokens on a MedQA question)
+REASONING_BUDGET = 4096
+
+
 @dataclass(frozen=True)
 class FileReading:
     """What a ``whole_file`` kind may return instead of a plain list of drafts: the drafts and what it
@@ -61,6 +66,9 @@ class KindParts:
     ranking: RankingSpec | None = None
     #: set by a kind whose options can be scored by log-likelihood (``--mcqa-scoring loglikelihood``)
     choice_scoring: ChoiceScoring | None = None
+    #: new tokens per *chat* answer when the kind's answers are short but a reasoning model writes a
+    #: ``<think>`` block first (multiple choice, classification); None = the task's ``max_tokens``
+    chat_max_tokens: int | None = None
     #: metric → one line for the report's glossary (``*`` patterns allowed); a task file's own
     #: ``metric_definitions`` win
     definitions: Mapping[str, str] = field(default_factory=dict)

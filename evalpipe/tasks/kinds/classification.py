@@ -36,7 +36,7 @@ from evalpipe.parsers.committed_label import committed_labels, parse_committed_l
 from evalpipe.parsers.zh_labels import LabelSet, parse_label
 from evalpipe.records import Example, Prediction, ScoreSheet
 from evalpipe.tasks.base import Scoring
-from evalpipe.tasks.kinds.base import Drafted, Kind, KindParts, register_kind
+from evalpipe.tasks.kinds.base import REASONING_BUDGET, Drafted, Kind, KindParts, register_kind
 from evalpipe.tasks.taskfile.schema import TaskFile, Text
 from evalpipe.text.chinese import label_key
 
@@ -136,6 +136,7 @@ def parts(task: ClassificationTask) -> KindParts:
         metrics=("accuracy", "macro_f1"),
         primary_metric="accuracy",
         template_vars={"label_set": list(task.labels)},
+        chat_max_tokens=REASONING_BUDGET,
     )
 
 

@@ -55,7 +55,7 @@ from evalpipe.parsers.letter import parse_letter
 from evalpipe.parsers.letter_strict import parse_letter_strict
 from evalpipe.records import Example, Prediction, ScoreSheet
 from evalpipe.tasks.base import ChoiceScoring, Scoring, TaskArg
-from evalpipe.tasks.kinds.base import Drafted, FileReading, Kind, KindParts, register_kind
+from evalpipe.tasks.kinds.base import REASONING_BUDGET, Drafted, FileReading, Kind, KindParts, register_kind
 from evalpipe.tasks.taskfile.schema import Strict, TaskFile, Text
 
 
@@ -311,7 +311,7 @@ def parts(task: MultipleChoiceTask) -> KindParts:
                     "omitted; a file that cannot tell is refused)", parse=_parse_base),) \
         if task.answer_format == "index" else ()
     return KindParts(scorings={"default": GENERATIVE, "strict-v1": STRICT_V1}, shot_target=lambda ex: str(ex.gold),
-                     args=args,
+                     args=args, chat_max_tokens=REASONING_BUDGET,
                      metrics=("accuracy", "truncated_in_reasoning"), primary_metric="accuracy",
                      choice_scoring=ChoiceScoring(continuations=continuations, scoring=LOGLIKELIHOOD_SCORING))
 

@@ -165,6 +165,7 @@ def build(source: TaskSource) -> TaskSpec:
         metrics=metrics,
         primary_metric=primary,
         max_tokens=task.generation.max_tokens,
+        chat_max_tokens=task.generation.chat_max_tokens or parts.chat_max_tokens,
         default_shots=task.shots.count,
         fewshot_seed=None if task.shots.held_out else task.shots.seed,
         template_vars={**parts.template_vars, **task.template_vars},
