@@ -75,3 +75,32 @@ def test_a_zero_based_file_without_answer_a_is_scored_right_with_the_flag(tmp_pa
     recorded = json.loads((outcome.run_dir.path / "config.json").read_text())
     facts = next(v for k, v in recorded.items() if isinstance(v, dict) and "medmcqa" in v)["medmcqa"]["data_facts"]
     assert facts["cop_base"] == 0
+
+
+def test_an_answer_cut_inside_its_reasoning_is_its_own_counted_outcome(tmp_path):
+    """A reasoning model that ran out of tokens: counted (metric and summary), warned about, never a guess."""
+    from evalpipe.results import RunDir
+    from evalpipe.terminal import summary_lines
+
+    path = syn.write_medqa(tmp_path / "data")
+    answers = {"scurvy": "<think>\nVitamin C deficiency... option C fits, but let me check option", "insulin": "B",
+               "opioid": "<think>Naloxone?</think>\nA", "peaked": "D", "forearm": "A"}
+
+    def respond(prompt):
+        text = last_user_text(prompt)
+        return next(a for k, a in answers.items() if k in text)
+
+    config = RunConfig(tasks=("medqa",), model="m", base_url="http://127.0.0.1:1/v1", data={"medqa": str(path)})
+    outcome = asyncio.run(execute(config, lambda _: ScriptedBackend(respond, model="m"), tmp_path / "results"))
+    metrics = outcome.metrics["medqa"]
+    assert metrics["truncated_in_reasoning"] == pytest.approx(1 / 5)
+    assert metrics["parse_failure_rate"] == pytest.approx(1 / 5)
+    run = RunDir(outcome.run_dir.path)
+    summary = run.read_summary(None)
+    assert summary.tasks["medqa"].diagnostics["truncated_in_reasoning"] == 1
+    warnings = [text for level, text in summary_lines(run.read_metrics(None), summary) if level == "warn"]
+    assert any("medqa: 1 answer(s) truncated in reasoning" in w for w in warnings), warnings
+    # the chat request had room for the reasoning (the kind's budget), not the task's 32 tokens
+    recorded = json.loads((outcome.run_dir.path / "config.json").read_text())
+    tasks = next(v for v in recorded.values() if isinstance(v, dict) and "medqa" in v)
+    assert tasks["medqa"]["max_tokens"] == 4096
