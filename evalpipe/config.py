@@ -73,6 +73,9 @@ class RunConfig:
     #: how multiple-choice tasks are answered: "generate" (a generated answer, parsed for its letter)
     #: or "loglikelihood" (the log-probability of each option's continuation; completions endpoints)
     choice_scoring: str = "generate"
+    #: a compatibility mode that brings its own prompt (``--compat lm-eval``: lm-eval's prompt, scored by
+    #: log-likelihood; :class:`~evalpipe.tasks.base.PromptForm`); part of the run's identity
+    prompt_form: str | None = None
 
     #: prompt conditions (evalpipe.conditions): ``--prompt-variants`` names (or ``all``), ``--shot-orders``
     #: and ``--shots-sweep``. Not part of the run's identity, like ``--limit``: they choose which
@@ -101,6 +104,8 @@ class RunConfig:
         payload = {name: getattr(self, name) for name in self.ANSWER_FIELDS}
         if self.choice_scoring != "generate":  # only then, so runs made before the option keep their names
             payload["choice_scoring"] = self.choice_scoring
+        if self.prompt_form is not None:  # only when set, so earlier runs keep their names
+            payload["prompt_form"] = self.prompt_form
         if self.generation:  # only when set, so runs without per-task settings keep their names
             payload["generation"] = self.generation
         blob = json.dumps(payload, sort_keys=True, default=list)

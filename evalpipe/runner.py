@@ -606,7 +606,10 @@ def prepare(config: RunConfig, skipped: dict[str, str] | None = None,
     stage = stage if stage is not None else PlanStage()
     prepared = []
     for name in config.tasks:
-        spec = get_task(name).scored_by(config.choice_scoring)
+        try:
+            spec = get_task(name).in_form(config.prompt_form).scored_by(config.choice_scoring)
+        except ValueError as exc:
+            raise RunError(str(exc)) from None
         if config.suites:
             problem = _missing_data(spec, config)
             if problem is None:

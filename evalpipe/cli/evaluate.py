@@ -197,6 +197,11 @@ def run(
                                                                revision))), engine_arg)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--engine") from None
+    # a compatibility mode with its own prompt (--compat lm-eval) asks the reference's prompt and scores it
+    # by log-likelihood, as the reference does
+    form = compat if compat and any(compat in s.forms for s in specs) else None
+    if form is not None:
+        mcqa_scoring = "loglikelihood"
     try:
         config = RunConfig(
             tasks=tuple(s.name for s in specs), suites=tuple(suite), model=model,
@@ -213,7 +218,7 @@ def run(
                                            bertscore_baseline, umls_extractor),
             task_args=_parse_task_args(task_arg), embeddings_url=embeddings_url, embeddings_model=embeddings_model,
             embeddings_path=str(Path(embeddings_path).resolve()) if embeddings_path else None,
-            embeddings_batch_size=embeddings_batch_size, choice_scoring=mcqa_scoring,
+            embeddings_batch_size=embeddings_batch_size, choice_scoring=mcqa_scoring, prompt_form=form,
             **_condition_options(prompt_variants, shot_orders, shots_sweep),
         )
     except ValueError as exc:  # a number or name the run cannot use: bad usage, nothing written yet

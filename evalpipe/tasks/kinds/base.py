@@ -19,7 +19,7 @@ from typing import Any
 
 from evalpipe.data.records import Record
 from evalpipe.records import Example
-from evalpipe.tasks.base import ChoiceScoring, RankingSpec, Scoring, TaskArg
+from evalpipe.tasks.base import ChoiceScoring, PromptForm, RankingSpec, Scoring, TaskArg
 from evalpipe.tasks.taskfile.schema import TaskFile
 
 
@@ -66,6 +66,8 @@ class KindParts:
     ranking: RankingSpec | None = None
     #: set by a kind whose options can be scored by log-likelihood (``--mcqa-scoring loglikelihood``)
     choice_scoring: ChoiceScoring | None = None
+    #: compatibility modes with their own prompt (``--compat lm-eval``): name → PromptForm
+    forms: Mapping[str, PromptForm] = field(default_factory=dict)
     #: new tokens per *chat* answer when the kind's answers are short but a reasoning model writes a
     #: ``<think>`` block first (multiple choice, classification); None = the task's ``max_tokens``
     chat_max_tokens: int | None = None

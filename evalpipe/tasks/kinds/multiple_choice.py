@@ -54,7 +54,9 @@ from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.letter import parse_letter
 from evalpipe.parsers.letter_strict import parse_letter_strict
 from evalpipe.records import Example, Prediction, ScoreSheet
-from evalpipe.tasks.base import ChoiceScoring, Scoring, TaskArg
+from evalpipe.compat.lm_eval import COMPAT as LM_EVAL
+from evalpipe.compat.lm_eval import lm_eval_scoring
+from evalpipe.tasks.base import ChoiceScoring, PromptForm, Scoring, TaskArg
 from evalpipe.tasks.kinds.base import REASONING_BUDGET, Drafted, FileReading, Kind, KindParts, register_kind
 from evalpipe.tasks.taskfile.schema import Strict, TaskFile, Text
 
@@ -81,6 +83,14 @@ class OptionsSpec(Strict):
         return self
 
 
+class PromptFormSpec(Strict):
+    template: Text = Field(description="The reference's prompt as a template (the same macro contract; its "
+                           "completion form is scored), in the folder of the task's own template.")
+    continuations: Literal["letter", "text"] = Field("letter", description="What is scored after the prompt: "
+                                                     "' ' + the option letter, or ' ' + the option text (PubMedQA).")
+    shots: int = Field(0, ge=0, description="Shots by default in this form (--shots wins).")
+
+
 class MultipleChoiceTask(TaskFile):
     kind: Literal["multiple_choice"]
     options: OptionsSpec
@@ -89,11 +99,17 @@ class MultipleChoiceTask(TaskFile):
     index_base: Literal[0, 1] = Field(0, description="answer_format index: the index of the first option.")
     detect_index_base: bool = Field(True, description="answer_format index: check the file's indices for the "
                                     "other base (an index 0 → 0-based, an index = number of options → 1-based).")
+    compat_forms: dict[Text, PromptFormSpec] = Field(
+        default_factory=dict, description="A reference implementation's own prompt and scoring, by compatibility "
+        "mode (--compat lm-eval): its template, what is scored after it, its default shots.")
 
     @model_validator(mode="after")
     def _answer_field(self) -> MultipleChoiceTask:
         if self.fields.gold_field() is None:
             raise ValueError("fields.answer: name the field holding the correct option")
+        unknown = sorted(set(self.compat_forms) - set(FORM_SCORINGS))
+        if unknown:
+            raise ValueError(f"compat_forms: unknown mode(s) {', '.join(unknown)} (known: {', '.join(FORM_SCORINGS)})")
         return self
 
 
@@ -306,12 +322,35 @@ LOGLIKELIHOOD_SCORING = Scoring(
     samplewise=True)
 
 
+def text_continuations(example: Example) -> tuple[str, ...]:
+    """The option texts as continuations, a space before each (lm-eval's PubMedQA: `` yes``, `` no``, `` maybe``)."""
+    return tuple(f" {o['text']}" for o in example.inputs["options"])
+
+
+def option_letters(example: Example) -> tuple[str, ...]:
+    return tuple(o["letter"] for o in example.inputs["options"])
+
+
+#: compatibility modes a task file may give a prompt form of, and how each scores the continuations
+FORM_SCORINGS = {LM_EVAL: lm_eval_scoring}
+
+
+def _forms(task: MultipleChoiceTask) -> dict[str, PromptForm]:
+    forms = {}
+    for name, spec in task.compat_forms.items():
+        wanted = continuations if spec.continuations == "letter" else text_continuations
+        scoring = FORM_SCORINGS[name](wanted, option_letters)
+        forms[name] = PromptForm(template=spec.template, default_shots=spec.shots,
+                                 choice_scoring=ChoiceScoring(continuations=wanted, scoring=scoring, compat=name))
+    return forms
+
+
 def parts(task: MultipleChoiceTask) -> KindParts:
     args = (TaskArg(base_arg(task), "the index base of the answer column: 0 or 1 (decided from the file when "
                     "omitted; a file that cannot tell is refused)", parse=_parse_base),) \
         if task.answer_format == "index" else ()
     return KindParts(scorings={"default": GENERATIVE, "strict-v1": STRICT_V1}, shot_target=lambda ex: str(ex.gold),
-                     args=args, chat_max_tokens=REASONING_BUDGET,
+                     args=args, chat_max_tokens=REASONING_BUDGET, forms=_forms(task),
                      metrics=("accuracy", "truncated_in_reasoning"), primary_metric="accuracy",
                      choice_scoring=ChoiceScoring(continuations=continuations, scoring=LOGLIKELIHOOD_SCORING))
 

@@ -179,6 +179,7 @@ def build(source: TaskSource) -> TaskSpec:
         args=parts.args,
         ranking=parts.ranking,
         choice_scoring=parts.choice_scoring,
+        forms=dict(parts.forms),
         task_file=source.path.resolve(),
         answer_kind=task.answer_kind,
         judge_rubric=task.judge_rubric,
