@@ -263,3 +263,16 @@ def local_model_fingerprint(model: str) -> str | None:
     files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file())
     listing = [(str(f), f.stat().st_size, int(f.stat().st_mtime)) for f in files]
     return hashlib.sha256(json.dumps(listing).encode()).hexdigest()[:12]
+
+
+def scoring_method(settings: Mapping[str, Any]) -> str:
+    """How a run's answers were obtained, in words, from its recorded ``config`` (config.json):
+    ``generated`` (a generated answer, parsed), ``log-likelihood`` (each option's log-probability,
+    ``--mcqa-scoring loglikelihood``) or ``log-likelihood, lm-eval prompt`` (``--compat lm-eval``).
+    Shown by ``show``, in the report's runs table and in its model labels: a log-likelihood run and a
+    generated one of the same model are two different measurements, never one model twice."""
+    if settings.get("choice_scoring", "generate") != "loglikelihood":
+        return "generated"
+    form = settings.get("prompt_form")
+    return f"log-likelihood, {form} prompt" if form else "log-likelihood"
+

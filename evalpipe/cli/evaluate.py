@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from evalpipe.backends.factory import make_backend
-from evalpipe.config import RunConfig, local_model_fingerprint
+from evalpipe.config import RunConfig, local_model_fingerprint, scoring_method
 from evalpipe.data.errors import DataError
 from evalpipe.engines.launch import ENGINES, VLLM_NAMED, engine_options, server_spec
 from evalpipe.engines.server import ManagedServer
@@ -42,6 +42,8 @@ def _print_run(metrics: dict[str, dict[str, float]], run: RunDir, compat: str | 
     variants = run.read_variants(compat)  # prompt conditions: their spread in a table of its own
     shown = {task: plain_metrics(values) for task, values in metrics.items()} if variants else metrics
     console.print(metrics_table(shown, title=f"{run.path}" + (f" [{compat}]" if compat else "")))
+    settings = run.read_config().get("config", {}) if run.config_path.is_file() else {}
+    console.print(f"answers: {scoring_method(settings)}", highlight=False)
     if variants:
         console.print(robustness_table(variants, metrics))
     for level, text in summary_lines(metrics, run.read_summary(compat), compat):

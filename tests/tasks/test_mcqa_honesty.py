@@ -104,3 +104,43 @@ def test_an_answer_cut_inside_its_reasoning_is_its_own_counted_outcome(tmp_path)
     recorded = json.loads((outcome.run_dir.path / "config.json").read_text())
     tasks = next(v for v in recorded.values() if isinstance(v, dict) and "medqa" in v)
     assert tasks["medqa"]["max_tokens"] == 4096
+
+
+def test_the_scoring_method_is_shown_and_part_of_the_run_identity(tmp_path):
+    """show, the report's runs table and its model labels say log-likelihood; the run name differs."""
+    from evalpipe.config import scoring_method
+    from evalpipe.report.build import _endpoint
+    from evalpipe.report.runs import _labels  # noqa: F401  (the label is built in load_report_runs)
+
+    assert scoring_method({}) == "generated"
+    assert scoring_method({"choice_scoring": "loglikelihood"}) == "log-likelihood"
+    assert scoring_method({"choice_scoring": "loglikelihood", "prompt_form": "lm-eval"}) == "log-likelihood, lm-eval prompt"
+    assert _endpoint({"endpoint": "chat", "choice_scoring": "loglikelihood"}) == "completions (log-likelihood)"
+    assert _endpoint({"endpoint": "chat"}) == "chat"
+    base = RunConfig(tasks=("medqa",), model="m")
+    names = {base.default_run_name(), RunConfig(tasks=("medqa",), model="m", choice_scoring="loglikelihood").default_run_name(),
+             RunConfig(tasks=("medqa",), model="m", choice_scoring="loglikelihood", prompt_form="lm-eval").default_run_name()}
+    assert len(names) == 3
+
+
+def test_show_and_report_tell_a_loglikelihood_run_from_a_generated_one(tmp_path):
+    from tests.support.fake_openai import FakeOpenAIProcess
+    from tests.test_cli import evalpipe
+
+    path = syn.write_medqa(tmp_path / "data")
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps({"scurvy": "C", "insulin": "B", "opioid": "A", "peaked": "D", "forearm": "B"}))
+    common = ("run", "--task", "medqa", "--data", f"medqa={path}", "--model", "fake-model",
+              "--results-dir", str(tmp_path / "results"))
+    with FakeOpenAIProcess(latency=0.0, script=script) as server:
+        for extra in ((), ("--mcqa-scoring", "loglikelihood")):
+            done = evalpipe(*common, *extra, "--base-url", server.url)
+            assert done.returncode == 0, done.stderr
+    runs = sorted(p for p in (tmp_path / "results").iterdir() if p.is_dir())
+    assert len(runs) == 2  # two run directories: the method is part of the identity
+    shown = {evalpipe("show", str(r)).stdout for r in runs}
+    assert any("answers: log-likelihood" in s for s in shown) and any("answers: generated" in s for s in shown)
+    report = evalpipe("report", *map(str, runs), "--out", str(tmp_path / "report"), "--resamples", "50")
+    assert report.returncode == 0, report.stderr
+    text = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+    assert "fake-model [log-likelihood]" in text and "completions (log-likelihood)" in text
