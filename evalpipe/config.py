@@ -80,6 +80,9 @@ class RunConfig:
     #: how multiple-choice tasks are answered: "generate" (a generated answer, parsed for its letter)
     #: or "loglikelihood" (the log-probability of each option's continuation; completions endpoints)
     choice_scoring: str = "generate"
+    #: a compatibility mode that brings its own prompt (``--compat lm-eval``: lm-eval's prompt, scored by
+    #: log-likelihood; :class:`~evalpipe.tasks.base.PromptForm`); part of the run's identity
+    prompt_form: str | None = None
 
     #: prompt conditions (evalpipe.conditions): ``--prompt-variants`` names (or ``all``), ``--shot-orders``
     #: and ``--shots-sweep``. Not part of the run's identity, like ``--limit``: they choose which
@@ -119,6 +122,8 @@ class RunConfig:
         payload = {name: getattr(self, name) for name in self.ANSWER_FIELDS}
         if self.choice_scoring != "generate":  # only then, so runs made before the option keep their names
             payload["choice_scoring"] = self.choice_scoring
+        if self.prompt_form is not None:  # only when set, so earlier runs keep their names
+            payload["prompt_form"] = self.prompt_form
         if self.generation:  # only when set, so runs without per-task settings keep their names
             payload["generation"] = self.generation
         if self.reasoning_effort is not None:  # issue 25: only when set, as above
@@ -298,3 +303,16 @@ def local_model_fingerprint(model: str) -> str | None:
     files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file())
     listing = [(str(f), f.stat().st_size, int(f.stat().st_mtime)) for f in files]
     return hashlib.sha256(json.dumps(listing).encode()).hexdigest()[:12]
+
+
+def scoring_method(settings: Mapping[str, Any]) -> str:
+    """How a run's answers were obtained, in words, from its recorded ``config`` (config.json):
+    ``generated`` (a generated answer, parsed), ``log-likelihood`` (each option's log-probability,
+    ``--mcqa-scoring loglikelihood``) or ``log-likelihood, lm-eval prompt`` (``--compat lm-eval``).
+    Shown by ``show``, in the report's runs table and in its model labels: a log-likelihood run and a
+    generated one of the same model are two different measurements, never one model twice."""
+    if settings.get("choice_scoring", "generate") != "loglikelihood":
+        return "generated"
+    form = settings.get("prompt_form")
+    return f"log-likelihood, {form} prompt" if form else "log-likelihood"
+

@@ -113,7 +113,7 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
         for name in config.tasks:
             task_info = recorded.get("tasks", {}).get(name, {})
             spec, note = task_of_run(name, task_info)
-            spec = structured_spec(spec.scored_by(config.choice_scoring), config.structured)
+            spec = structured_spec(spec.in_form(config.prompt_form).scored_by(config.choice_scoring), config.structured)
             # shots are in the stored prompts: a shot file that is gone now is no reason not to re-score
             options = replace(load_options(config, name, task_info.get("split"), args=task_args_for(config, spec)),
                               shots=0)

@@ -321,13 +321,18 @@ def _render_task(spec: TaskSpec, config: RunConfig, data: TaskData, examples: Ex
         if condition.variant != DEFAULT_VARIANT:
             template = variant_templates(spec)[condition.variant]
     override = config.generation.get(spec.name, {})  # per-task settings (the demo's caps)
-    max_tokens = override.get("max_tokens") or config.max_tokens or spec.max_tokens
+    by_choices = config.choice_scoring == LOGLIKELIHOOD and spec.choice_scoring is not None
+    # a chat answer gets the task's reasoning budget (a <think> block comes first); --max-tokens wins.
+    # Not where the input is fitted to the context: a budget reserved for reasoning must not cut the document
+    chat = (config.endpoint != "completions" and not by_choices and spec.long_field is None
+            and not spec.sized_by_context)
+    task_tokens = (spec.chat_max_tokens or spec.max_tokens) if chat else spec.max_tokens
+    max_tokens = override.get("max_tokens") or config.max_tokens or task_tokens
     params = GenerationParams(
         max_tokens=max_tokens, temperature=config.temperature, top_p=config.top_p, seed=config.seed,
         stop=tuple(override.get("stop") or ()), reasoning_effort=config.reasoning_effort,
         response_format=structured_format(spec) if config.structured else None,
     )
-    by_choices = config.choice_scoring == LOGLIKELIHOOD and spec.choice_scoring is not None
     renderer = PromptRenderer(
         spec, shots, params,
         # options are scored as continuations of the plain completion form (a chat API returns no
@@ -439,8 +444,13 @@ def prepare_conditions(spec: TaskSpec, config: RunConfig, notes: list[str] | Non
         notes.extend(asked.notes)
     stage = stage if stage is not None else PlanStage()
     if not asked.varied:
-        return [prepare_task(spec, config, stage=stage)]
+        prepared = prepare_task(spec, config, stage=stage)
+        if notes is not None and prepared.data.note:
+            notes.append(prepared.data.note)
+        return [prepared]
     data, examples, _ = _load_task(spec, config)
+    if notes is not None and data.note:
+        notes.append(data.note)
     digests = _digests(data)  # once for every condition: each reads the same files
     first, *others = asked.conditions
     shots, prepared = _shots_and_render(
@@ -623,7 +633,11 @@ def prepare(config: RunConfig, skipped: dict[str, str] | None = None,
     stage = stage if stage is not None else PlanStage()
     prepared = []
     for name in config.tasks:
-        spec = structured_spec(get_task(name).scored_by(config.choice_scoring), config.structured)
+        try:
+            spec = structured_spec(get_task(name).in_form(config.prompt_form).scored_by(config.choice_scoring),
+                                   config.structured)
+        except ValueError as exc:
+            raise RunError(str(exc)) from None
         if config.suites:
             problem = _missing_data(spec, config)
             if problem is None:
@@ -677,6 +691,8 @@ def _task_record(p: PreparedTask, config: RunConfig) -> dict[str, Any]:
         **({"pool_size": len(p.pool), "pool_digest": pool_digest(p.pool)} if p.pool else {}),
         "data_files": dict(p.data_digests) or {str(f): file_sha256(Path(f)) for f in p.data.files},
         "split": p.data.split,
+        # what the loader decided about the file as a whole (an index base, and how): never silent
+        **({"data_facts": dict(p.data.facts)} if p.data.facts else {}),
         "n": p.size,
         "shots": [s.id for s in p.shots],
         "fewshot_seed": config.fewshot_seed if config.fewshot_seed is not None else p.spec.fewshot_seed,

@@ -60,6 +60,10 @@ def coverage_line(task: str, coverage: Coverage) -> str:
             "samples only (docs/coverage.md)")
 
 
+#: the parser flag (summed in summary.json's diagnostics) of an answer that stopped inside an unclosed
+#: ``<think>`` block with nothing before it (:func:`evalpipe.text.reasoning.strip_reasoning`)
+TRUNCATED_IN_REASONING = "truncated_in_reasoning"
+
 #: a parse-failure rate above this is flagged under the table: the metrics then measure format
 #: compliance as much as the task
 HIGH_PARSE_FAILURE = 0.2
@@ -85,6 +89,11 @@ def summary_lines(metrics: Mapping[str, Mapping[str, float]], summary: RunSummar
                                   "answer-format compliance as much as the task (see summary.json diagnostics)"))
         if info is None:
             continue
+        stuck = info.diagnostics.get(TRUNCATED_IN_REASONING)
+        if stuck:
+            lines.append(("warn", f"{task}: {int(stuck)} answer(s) truncated in reasoning — the model was still in "
+                                  "its <think> block when it stopped (scored as wrong); give it more room with "
+                                  "--max-tokens"))
         for metric, why in info.not_computed.items():
             if coverage is not None and not coverage.answered and why == coverage.not_computed_reason():
                 continue  # said once, by the coverage line

@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from evalpipe.backends.factory import make_backend
-from evalpipe.config import RunConfig, local_model_fingerprint
+from evalpipe.config import RunConfig, local_model_fingerprint, scoring_method
 from evalpipe.data.errors import DataError
 from evalpipe.diskfull import disk_full_message, is_disk_full
 from evalpipe.engines.launch import ENGINES, VLLM_NAMED, engine_options, server_spec
@@ -49,6 +49,8 @@ def _print_run(metrics: dict[str, dict[str, float]], run: RunDir, compat: str | 
     variants = run.read_variants(compat)  # prompt conditions: their spread in a table of its own
     shown = {task: plain_metrics(values) for task, values in metrics.items()} if variants else metrics
     console.print(metrics_table(shown, title=f"{run.path}" + (f" [{compat}]" if compat else "")))
+    settings = run.read_config().get("config", {}) if run.config_path.is_file() else {}
+    console.print(f"answers: {scoring_method(settings)}", highlight=False)
     if variants:
         console.print(robustness_table(variants, metrics))
     for level, text in summary_lines(metrics, run.read_summary(compat), compat):
@@ -220,6 +222,11 @@ def run(
                                                                revision))), engine_arg)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--engine") from None
+    # a compatibility mode with its own prompt (--compat lm-eval) asks the reference's prompt and scores it
+    # by log-likelihood, as the reference does
+    form = compat if compat and any(compat in s.forms for s in specs) else None
+    if form is not None:
+        mcqa_scoring = "loglikelihood"
     try:
         config = RunConfig(
             tasks=tuple(s.name for s in specs), suites=tuple(suite), model=model,
@@ -238,7 +245,7 @@ def run(
                                            bertscore_baseline, umls_extractor),
             task_args=_parse_task_args(task_arg), embeddings_url=embeddings_url, embeddings_model=embeddings_model,
             embeddings_path=str(Path(embeddings_path).resolve()) if embeddings_path else None,
-            embeddings_batch_size=embeddings_batch_size, choice_scoring=mcqa_scoring,
+            embeddings_batch_size=embeddings_batch_size, choice_scoring=mcqa_scoring, prompt_form=form,
             **_condition_options(prompt_variants, shot_orders, shots_sweep),
             reasoning_effort=reasoning_effort, structured=structured,
             batch=_batch_options(batch, batch_retry, batch_poll, batch_size, batch_export, max_completion_tokens),

@@ -21,10 +21,11 @@ model said, and the judges rate it accordingly); skipping it would flatter the m
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from evalpipe.text.reasoning import strip_reasoning
 
 __all__ = ["FREE_TEXT", "JudgedItem", "TaskToJudge", "judgeable_tasks", "judged_text", "task_declaration",
            "text_sha256"]
@@ -32,20 +33,10 @@ __all__ = ["FREE_TEXT", "JudgedItem", "TaskToJudge", "judgeable_tasks", "judged_
 #: the answer kind judges rate
 FREE_TEXT = "free_text"
 
-_THINK_CLOSE = re.compile(r"</think\s*>", re.IGNORECASE)
-_THINK_OPEN = re.compile(r"<think\s*>", re.IGNORECASE)
-
 
 def judged_text(answer: str) -> str:
     """The answer as judges see it (see the module docstring)."""
-    closes = list(_THINK_CLOSE.finditer(answer))
-    if closes:
-        answer = answer[closes[-1].end():]
-    else:
-        opened = _THINK_OPEN.search(answer)
-        if opened is not None:
-            answer = answer[: opened.start()]
-    return answer.strip()
+    return strip_reasoning(answer).answer.strip()
 
 
 def text_sha256(text: str) -> str:

@@ -2,6 +2,10 @@
 
 Rule, in order (label words match as whole words, any case; aliases count as their label):
 
+0. **Reasoning.** The ``<think>`` block goes first (:func:`evalpipe.text.reasoning.strip_reasoning`:
+   ``<think>maybe neutral?</think> entailment`` is entailment); an answer that stopped inside an
+   unclosed block is a failure flagged ``truncated_in_reasoning``.
+
 1. **Leading label.** If the answer opens with a label — after punctuation/markdown and an
    optional lead-in such as ``Answer:``, ``Label:``, ``The answer is``, ``The (logical) relation
    (ship) is`` — that label is the answer, whatever follows (``NEUTRAL. Neither sentence implies
@@ -16,7 +20,7 @@ Rule, in order (label words match as whole words, any case; aliases count as the
    none is *no label*. Both are parse failures, scored as wrong.
 
 The value is the canonical label (as the label set spells it) or None; diagnostics flag
-``ambiguous`` and ``no_label``. :mod:`evalpipe.parsers.nli_label` is this rule over MedNLI's three
+``ambiguous``, ``no_label`` and ``truncated_in_reasoning``. :mod:`evalpipe.parsers.nli_label` is this rule over MedNLI's three
 labels; a classification task file chooses it with ``parser: committed``.
 """
 
@@ -27,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 from evalpipe.records import Prediction
+from evalpipe.text.reasoning import strip_reasoning
 
 _LEAD_IN = (
     r"(?:(?:final\s+)?answer|label|prediction|relation(?:ship)?|output)\s*+(?:is\s*+)?[:=\-]?"
@@ -68,13 +73,20 @@ def committed_labels(labels: tuple[str, ...], aliases: tuple[tuple[str, str], ..
     return CommittedLabels(labels, dict(aliases))
 
 
+def _flags(ambiguous: bool = False, no_label: bool = False, truncated: bool = False) -> dict[str, bool]:
+    return {"ambiguous": ambiguous, "no_label": no_label, "truncated_in_reasoning": truncated}
+
+
 def _ambiguous() -> Prediction:
-    return Prediction(None, True, {"ambiguous": True, "no_label": False})
+    return Prediction(None, True, _flags(ambiguous=True))
 
 
 def parse_committed_label(answer: str | None, labels: CommittedLabels) -> Prediction:
     """Answer text → Prediction(label or None); never raises (see the module docstring)."""
-    text = answer or ""
+    split = strip_reasoning(answer)
+    if split.only_reasoning:
+        return Prediction(None, True, _flags(no_label=True, truncated=True))
+    text = split.answer
     for pattern in (labels.leading, labels.committing):
         match = pattern.search(text)
         if match and _REJECTED.match(text[match.end():]):
@@ -87,12 +99,12 @@ def parse_committed_label(answer: str | None, labels: CommittedLabels) -> Predic
             later = {labels.canonical(m.group(1)) for m in labels.committing.finditer(text, match.end())}
             if later - {label}:
                 return _ambiguous()  # "Neutral. … the answer is entailment": two commitments
-            return Prediction(label, False, {"ambiguous": False, "no_label": False})
+            return Prediction(label, False, _flags())
     found = []
     for match in labels.mention.finditer(text):
         if not _NEGATION.search(text[max(0, match.start() - 12): match.start()]):
             found.append(labels.canonical(match.group(1)))
     distinct = list(dict.fromkeys(found))
     if len(distinct) == 1:
-        return Prediction(distinct[0], False, {"ambiguous": False, "no_label": False})
-    return Prediction(None, True, {"ambiguous": len(distinct) > 1, "no_label": not distinct})
+        return Prediction(distinct[0], False, _flags())
+    return Prediction(None, True, _flags(ambiguous=len(distinct) > 1, no_label=not distinct))

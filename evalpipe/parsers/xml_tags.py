@@ -90,6 +90,7 @@ from functools import lru_cache
 from typing import Any
 
 from evalpipe.records import Prediction, Span
+from evalpipe.text.reasoning import strip_reasoning
 
 __all__ = ["TaggedParse", "char_spans_to_token_spans", "parse_tagged_answer", "to_prediction", "token_offsets"]
 
@@ -149,14 +150,7 @@ def _tag_re(name: str, closing: bool) -> re.Pattern[str]:
 
 def _strip_think(text: str, wrapper: str) -> str:
     """Drop reasoning: it may quote tags and text, which must not be read as the answer."""
-    closes = list(_tag_re("think", True).finditer(text))
-    if closes:
-        return text[closes[-1].end():]
-    opened = _tag_re("think", False).search(text)
-    if opened is None:
-        return text
-    after = _tag_re(wrapper, False).search(text, opened.end()) if wrapper else None
-    return text[: opened.start()] + (text[after.start():] if after else "")
+    return strip_reasoning(text, resume_at=_tag_re(wrapper, False) if wrapper else None).answer
 
 
 def _extract_content(text: str, wrapper: str, diag: dict[str, Any]) -> str:

@@ -3,8 +3,9 @@
 The rule is **exact label after normalisation**, nothing cleverer: an answer that merely
 *contains* a label ("这两句话的意思不是完全相同" contains both 是 and 不是) is not guessed at.
 
-1. **Answer body** (:func:`answer_body`): reasoning up to the last ``</think>`` is dropped (an
-   unclosed ``<think>`` drops everything after it), code-fence markers and markdown emphasis
+1. **Answer body** (:func:`answer_body`): reasoning is dropped by
+   :func:`evalpipe.text.reasoning.strip_reasoning` (up to the last ``</think>``; an unclosed ``<think>``
+   drops everything after it), code-fence markers and markdown emphasis
    markers (``**``, ``__``) are removed, and the rest is stripped.
 2. **Normalisation** (:func:`evalpipe.text.chinese.label_key`): NFKC width folding (``２`` ≡ ``2``,
    ``Ｄｉｓｅａｓｅ`` ≡ ``Disease``), case folding, all whitespace removed, trailing sentence
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 
 from evalpipe.records import Prediction
 from evalpipe.text.chinese import label_key
+from evalpipe.text.reasoning import strip_reasoning
 
 __all__ = ["ANSWER_PREFIXES", "LabelSet", "answer_body", "parse_label"]
 
@@ -37,8 +39,6 @@ __all__ = ["ANSWER_PREFIXES", "LabelSet", "answer_body", "parse_label"]
 ANSWER_PREFIXES = ("答案是", "答案为", "答案:", "答:", "回答:", "标签:", "类别:", "类型:", "结果:",
                    "answer:", "label:")
 
-_THINK_CLOSE = re.compile(r"</\s*think\s*>", re.I)
-_THINK_OPEN = re.compile(r"<\s*think\s*>", re.I)
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]{0,20}")
 #: markdown emphasis around the label (**是**, __否__); the markers carry no meaning
 _EMPHASIS = re.compile(r"\*\*|__")
@@ -46,15 +46,8 @@ _EMPHASIS = re.compile(r"\*\*|__")
 
 def answer_body(answer: str | None) -> tuple[str, bool]:
     """The answer without reasoning or code fences, stripped; and whether reasoning was removed."""
-    text = answer if isinstance(answer, str) else ""
-    closes = list(_THINK_CLOSE.finditer(text))
-    reasoning = False
-    if closes:
-        text, reasoning = text[closes[-1].end():], True
-    else:
-        opened = _THINK_OPEN.search(text)
-        if opened is not None:
-            text, reasoning = text[: opened.start()], True
+    split = strip_reasoning(answer)
+    text, reasoning = split.answer, split.stripped
     return _EMPHASIS.sub("", _FENCE.sub("", text)).strip(), reasoning
 
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from evalpipe.config import scoring_method
 from evalpipe.heap import frozen_heap
 from evalpipe.report.bootstrap import TaskBootstrap, bootstrap_task
 from evalpipe.report.browser import iter_sample_browser
@@ -75,6 +77,14 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "x"
 
 
+def _endpoint(settings: Mapping[str, Any]) -> str:
+    """The endpoint and, for a log-likelihood run, how it answered (``completions (log-likelihood)``)."""
+    method = scoring_method(settings)
+    if method == "generated":
+        return str(settings.get("endpoint", ""))
+    return f"completions ({method})"
+
+
 def _runs_section(runs: Sequence[ReportRun]) -> Section:
     rows = []
     for run in runs:
@@ -83,7 +93,7 @@ def _runs_section(runs: Sequence[ReportRun]) -> Section:
         rows.append((
             Cell(run.label, numeric=False), Cell(run.model, numeric=False), Cell(str(run.path), numeric=False),
             Cell(run.compat or "default", numeric=False), Cell(", ".join(run.tasks), numeric=False),
-            Cell(str(cfg.get("endpoint", "")), numeric=False),
+            Cell(_endpoint(cfg), numeric=False),
             Cell(str(recorded.get("created", "")), numeric=False),
             Cell(str(recorded.get("git_commit") or ""), numeric=False),
             Cell(str(recorded.get("evalpipe_version", "")), numeric=False),

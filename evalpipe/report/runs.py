@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from evalpipe.config import scoring_method
 from evalpipe.frames import run_identity, samples_frame
 from evalpipe.heap import collector_paused
 from evalpipe.metrics import calibration as _calibration  # noqa: F401 (registers its aggregation kinds)
@@ -362,7 +363,10 @@ def load_report_runs(paths: Sequence[Path], compat: str | None = None) -> list[R
 def _load_report_runs(paths: Sequence[Path], compat: str | None) -> list[ReportRun]:
     runs = []
     identities = [run_identity(p) for p in paths]
-    labels = _labels([_model_label(i) for i in identities], [Path(p) for p in paths])
+    # a log-likelihood run is labelled so (a generated run of the same model is another measurement)
+    methods = [scoring_method(i["config"].get("config", {})) for i in identities]
+    labels = _labels([_model_label(i) if m == "generated" else f"{_model_label(i)} [{m}]"
+                      for i, m in zip(identities, methods)], [Path(p) for p in paths])
     for path, identity, label in zip(paths, identities, labels):
         run_dir = RunDir(path)
         samples_path = run_dir.samples_path(compat)

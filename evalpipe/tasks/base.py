@@ -87,6 +87,10 @@ class TaskData:
     shot_pool: tuple[Example, ...]
     files: tuple[Path, ...]
     split: str
+    #: what the loader decided about the evaluated file as a whole (an index base and how it was
+    #: decided): recorded in config.json (``data_facts``); ``note`` printed with the run's notes
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    note: str | None = None
 
     def materialized(self) -> TaskData:
         """The data with every example in memory (a stream read once, its errors raised here)."""
@@ -169,6 +173,21 @@ class ChoiceScoring:
 
     continuations: Callable[[Example], tuple[str, ...]]
     scoring: Scoring
+    #: also registered as this compatibility mode (``--compat NAME``) when it scores the task
+    compat: str | None = None
+
+
+@dataclass(frozen=True)
+class PromptForm:
+    """A reference implementation's own prompt and log-likelihood scoring of a task (``--compat lm-eval``).
+
+    A run in this form renders ``template`` (the same macro contract; its ``completion`` form is what
+    is scored), defaults to ``default_shots`` (``--shots`` wins), and scores each question by
+    ``choice_scoring`` — so the run asks exactly what the reference asks and scores it as it does."""
+
+    template: str
+    choice_scoring: ChoiceScoring
+    default_shots: int = 0
 
 
 LOGLIKELIHOOD = "loglikelihood"
@@ -221,6 +240,10 @@ class TaskSpec:
     metrics: tuple[str, ...]
     max_tokens: int
     default_shots: int = 0
+    #: new tokens per chat answer when it differs from ``max_tokens``: room for a reasoning block before a
+    #: short answer (None = ``max_tokens``). ``--max-tokens`` overrides both; the plain completion form and
+    #: log-likelihood scoring keep ``max_tokens`` (a base model does not reason first)
+    chat_max_tokens: int | None = None
     #: the headline metric (suite averages, ranking disagreements in reports); None = first F1-like
     primary_metric: str | None = None
     #: metric name (or ``*`` pattern, as in ``metrics``) → one line saying what it measures, for the
@@ -281,6 +304,8 @@ class TaskSpec:
     choice_scoring: ChoiceScoring | None = None
     #: set for a task whose kind declares a natural JSON schema for its answers (``--structured``)
     structured: StructuredOutput | None = None
+    #: compatibility modes that carry their own prompt (``--compat NAME``): name → :class:`PromptForm`
+    forms: Mapping[str, PromptForm] = field(default_factory=dict)
 
     #: prompt variants: name → template path under ``prompts/`` (the same macro contract as
     #: ``template``), beside those found in ``prompts/<task>/variants/<name>.j2``; the canonical
@@ -297,7 +322,23 @@ class TaskSpec:
         if choice_scoring != LOGLIKELIHOOD or self.choice_scoring is None:
             return self
         scoring = self.choice_scoring.scoring
-        return replace(self, scorings={"default": scoring})
+        compat = self.choice_scoring.compat
+        return replace(self, scorings={"default": scoring, **({compat: scoring} if compat else {})})
+
+    def in_form(self, form: str | None) -> TaskSpec:
+        """The spec as a run in prompt form ``form`` (``--compat lm-eval``) uses it: the form's template,
+        default shots and log-likelihood scoring; unchanged for None. A task without that form is an
+        error naming the tasks' forms (a run never silently uses evalpipe's own prompt instead)."""
+        if form is None:
+            return self
+        if form not in self.forms:
+            known = ", ".join(sorted(self.forms)) or "none"
+            raise ValueError(f"task {self.name!r} has no prompt form {form!r} (--compat {form}); its forms: {known}")
+        chosen = self.forms[form]
+        # the form's template is named relative to the folder of the task's own template
+        template = (Path(self.template).parent / chosen.template).as_posix()
+        return replace(self, template=template, template_source=None, default_shots=chosen.default_shots,
+                       choice_scoring=chosen.choice_scoring, variants={})
 
     def __post_init__(self) -> None:
         if "default" not in self.scorings:

@@ -9,10 +9,11 @@ import re
 
 import pytest
 
-from evalpipe.parsers import choice, committed_label, letter, nli_label
+from evalpipe.parsers import choice, committed_label, letter, letter_strict, nli_label
 from evalpipe.parsers.choice import parse_choice
 from evalpipe.parsers.icd10 import parse_icd10_codes
 from evalpipe.parsers.letter import parse_letter
+from evalpipe.parsers.letter_strict import parse_letter_strict
 from evalpipe.parsers.nli_label import parse_nli_label
 from evalpipe.parsers.term_list import parse_term_list
 from evalpipe.parsers.triples import parse_triples
@@ -25,6 +26,8 @@ PARSERS = {
     "icd10": parse_icd10_codes,
     "nli_label": parse_nli_label,
     "letter": lambda a: parse_letter(a, {"A": "colon cancer", "B": "hypertension", "C": "asthma", "D": "gout"}),
+    "letter_strict": lambda a: parse_letter_strict(a, {"A": "colon cancer", "B": "hypertension", "C": "asthma",
+                                                       "D": "gout"}),
     "term_list": lambda a: parse_term_list(a, known_keys={"头痛"}),
     "triples": lambda a: parse_triples(a, predicates=["治疗"]),
     "zh_labels": lambda a: parse_label(a, LabelSet.of(["是", "否"])),
@@ -73,7 +76,10 @@ POSSESSIVE = {
     "choice._STATED": (choice._STATED, "finditer"), "choice._BOLD": (choice._BOLD, "finditer"),
     "nli.leading": (nli_label._NLI.leading, "finditer"), "nli.committing": (nli_label._NLI.committing, "finditer"),
     "nli.hedge": (nli_label._NLI.hedge, "match"), "committed_label._REJECTED": (committed_label._REJECTED, "match"),
-    "letter._ALONE": (letter._ALONE, "match"), "letter._HEDGE": (letter._HEDGE, "finditer"),
+    "letter_strict._ALONE": (letter_strict._ALONE, "match"), "letter_strict._HEDGE": (letter_strict._HEDGE, "finditer"),
+    "letter._LEADING": (letter._LEADING, "match"), "letter._JOINED": (letter._JOINED, "match"),
+    **{f"letter._STATEMENTS[{i}]": (p, "finditer") for i, p in enumerate(letter._STATEMENTS) if "+" in p.pattern},
+    **{f"letter._HEDGES[{i}]": (p, "finditer") for i, p in enumerate(letter._HEDGES) if "*+" in p.pattern or "++" in p.pattern},
 }
 PIECES = ["answer", "Answer", "ANSWER", "is", "would", "be", "seems", ":", "-", "=", "*", "**", " ", "  ", "\n",
           "option", "(", ")", "[", "]", "{", "}", "A", "c", "C", "x", "Z", "1", "entailment", "NEUTRAL",

@@ -61,13 +61,13 @@ def test_letter_parser_reads(answer, letter):
     ("Answer: A. Actually, answer: C", "hedged"),  # two different stated answers
     ("", "empty"),
     ("   \n ", "empty"),
-    ("<think>I am still thinking about", "empty"),  # never answered
+    ("<think>I am still thinking about", "truncated_in_reasoning"),  # never answered
     ("I'm sorry, I cannot provide medical advice. Please consult a doctor.", "no_choice"),
     ("The answer is a rare antidote", "no_choice"),  # "a" the article, not option A
     ("A patient with overdose needs airway support", "no_choice"),  # "A" opening a sentence
     ("Answer: E", "invalid_letter"),  # not an offered option
     ("E", "invalid_letter"),
-    ("Naloxone or flumazenil", "no_choice"),
+    ("Naloxone or flumazenil", "hedged"),  # two option texts joined by "or"
 ])
 def test_letter_parser_failures_are_counted(answer, flag):
     prediction = parse_letter(answer, OPTIONS)

@@ -19,7 +19,7 @@ from typing import Any
 
 from evalpipe.data.records import Record
 from evalpipe.records import Example
-from evalpipe.tasks.base import ChoiceScoring, RankingSpec, Scoring, StructuredOutput, TaskArg
+from evalpipe.tasks.base import ChoiceScoring, PromptForm, RankingSpec, Scoring, StructuredOutput, TaskArg
 from evalpipe.tasks.taskfile.schema import TaskFile
 
 
@@ -30,6 +30,23 @@ class Drafted:
 
     gold: Any
     inputs: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: the chat token budget of kinds with short answers: room for a reasoning model's ``<think>`` block
+#: (DeepSeek-R1 / Qwen3 reason for several hundred to a few thousand tokens on a MedQA question)
+REASONING_BUDGET = 4096
+
+
+@dataclass(frozen=True)
+class FileReading:
+    """What a ``whole_file`` kind may return instead of a plain list of drafts: the drafts and what it
+    decided about the file as a whole (MedMCQA's index base and how it was decided), recorded in the
+    run's ``config.json`` (``tasks.<name>.data_facts``) and printed, so the decision is never silent."""
+
+    drafts: list[Drafted]
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    #: one line for the user saying what was decided (printed with the run's notes)
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +66,11 @@ class KindParts:
     ranking: RankingSpec | None = None
     #: set by a kind whose options can be scored by log-likelihood (``--mcqa-scoring loglikelihood``)
     choice_scoring: ChoiceScoring | None = None
+    #: compatibility modes with their own prompt (``--compat lm-eval``): name → PromptForm
+    forms: Mapping[str, PromptForm] = field(default_factory=dict)
+    #: new tokens per *chat* answer when the kind's answers are short but a reasoning model writes a
+    #: ``<think>`` block first (multiple choice, classification); None = the task's ``max_tokens``
+    chat_max_tokens: int | None = None
     #: metric → one line for the report's glossary (``*`` patterns allowed); a task file's own
     #: ``metric_definitions`` win
     definitions: Mapping[str, str] = field(default_factory=dict)
@@ -76,6 +98,9 @@ class Kind:
     parts: Callable[[Any], KindParts]
     #: ``read`` needs every record of a file at once (the file is checked as a whole)
     whole_file: bool = False
+    #: ``read`` takes the task's settings (``--task-arg``) as a third argument, and may return a
+    #: :class:`FileReading`
+    reads_args: bool = False
 
 
 _KINDS: dict[str, Kind] = {}

@@ -37,7 +37,7 @@ from evalpipe.parsers.zh_labels import LabelSet, parse_label
 from evalpipe.text.distinct import distinct_problem
 from evalpipe.records import Example, Prediction, ScoreSheet
 from evalpipe.tasks.base import StructuredOutput, Scoring
-from evalpipe.tasks.kinds.base import Drafted, Kind, KindParts, register_kind
+from evalpipe.tasks.kinds.base import REASONING_BUDGET, Drafted, Kind, KindParts, register_kind
 from evalpipe.tasks.taskfile.schema import TaskFile, Text
 from evalpipe.text.chinese import label_key
 
@@ -150,6 +150,7 @@ def parts(task: ClassificationTask) -> KindParts:
             schema={"type": "object", "additionalProperties": False, "required": ["label"],
                     "properties": {"label": {"type": "string", "enum": list(task.labels)}}},
             to_text=lambda value, example: value["label"]),
+        chat_max_tokens=REASONING_BUDGET,
     )
 
 

@@ -8,11 +8,14 @@ order (``letters`` overrides). Templates see ``example.options``: a list of ``{l
 **Gold** (``fields.answer``), by ``answer_format``:
 
 * ``letter`` — the correct letter (``C``; any case, brackets and a final period ignored);
-* ``index`` — the correct option's position, counted from ``index_base`` (0 or 1). With
-  ``detect_index_base`` (default on) the whole file is checked: an index 0 anywhere means 0-based,
-  an index equal to the number of options means 1-based; both at once, or the other base than
-  declared *and* no evidence, is reported — MedMCQA's ``cop`` is 1-based in its GitHub release and
-  0-based on the Hugging Face hub, and reading one as the other silently shifts every answer;
+* ``index`` — the correct option's position, counted from 0 or 1. ``--task-arg TASK:<field>_base=0|1``
+  (MedMCQA: ``medmcqa:cop_base``) says which; without it, with ``detect_index_base`` (default on),
+  the whole file decides: an index 0 anywhere means 0-based, an index equal to the number of options
+  means 1-based; both at once is an error, and so is neither (a 0-based file whose answers are never
+  A reads as a 1-based one whose answers are never D): the error names the flag. MedMCQA's ``cop`` is
+  1-based in its GitHub release and 0-based on the Hugging Face hub, and reading one as the other
+  silently shifts every answer. The decided base and how it was decided are recorded in config.json
+  (``tasks.<task>.data_facts``) and printed. Without detection, the declared ``index_base``;
 * ``text`` — the correct option's text (PubMedQA's ``final_decision``), matched case-insensitively.
 
 **Parsing**: :func:`evalpipe.parsers.letter.parse_letter` (bare letter, ``Answer: C.``, ``(B)``,
@@ -38,11 +41,13 @@ import json
 import math
 import re
 import string
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from evalpipe.data.errors import DataError
 from evalpipe.data.records import Record
 from evalpipe.text.distinct import distinct_problem
 from evalpipe.metrics.aggregation import Mean, evaluate
@@ -50,9 +55,12 @@ from evalpipe.metrics.calibration import ExpectedCalibrationError, MeanOverScore
 from evalpipe.metrics.classification import accuracy
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.letter import parse_letter
+from evalpipe.parsers.letter_strict import parse_letter_strict
 from evalpipe.records import Example, Prediction, ScoreSheet
-from evalpipe.tasks.base import ChoiceScoring, Scoring, StructuredOutput
-from evalpipe.tasks.kinds.base import Drafted, Kind, KindParts, register_kind
+from evalpipe.compat.lm_eval import COMPAT as LM_EVAL
+from evalpipe.compat.lm_eval import lm_eval_scoring
+from evalpipe.tasks.base import ChoiceScoring, PromptForm, Scoring, StructuredOutput, TaskArg
+from evalpipe.tasks.kinds.base import REASONING_BUDGET, Drafted, FileReading, Kind, KindParts, register_kind
 from evalpipe.tasks.taskfile.schema import Strict, TaskFile, Text
 
 
@@ -86,6 +94,14 @@ class OptionsSpec(Strict):
         return self
 
 
+class PromptFormSpec(Strict):
+    template: Text = Field(description="The reference's prompt as a template (the same macro contract; its "
+                           "completion form is scored), in the folder of the task's own template.")
+    continuations: Literal["letter", "text"] = Field("letter", description="What is scored after the prompt: "
+                                                     "' ' + the option letter, or ' ' + the option text (PubMedQA).")
+    shots: int = Field(0, ge=0, description="Shots by default in this form (--shots wins).")
+
+
 class MultipleChoiceTask(TaskFile):
     kind: Literal["multiple_choice"]
     options: OptionsSpec
@@ -94,11 +110,17 @@ class MultipleChoiceTask(TaskFile):
     index_base: Literal[0, 1] = Field(0, description="answer_format index: the index of the first option.")
     detect_index_base: bool = Field(True, description="answer_format index: check the file's indices for the "
                                     "other base (an index 0 → 0-based, an index = number of options → 1-based).")
+    compat_forms: dict[Text, PromptFormSpec] = Field(
+        default_factory=dict, description="A reference implementation's own prompt and scoring, by compatibility "
+        "mode (--compat lm-eval): its template, what is scored after it, its default shots.")
 
     @model_validator(mode="after")
     def _answer_field(self) -> MultipleChoiceTask:
         if self.fields.gold_field() is None:
             raise ValueError("fields.answer: name the field holding the correct option")
+        unknown = sorted(set(self.compat_forms) - set(FORM_SCORINGS))
+        if unknown:
+            raise ValueError(f"compat_forms: unknown mode(s) {', '.join(unknown)} (known: {', '.join(FORM_SCORINGS)})")
         return self
 
 
@@ -150,11 +172,42 @@ def _index(value: object) -> int | None:
     return int(text) if re.fullmatch(r"-?\d+", text) else None
 
 
-def index_base(task: MultipleChoiceTask, records: Sequence[Record], counts: Sequence[int]) -> int:
-    """The index base the file uses (see the module docstring)."""
+def base_arg(task: MultipleChoiceTask) -> str:
+    """The ``--task-arg`` naming the index base: ``<answer field>_base`` (MedMCQA: ``cop_base``)."""
+    field = task.fields.gold_field()
+    return f"{field[0] if isinstance(field, list) else field}_base"
+
+
+def _parse_base(text: str) -> int:
+    if text.strip() not in ("0", "1"):
+        raise ValueError(f"an index base is 0 or 1, not {text!r}")
+    return int(text)
+
+
+@dataclass(frozen=True)
+class IndexBase:
+    """The index base a file uses and how that was decided (recorded in config.json, printed)."""
+
+    base: int
+    how: str
+
+
+def index_base(task: MultipleChoiceTask, records: Sequence[Record], counts: Sequence[int],
+               given: int | None = None) -> IndexBase:
+    """The index base the file uses (see the module docstring).
+
+    ``given`` (``--task-arg TASK:<field>_base=0|1``) decides. Otherwise, with ``detect_index_base``,
+    the file decides: an index 0 anywhere → 0-based, an index equal to its question's number of
+    options → 1-based, both → an error (the file mixes bases); neither (every index is 1 … n-1: a
+    0-based file where no answer is A, or a 1-based one where no answer is the last option) → an
+    error naming the flag — the task file's declared base is a guess there, and a wrong guess shifts
+    every answer. Without detection the declared ``index_base`` is used."""
+    arg = base_arg(task)
+    if given is not None:
+        return IndexBase(given, f"--task-arg {task.name}:{arg}={given}")
     declared = task.index_base
-    if not task.detect_index_base:
-        return declared
+    if not task.detect_index_base or not records:
+        return IndexBase(declared, f"declared by the task file (index_base: {declared})")
     zero = next((r for r in records if _index(_gold_value(task, r)[1]) == 0), None)
     top = next((r for r, n in zip(records, counts) if _index(_gold_value(task, r)[1]) == n), None)
     if zero is not None and top is not None:
@@ -162,15 +215,23 @@ def index_base(task: MultipleChoiceTask, records: Sequence[Record], counts: Sequ
         raise top.error(name, f"index {_gold_value(task, top)[1]} equals the number of options (1-based), but line "
                         f"{zero.line} has index 0 (0-based): the file mixes index bases")
     if zero is not None:
-        return 0
+        return IndexBase(0, f"detected: line {zero.line} has {_gold_value(task, zero)[0]} 0")
     if top is not None:
-        return 1
-    return declared
+        value = _gold_value(task, top)
+        return IndexBase(1, f"detected: line {top.line} has {value[0]} {value[1]} (= its number of options)")
+    name = _gold_value(task, records[0])[0]
+    raise DataError(records[0].path, None, name,
+                    f"cannot tell whether {name} is 0- or 1-based: no row has index 0 and none has an index equal "
+                    f"to its number of options, so either base reads every row; pass --task-arg "
+                    f"{task.name}:{arg}=0|1 (MedMCQA's GitHub release is 1-based, the Hugging Face copy 0-based)")
 
 
-def read(task: MultipleChoiceTask, records: Sequence[Record]) -> list[Drafted]:
+def read(task: MultipleChoiceTask, records: Sequence[Record], args: Mapping[str, Any] | None = None) -> FileReading:
     options = [_options(task, record) for record in records]
-    base = index_base(task, records, [len(o) for o in options]) if task.answer_format == "index" else 0
+    decided = None
+    if task.answer_format == "index":
+        decided = index_base(task, records, [len(o) for o in options], (args or {}).get(base_arg(task)))
+    base = decided.base if decided is not None else 0
     out = []
     for record, opts in zip(records, options):
         name, value = _gold_value(task, record)
@@ -193,7 +254,11 @@ def read(task: MultipleChoiceTask, records: Sequence[Record]) -> list[Drafted]:
                                    f"({', '.join(opts.values())})")
             letter = hits[0]
         out.append(Drafted(gold=letter, inputs={"options": [{"letter": k, "text": t} for k, t in opts.items()]}))
-    return out
+    if decided is None:
+        return FileReading(out)
+    arg = base_arg(task)
+    return FileReading(out, facts={arg: decided.base, f"{arg}_decided": decided.how},
+                       note=f"{task.name}: {arg[:-5]} is {decided.base}-based ({decided.how})")
 
 
 def option_map(example: Example) -> dict[str, str]:
@@ -204,18 +269,39 @@ def parse(answer: str, example: Example) -> Prediction:
     return parse_letter(answer, option_map(example))
 
 
+def parse_strict(answer: str, example: Example) -> Prediction:
+    return parse_letter_strict(answer, option_map(example))
+
+
 def score(examples: Sequence[Example], predictions: Sequence[Prediction], options: MetricOptions) -> ScoreSheet:
-    """Accuracy: the share of questions whose parsed letter is the gold one (a failure is wrong)."""
+    """``accuracy``: the share of questions whose parsed letter is the gold one (a failure, an empty
+    answer and an unanswered request are wrong; mean over questions).
+
+    ``truncated_in_reasoning``: the share of questions whose answer stopped inside an unclosed
+    ``<think>`` block with no answer before it (the parser's flag; a reasoning model that ran out of
+    tokens), so a low accuracy caused by a small token budget is visible as such."""
     golds = [ex.gold for ex in examples]
     preds = [p.value for p in predictions]
-    per_sample = [{"accuracy": float(p is not None and p == g)} for g, p in zip(golds, preds)]
-    return ScoreSheet(corpus={"accuracy": accuracy(golds, preds)}, per_sample=per_sample,
-                      aggregations={"accuracy": Mean("accuracy")})
+    per_sample = [{"accuracy": float(p is not None and p == g),
+                   "truncated_in_reasoning": float(bool(pr.diagnostics.get("truncated_in_reasoning")))}
+                  for g, p, pr in zip(golds, preds, predictions)]
+    truncated = sum(row["truncated_in_reasoning"] for row in per_sample)
+    return ScoreSheet(corpus={"accuracy": accuracy(golds, preds),
+                              "truncated_in_reasoning": truncated / len(per_sample) if per_sample else 0.0},
+                      per_sample=per_sample,
+                      aggregations={"accuracy": Mean("accuracy"),
+                                    "truncated_in_reasoning": Mean("truncated_in_reasoning")})
 
 
 GENERATIVE = Scoring(parse=parse, score=score, empty=lambda ex: Prediction(None, True, {"no_answer": True}),
-                     description="the letter the answer commits to (hedges, refusals, empty fail); accuracy",
+                     description="the option the answer commits to, read as a careful grader does (hedges, "
+                     "refusals, empty answers and unfinished reasoning fail); accuracy",
                      samplewise=True)
+
+#: the rules before issue 23 (a stated answer after a hedge rule, no option text, no ``B - …``): earlier numbers
+STRICT_V1 = Scoring(parse=parse_strict, score=score, empty=lambda ex: Prediction(None, True, {"no_answer": True}),
+                    description="strict-v1: evalpipe's first, strict letter rules (reproduces earlier numbers)",
+                    samplewise=True)
 
 
 def continuations(example: Example) -> tuple[str, ...]:
@@ -299,10 +385,37 @@ CALIBRATION_DEFINITIONS = {
 }
 
 
+def text_continuations(example: Example) -> tuple[str, ...]:
+    """The option texts as continuations, a space before each (lm-eval's PubMedQA: `` yes``, `` no``, `` maybe``)."""
+    return tuple(f" {o['text']}" for o in example.inputs["options"])
+
+
+def option_letters(example: Example) -> tuple[str, ...]:
+    return tuple(o["letter"] for o in example.inputs["options"])
+
+
+#: compatibility modes a task file may give a prompt form of, and how each scores the continuations
+FORM_SCORINGS = {LM_EVAL: lm_eval_scoring}
+
+
+def _forms(task: MultipleChoiceTask) -> dict[str, PromptForm]:
+    forms = {}
+    for name, spec in task.compat_forms.items():
+        wanted = continuations if spec.continuations == "letter" else text_continuations
+        scoring = FORM_SCORINGS[name](wanted, option_letters)
+        forms[name] = PromptForm(template=spec.template, default_shots=spec.shots,
+                                 choice_scoring=ChoiceScoring(continuations=wanted, scoring=scoring, compat=name))
+    return forms
+
+
 def parts(task: MultipleChoiceTask) -> KindParts:
-    return KindParts(scorings={"default": GENERATIVE}, shot_target=lambda ex: str(ex.gold),
+    args = (TaskArg(base_arg(task), "the index base of the answer column: 0 or 1 (decided from the file when "
+                    "omitted; a file that cannot tell is refused)", parse=_parse_base),) \
+        if task.answer_format == "index" else ()
+    return KindParts(scorings={"default": GENERATIVE, "strict-v1": STRICT_V1}, shot_target=lambda ex: str(ex.gold),
+                     args=args, chat_max_tokens=REASONING_BUDGET, forms=_forms(task),
                      # ece and brier exist only under log-likelihood scoring (option probabilities)
-                     metrics=("accuracy", "ece", "brier"), primary_metric="accuracy",
+                     metrics=("accuracy", "truncated_in_reasoning", "ece", "brier"), primary_metric="accuracy",
                      definitions=CALIBRATION_DEFINITIONS,
                      choice_scoring=ChoiceScoring(continuations=continuations, scoring=LOGLIKELIHOOD_SCORING),
                      structured=structured(task))
@@ -316,4 +429,5 @@ KIND = register_kind(Kind(
     parts=parts,
     # the index base is decided over the whole file (an index 0 anywhere → 0-based)
     whole_file=True,
+    reads_args=True,
 ))

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -41,7 +41,7 @@ from evalpipe.data.records import Record, UniqueIds, check_unique_ids, iter_reco
 from evalpipe.data.stream import Examples, ExampleStream, materialize
 from evalpipe.records import Example
 from evalpipe.tasks.base import LoadOptions, TaskData
-from evalpipe.tasks.kinds.base import Kind
+from evalpipe.tasks.kinds.base import Drafted, FileReading, Kind
 from evalpipe.tasks.taskfile import locate
 from evalpipe.tasks.taskfile.schema import TaskFile
 
@@ -142,21 +142,25 @@ Prepare = Callable[[Record], Record]
 
 
 def read_examples(task: TaskFile, kind: Kind, path: Path, split: str,
-                  prepare: Prepare | None = None) -> tuple[Example, ...]:
+                  prepare: Prepare | None = None, args: Mapping[str, Any] | None = None,
+                  facts: dict[str, Any] | None = None) -> tuple[Example, ...]:
     """The examples of one file (ids unique), in file order, in memory; an error carries the split's
-    note. The kind reads every record at once (what a ``whole_file`` kind needs)."""
-    return tuple(_noted(task, split, _examples(task, kind, path, split, prepare, chunk=None)))
+    note. The kind reads every record at once (what a ``whole_file`` kind needs); what it decided
+    about the file (:class:`~evalpipe.tasks.kinds.base.FileReading`) goes into ``facts``."""
+    return tuple(_noted(task, split, _examples(task, kind, path, split, prepare, chunk=None, args=args,
+                                               facts=facts)))
 
 
 def stream_examples(task: TaskFile, kind: Kind, path: Path, split: str,
-                    prepare: Prepare | None = None) -> ExampleStream:
+                    prepare: Prepare | None = None, args: Mapping[str, Any] | None = None) -> ExampleStream:
     """:func:`read_examples` as a stream: the file is read again on each pass, :data:`CHUNK` records
     at a time, and every error is raised when the pass reaches it."""
-    return ExampleStream(partial(_streamed, task, kind, path, split, prepare))
+    return ExampleStream(partial(_streamed, task, kind, path, split, prepare, args))
 
 
-def _streamed(task: TaskFile, kind: Kind, path: Path, split: str, prepare: Prepare | None) -> Iterator[Example]:
-    return _noted(task, split, _examples(task, kind, path, split, prepare, chunk=CHUNK))
+def _streamed(task: TaskFile, kind: Kind, path: Path, split: str, prepare: Prepare | None,
+              args: Mapping[str, Any] | None = None) -> Iterator[Example]:
+    return _noted(task, split, _examples(task, kind, path, split, prepare, chunk=CHUNK, args=args))
 
 
 def _noted(task: TaskFile, split: str, examples: Iterator[Example]) -> Iterator[Example]:
@@ -183,8 +187,22 @@ def _chunks(records: Iterator[Record], size: int | None) -> Iterator[list[Record
         yield chunk
 
 
+def _read(kind: Kind, task: TaskFile, records: list[Record], args: Mapping[str, Any] | None,
+          facts: dict[str, Any] | None) -> list[Drafted]:
+    """The kind's drafts for ``records``; a :class:`FileReading`'s facts and note go into ``facts``."""
+    read = kind.read(task, records, dict(args or {})) if kind.reads_args else kind.read(task, records)
+    if isinstance(read, FileReading):
+        if facts is not None:
+            facts.update(read.facts)
+            if read.note:
+                facts["_note"] = read.note
+        return read.drafts
+    return read
+
+
 def _examples(task: TaskFile, kind: Kind, path: Path, split: str, prepare: Prepare | None,
-              chunk: int | None) -> Iterator[Example]:
+              chunk: int | None, args: Mapping[str, Any] | None = None,
+              facts: dict[str, Any] | None = None) -> Iterator[Example]:
     """The examples of one file, the kind reading ``chunk`` records at a time (None: all at once).
 
     Per chunk the order of checks is the whole-file reading's: records (and ``prepare``), the table
@@ -197,7 +215,7 @@ def _examples(task: TaskFile, kind: Kind, path: Path, split: str, prepare: Prepa
             _check_header(task, records, path)
         inputs = [{name: _input(task, record, name, fields) for name, fields in task.fields.inputs.items()}
                   for record in records]
-        drafts = kind.read(task, records)
+        drafts = _read(kind, task, records, args, facts)
         for record, mapped, draft in zip(records, inputs, drafts):
             example = Example(id=_sample_id(task, record, split, row), inputs={**mapped, **draft.inputs},
                               gold=draft.gold, meta={"file": file, "line": record.line, "row": row})
@@ -318,8 +336,9 @@ def _load_task_data(task: TaskFile, kind: Kind, base: Path, options: LoadOptions
     ``prepare`` (for a hook: :func:`evalpipe.tasks.taskfile.build.with_prepared_records`) rewrites
     each record before its fields are mapped, for a data quirk no key expresses."""
     split, evaluated = eval_path(task, base, options)
-    examples: Examples = (read_examples if kind.whole_file else stream_examples)(task, kind, evaluated, split,
-                                                                                 prepare)
+    facts: dict[str, Any] = {}
+    examples: Examples = (read_examples(task, kind, evaluated, split, prepare, options.args, facts)
+                          if kind.whole_file else stream_examples(task, kind, evaluated, split, prepare, options.args))
     try:
         shots_file = shot_path(task, base, options, split, evaluated)
     except DataError:
@@ -329,14 +348,15 @@ def _load_task_data(task: TaskFile, kind: Kind, base: Path, options: LoadOptions
     files: tuple[Path, ...] = (evaluated,)
     if shots_file is not None:
         pool_split = shot_split(task, split) or "shots"
-        pool = read_examples(task, kind, shots_file, pool_split, prepare)
+        pool = read_examples(task, kind, shots_file, pool_split, prepare, options.args)
         files += (shots_file,)
     elif task.shots.held_out:
         held = hold_out(materialize(examples), task.shots.count, task.shots.seed or 0, evaluated)
         examples, pool = held.scored, held.shots
     else:
         pool = ()
-    return TaskData(examples=examples, shot_pool=pool, files=files, split=split)
+    note = facts.pop("_note", None)
+    return TaskData(examples=examples, shot_pool=pool, files=files, split=split, facts=facts, note=note)
 
 
 def data_problem(task: TaskFile, base: Path, options: LoadOptions, task_file: Path | None = None) -> str | None:

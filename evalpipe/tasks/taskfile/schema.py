@@ -157,6 +157,9 @@ class ShotsSpec(Strict):
 
 class GenerationSpec(Strict):
     max_tokens: int = Field(256, ge=1, description="New tokens per answer (--max-tokens overrides).")
+    chat_max_tokens: int | None = Field(None, ge=1, description="New tokens per chat answer, when a chat "
+                                        "model needs room for a reasoning block before a short answer (default: "
+                                        "the kind's reasoning budget, else max_tokens; --max-tokens overrides).")
     stop: list[Text] = Field(default_factory=list, description="Stop sequences of the plain completion form "
                              "(--endpoint completions, base models); chat answers end where the model stops.")
     completion_prefix: Text = Field("", description="Text the completion template ends with and the answer "
