@@ -63,6 +63,7 @@ def test_batch_run_of_100_sentences_sends_no_direct_request_and_matches_the_dire
         assert server.direct_requests == sent_directly  # not one direct request more
         assert server.batch_lines == 100 and len(server.batches) == 3  # 40 + 40 + 20
         assert {b["request_counts"]["total"] for b in server.batches.values()} == {40, 20}
+        port = server.port  # the same endpoint again below (a run never reuses another endpoint's answers)
     a, b = metrics(tmp_path, "direct"), metrics(tmp_path, "batched")
     assert a["f1"] > 0 and b["f1"] == a["f1"] and b["n"] == 100 and b["errors"] == 0
     assert [r[1:] for r in batches_of(tmp_path, "batched")] == [("completed", 40, 1), ("completed", 40, 1),
@@ -73,7 +74,7 @@ def test_batch_run_of_100_sentences_sends_no_direct_request_and_matches_the_dire
     samples = [json.loads(line) for line in (tmp_path / "batched" / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 100 and all(s["answer"] for s in samples)
     # the same command again: everything is stored, nothing is submitted
-    with FakeBatchServer() as server:
+    with FakeBatchServer(port=port) as server:
         again = ncbi(server.url, tmp_path, "batched", "--batch", "--batch-size", "40", *FAST, limit=100)
         assert again.returncode == 0, again.stderr
         assert not server.batches and server.direct_requests == 0
@@ -149,12 +150,13 @@ def test_an_expired_batch_is_reported_and_keeps_its_answers(tmp_path):
         result = ncbi(server.url, tmp_path, "expired", "--batch", *FAST, limit=10)
         assert result.returncode == 3, result.stderr
         (batch_id,) = server.batches
+        port = server.port
     assert f"batch {batch_id} expired: 5 of 10 answers kept; 5 without an answer" in result.stderr
     assert metrics(tmp_path, "expired")["errors"] == 5
     summary = json.loads((tmp_path / "expired" / "summary.json").read_text())
     assert any("expired" in note for note in summary["run"]["notes"])
-    # the same command asks the five again, in a new batch
-    with FakeBatchServer() as server:
+    # the same command asks the five again, in a new batch, of the same endpoint
+    with FakeBatchServer(port=port) as server:
         again = ncbi(server.url, tmp_path, "expired", "--batch", *FAST, limit=10)
         assert again.returncode == 0, again.stderr
         assert server.batch_lines == 5
