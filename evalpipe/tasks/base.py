@@ -8,8 +8,6 @@ what no task kind expresses, a module in ``evalpipe/tasks/`` that builds a ``Tas
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any
 from evalpipe.data.stream import Examples as Examples
 from evalpipe.data.stream import ExampleStream as ExampleStream
 from evalpipe.data.stream import materialize as materialize
+from evalpipe.metrics.names import metric_matches as metric_matches  # re-exported: where it was
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Example, Prediction, ScoreSheet
 
@@ -117,19 +116,6 @@ class Scoring:
     #: (idf over the corpus; bert-score batches 16 samples together), a reference implementation's
     #: corpus arithmetic, a pool, metrics per dataset found in the data.
     samplewise: bool = False
-
-
-@functools.lru_cache(maxsize=256)
-def _glob(pattern: str) -> re.Pattern[str]:
-    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")))
-
-
-def metric_matches(pattern: str, metric: str) -> bool:
-    """Whether a metric key matches a declared name, where ``*`` stands for any text
-    (``bertscore[*]_f1`` matches ``bertscore[all-MiniLM-L6-v2@L6]_f1``); without ``*``, equality."""
-    if "*" not in pattern:
-        return pattern == metric
-    return _glob(pattern).fullmatch(metric) is not None
 
 
 @dataclass(frozen=True)
