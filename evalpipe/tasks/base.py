@@ -257,6 +257,14 @@ class TaskSpec:
     #: generation caps for a quick look (the demo); None = the task's own settings
     quick: QuickGeneration | None = None
 
+    #: what the task's gold and answers are (recorded in config.json, so readers such as the report's NER
+    #: error analysis decide from it instead of guessing from record shapes): a task file's ``kind:``
+    #: (``span_ner``, ``classification``, ``multiple_choice``, ``generation``, ``code_list``,
+    #: ``retrieval``), or for a task built in Python one of those or of
+    #: :data:`evalpipe.rundir.kinds.PYTHON_KINDS` (``custom`` only where no kind fits). Required: a spec
+    #: without one is refused
+    kind: str = ""
+
     def scored_by(self, choice_scoring: str) -> TaskSpec:
         """The spec as a run with ``--mcqa-scoring CHOICE_SCORING`` uses it: with ``loglikelihood``, a
         task that has a :class:`ChoiceScoring` is scored by it (its only scoring: compatibility modes
@@ -267,6 +275,9 @@ class TaskSpec:
         return replace(self, scorings={"default": scoring})
 
     def __post_init__(self) -> None:
+        if not self.kind:
+            raise ValueError(f"task {self.name!r} declares no kind (TaskSpec.kind: e.g. 'span_ner', or 'custom' "
+                             "where no kind fits; see evalpipe.rundir.kinds)")
         if "default" not in self.scorings:
             raise ValueError(f"task {self.name!r} needs a 'default' scoring")
 
