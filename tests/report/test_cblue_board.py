@@ -121,3 +121,16 @@ def test_average_without_a_recorded_aggregate_is_the_mean_of_the_eight_with_comb
     assert row.intervals["average"] == pytest.approx((34.05, 35.95))
     assert row.intervals["chip_ctc"] == pytest.approx((29.0, 31.0))
     assert split_label(BOARD, [run]).endswith("our runs: test split — indicative")
+
+
+def test_the_runs_record_the_board_and_the_suite_the_report_renders(cblue_runs):
+    import json
+
+    from evalpipe.rundir.boards import ReferenceBoard
+
+    full, partial = (json.loads((p / "config.json").read_text(encoding="utf-8")) for p in cblue_runs)
+    assert [ReferenceBoard.from_json(b) for b in full["boards"]] == [BOARD]
+    assert full["suites"]["cblue"] == {"tasks": list(TASK_ORDER), "description": full["suites"]["cblue"]["description"],
+                                       "has_aggregate": True}
+    assert full["tasks"]["cmeee"]["kind"] == "span_ner" and full["tasks"]["cmeie"]["kind"] == "relation_extraction"
+    assert partial["boards"] == full["boards"]  # any CBLUE task brings the board
