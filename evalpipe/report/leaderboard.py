@@ -17,8 +17,8 @@ Coverage: a task that some run did not answer in full (failed requests, evalpipe
 since its metrics are measured on the answered samples only. A metric not computed (no answered
 sample) reads "not computed", with the reason on hover, never a number.
 
-Suite averages: for each registered suite *without* an aggregate of its own (a suite with one,
-like a CLUE level, is summarised by that aggregate) and with at least two member tasks, the
+Suite averages: for each suite the runs recorded (:mod:`evalpipe.report.suites`) *without* an
+aggregate of its own (a suite with one, like a CLUE level, is summarised by that aggregate) and with at least two member tasks, the
 unweighted mean of each member's *primary* metric (the task's ``primary_metric`` when a task declares one; else
 ``f1`` if the task has it, else the first of its leaderboard metrics containing ``f1``, else its
 first leaderboard metric). A model gets an average only if it ran every member. Intervals for averages

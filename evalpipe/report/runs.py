@@ -3,7 +3,7 @@
 Nothing here reads a data file, imports a task, or re-parses an answer: the numbers are the run's
 own (``metrics.json``), each sample's per-sample ``parts`` (``samples.jsonl``) and each metric's
 declared aggregation (``summary.json``) are all that intervals and comparisons need, and what the
-report says about a task (its metric order, headline metric, description) was recorded in
+report says about a task (its kind, metric order, headline metric, description) was recorded in
 ``config.json`` when the run was made. So a report is the same on another machine, after the data
 was deleted, and for a user's own task file the report has never heard of.
 

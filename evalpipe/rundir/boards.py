@@ -14,7 +14,7 @@ Texts may hold ``{splits}`` (our runs' splits, ``dev`` or ``dev/test``) in ``lab
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -85,7 +85,7 @@ class ReferenceBoard:
         if self.average not in AVERAGES:
             raise ValueError(f"board {self.name!r}: unknown average {self.average!r} (known: {sorted(AVERAGES)})")
 
-    def applies(self, tasks: tuple[str, ...] | list[str]) -> bool:
+    def applies(self, tasks: Iterable[str]) -> bool:
         """Whether a run of these tasks has anything for the board."""
         return any(t in self.tasks for t in tasks)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Sequence
 from pathlib import Path
 
 from evalpipe.rundir.boards import ReferenceBoard
@@ -212,7 +213,7 @@ def resolve(tasks: list[str], suite_names: list[str]) -> list[TaskSpec]:
     return list(seen.values())
 
 
-def suite_records(tasks: tuple[str, ...] | list[str]) -> dict[str, SuiteRecord]:
+def suite_records(tasks: Sequence[str]) -> dict[str, SuiteRecord]:
     """The suites with a member among ``tasks``, as a run directory records them (config.json ``suites``)."""
     return {name: SuiteRecord(name, suite.tasks, suite.description, suite.aggregate is not None)
             for name, suite in suites().items() if any(t in suite.tasks for t in tasks)}
