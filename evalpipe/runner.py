@@ -86,7 +86,7 @@ from evalpipe.robustness import ConditionOutcome, combine_tasks
 from evalpipe.scoring import answer_prefix, score_task_chunked
 from evalpipe.structured import structured_format, structured_spec
 from evalpipe.tasks.base import LOGLIKELIHOOD, Examples, ExampleStream, LoadOptions, TaskData, TaskSpec
-from evalpipe.tasks.registry import get_task
+from evalpipe.tasks.registry import boards, get_task, suite_records
 
 from evalpipe.paths import REPO_ROOT
 
@@ -705,6 +705,8 @@ def _task_record(p: PreparedTask, config: RunConfig) -> dict[str, Any]:
         "answer_kind": p.spec.answer_kind,
         "judge_rubric": p.spec.judge_rubric,
         # what a report says about the task, recorded so that the report needs only the run directory
+        # (the kind decides e.g. the NER error analysis: docs/architecture.md, "The run directory is the contract")
+        "kind": p.spec.kind,
         "description": p.spec.description,
         "metrics": list(p.spec.metrics),
         "primary_metric": p.spec.primary_metric,
@@ -747,6 +749,9 @@ def write_config(run: RunDir, config: RunConfig, prepared: Sequence[PreparedTask
         "evalpipe_version": __version__,
         "git_commit": git_commit(REPO_ROOT),
         "tasks": _task_records(prepared, config),
+        # the suites and reference boards of the run's tasks, as data: the report reads them from here
+        "suites": {name: suite.to_json() for name, suite in suite_records(ran.tasks).items()},
+        "boards": [board.to_json() for board in boards() if board.applies(ran.tasks)],
         # the generating model's backend, and each retrieval task's ranker (embedder, pool), as they describe
         # themselves (never an API key); a run answered wholly from the store keeps what was recorded
         "backend": next((dict(b.describe()) for b in backends if not isinstance(b, RankingBackend)),

@@ -133,3 +133,64 @@ def test_listing_tasks_imports_no_heavy_library():
             "print(sorted(m for m in ('numpy', 'pandas', 'torch', 'matplotlib', 'aiohttp') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+#: the one report module that may read the task registry (its docstring says why: a suite's Python
+#: aggregate on bootstrap replicates, and older run directories without recorded suites and boards)
+REPORT_REGISTRY_EXCEPTION = "evalpipe.report.registry_bridge"
+
+
+def _imported_names(path: Path) -> set[str]:
+    """Every module named by an import statement or by an ``importlib.import_module``/``__import__``
+    string in the file (relative imports resolved), whether or not it is an evalpipe module."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                name = _module_name(path)
+                package = name.split(".")[: -node.level] if path.name != "__init__.py" else name.split(".")
+                base = ".".join([*package, base] if base else package)
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if called in ("import_module", "__import__"):
+                found.add(node.args[0].value)
+    return found
+
+
+def _reaching(folder: str, target: str, allowed: frozenset[str] = frozenset()) -> list[str]:
+    hits = []
+    for path in sorted((PACKAGE / folder).rglob("*.py")):
+        if _module_name(path) in allowed:
+            continue
+        bad = sorted(n for n in _imported_names(path) if n == target or n.startswith(target + "."))
+        hits.extend(f"{path.relative_to(PACKAGE.parent)}: {n}" for n in bad)
+    return hits
+
+
+def test_no_task_module_imports_the_report():
+    """A task family declares what it shows as data (evalpipe.rundir.boards); it never builds report blocks."""
+    hits = _reaching("tasks", "evalpipe.report")
+    assert not hits, "evalpipe/tasks imports the report:\n" + "\n".join(hits)
+
+
+def test_the_report_imports_no_task_module_but_its_one_documented_exception():
+    """The report renders from the run directory (config.json records kinds, suites, boards): it never
+    loads the task registry, statically or through importlib, except in REPORT_REGISTRY_EXCEPTION."""
+    hits = _reaching("report", "evalpipe.tasks", frozenset({REPORT_REGISTRY_EXCEPTION}))
+    assert not hits, "evalpipe/report imports evalpipe.tasks:\n" + "\n".join(hits)
+    assert (PACKAGE / "report" / "registry_bridge.py").is_file(), "the exception names a module that is gone"
+
+
+def test_the_import_checks_see_importlib_strings(tmp_path):
+    """The check above would catch a registry loaded by name (the old report/contributions did)."""
+    module = tmp_path / "probe.py"
+    module.write_text("import importlib\n\ndef f():\n    importlib.import_module('evalpipe.tasks.registry')\n",
+                      encoding="utf-8")
+    assert "evalpipe.tasks.registry" in _imported_names(module)

@@ -173,7 +173,7 @@ def _spec(template: str) -> TaskSpec:
 
     return TaskSpec(name="t", description="", template=template, load=load, shot_target=str,
                     scorings={"default": Scoring(parse=None, score=None, empty=None)},  # type: ignore[arg-type]
-                    metrics=(), max_tokens=8)
+                    metrics=(), max_tokens=8, kind="custom")
 
 
 def render_error(tmp_path: Path, body: str) -> str:

@@ -7,7 +7,8 @@ sample records of the run directories (``ReportRun.records``) and nothing else:
 
   - ``parse_failure`` when the answer could not be parsed, ``error`` when the request failed for good
     (any task);
-  - NER (a task whose gold and predictions read as spans, :func:`~evalpipe.report.ner_errors.is_span_task`):
+  - NER (a task recorded as kind ``span_ner`` whose records read as spans; for a run written before
+    kinds were recorded, one whose gold and predictions read as spans, :meth:`ReportRun.span_outcomes`):
     the categories of its entities, :func:`~evalpipe.report.ner_errors.sample_outcomes` — ``correct``,
     ``type``, ``boundary``, ``boundary+type``, ``missed`` (gold), ``spurious`` (predicted); each entity is
     listed with its category and offsets, so the page marks it in the sentence;

@@ -5,9 +5,9 @@ operations table, the NER error analysis of span tasks and — for exactly two r
 comparison, opens with a plain-language summary, ends with a metric glossary, and writes
 ``report.md``, ``report.html`` (self-contained, with the sample browser: every answer behind the
 numbers, which the numbers link to), ``leaderboard.csv`` and, on request, ``samples.parquet`` into
-one folder. Nothing here knows a task by name; a suite with
-published reference rows registers a section (:mod:`evalpipe.report.contributions`) that adds itself
-and marks its rows in leaderboard.csv.
+one folder. Nothing here knows a task by name and nothing loads one: suites and a family's
+reference boards (published rows, :mod:`evalpipe.report.boards`) are what the runs recorded in
+config.json; each board adds its section and marks its rows in leaderboard.csv.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from evalpipe.report.browser_data import BrowserRows, SampleLinks, run_key
 from evalpipe.report.calibration import calibration_section
 from evalpipe.report.contributions import sections as contributed_sections
 from evalpipe.report import contamination as _contamination  # noqa: F401  (registers the probe's section)
+from evalpipe.report.boards import board_reference_frame, board_rows, board_section, recorded_boards, split_label
 from evalpipe.report.compare import CompareResult, compare_loaded, compare_section
 from evalpipe.report.document import (
     Cell, Document, Examples, Html, Paragraph, Plot, Section, Table, fmt, fmt_interval,
@@ -48,7 +49,7 @@ from evalpipe.report.runs import ReportRun, TaskInfo, full_samples_frame, load_r
 from evalpipe.report.variants import add_rank_stability, robustness_section
 from evalpipe.report.summary import summary_section
 from evalpipe.report.ties import TaskTies, add_ties, tied_with_best, ties_section
-from evalpipe.tasks.registry import suites
+from evalpipe.report.suites import report_suites
 
 __all__ = ["BuildResult", "build_document", "build_report", "compare_runs", "score_length_plots"]
 
@@ -284,6 +285,9 @@ def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBoo
     tied = ties_section(ties or {})
     if tied is not None:
         doc.sections.append(tied)
+    for reference in recorded_boards(runs):
+        doc.sections.append(board_section(reference, board_rows(reference, runs, boots, level),
+                                          split_label(reference, runs)))
     for contribution in contributed_sections():
         if contribution.applies(runs):
             doc.sections.append(contribution.section(runs, boots, level))
@@ -391,8 +395,8 @@ def _build_loaded(loaded: list[ReportRun], out: Path, *, resamples: int, seed: i
     compare = (compare_loaded(loaded[0], loaded[1], resamples=resamples, seed=seed, top=top, level=level)
                if len(loaded) == 2 else None)
     ties = tied_with_best(loaded, _specs(loaded), resamples=resamples, seed=seed)
-    board = add_ties(add_rank_stability(build_leaderboard(loaded, boots, suites(), _specs(loaded), level), loaded),
-                     ties)
+    board = add_ties(add_rank_stability(build_leaderboard(loaded, boots, report_suites(loaded), _specs(loaded), level),
+                                        loaded), ties)
     doc = build_document(loaded, boots, board, resamples=resamples, seed=seed, compare=compare, level=level,
                          ner_examples=top, ties=ties)
     out = Path(out)
@@ -401,9 +405,9 @@ def _build_loaded(loaded: list[ReportRun], out: Path, *, resamples: int, seed: i
     write_html(doc, html_path)  # piece by piece: the page (tens of MB) is never one string
     _write_text(md_path, render_markdown(doc))
     frame = board.to_frame()
-    for contribution in contributed_sections():
-        if contribution.reference_rows is not None and contribution.applies(loaded):
-            frame = pd.concat([frame, contribution.reference_rows(loaded, boots, level)], ignore_index=True)
+    for reference in recorded_boards(loaded):
+        frame = pd.concat([frame, board_reference_frame(reference, board_rows(reference, loaded, boots, level))],
+                          ignore_index=True)
     # 10 significant digits: 0.771, not 0.7709999999999999 (float noise is not information)
     frame.to_csv(csv_path, index=False, float_format="%.10g")
     parquet_path = None

@@ -1,10 +1,13 @@
-"""Report sections a task family contributes (e.g. a paper's published rows beside your runs).
+"""Report sections that read something a run directory may hold besides its metrics (a run's cost,
+a contamination probe's ``contamination.json``).
 
-The report knows no task or suite by name. A family that has something of its own to show — the
-CBLUE paper's human and best-model rows, say — registers a :class:`SuiteSection` from its package
-(``evalpipe/tasks/cblue/board.py``); :func:`evalpipe.report.build.build_report` asks every registered
-contribution whether it applies to the runs at hand and, if so, adds its section after the
-leaderboard and its reference rows to ``leaderboard.csv``.
+Each is a report module that registers a :class:`SuiteSection` on import
+(:mod:`evalpipe.report.costs`, :mod:`evalpipe.report.contamination`);
+:func:`evalpipe.report.build.build_report` asks every registered section whether it applies to the
+runs at hand and, if so, adds it after the leaderboard (and its reference rows, if any, to
+``leaderboard.csv``). Task families do not register here: what a family shows (the CBLUE paper's
+rows) is data recorded in the run directory (:mod:`evalpipe.rundir.boards`, rendered by
+:mod:`evalpipe.report.boards`), so no module of ``evalpipe.tasks`` imports the report.
 """
 
 from __future__ import annotations
@@ -43,8 +46,5 @@ def register_section(contribution: SuiteSection) -> SuiteSection:
 
 
 def sections() -> list[SuiteSection]:
-    """Every registered contribution (task families are imported first, so theirs are there)."""
-    from evalpipe.tasks.registry import load_builtin_tasks
-
-    load_builtin_tasks()
+    """Every registered section (the report's own modules register theirs when imported)."""
     return list(_SECTIONS.values())

@@ -19,7 +19,7 @@ from evalpipe.report.bootstrap import TaskBootstrap
 from evalpipe.report.document import Cell, Section, Table
 from evalpipe.report.leaderboard import shown_metrics
 from evalpipe.report.runs import RUNNER_METRICS, ReportRun, TaskInfo
-from evalpipe.tasks.base import metric_matches
+from evalpipe.metrics.names import metric_matches
 
 __all__ = ["RUNNER_DEFINITIONS", "definition", "glossary_section"]
 

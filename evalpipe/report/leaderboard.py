@@ -17,8 +17,8 @@ Coverage: a task that some run did not answer in full (failed requests, evalpipe
 since its metrics are measured on the answered samples only. A metric not computed (no answered
 sample) reads "not computed", with the reason on hover, never a number.
 
-Suite averages: for each registered suite *without* an aggregate of its own (a suite with one,
-like a CLUE level, is summarised by that aggregate) and with at least two member tasks, the
+Suite averages: for each suite the runs recorded (:mod:`evalpipe.report.suites`) *without* an
+aggregate of its own (a suite with one, like a CLUE level, is summarised by that aggregate) and with at least two member tasks, the
 unweighted mean of each member's *primary* metric (the task's ``primary_metric`` when a task declares one; else
 ``f1`` if the task has it, else the first of its leaderboard metrics containing ``f1``, else its
 first leaderboard metric). A model gets an average only if it ran every member. Intervals for averages
@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -39,7 +40,7 @@ import pandas as pd
 from evalpipe.report.bootstrap import TaskBootstrap, percentile_interval
 from evalpipe.report.document import Cell, Table, fmt, fmt_interval
 from evalpipe.report.runs import RUNNER_METRICS, ReportRun, TaskInfo
-from evalpipe.tasks.base import IncompleteSuite, SuiteSpec, metric_matches
+from evalpipe.metrics.names import metric_matches
 
 __all__ = ["BOOKKEEPING", "LOWER_IS_BETTER", "Column", "Entry", "Leaderboard", "build_leaderboard",
            "primary_metric", "shown_metrics"]
@@ -49,6 +50,21 @@ BOOKKEEPING = RUNNER_METRICS
 #: metric names (exact, or as a ``_``-separated suffix) for which a lower value is better
 LOWER_IS_BETTER = frozenset({"errors", "parse_failure_rate", "wer", "cer", "ter", "mae", "mse", "rmse",
                              "loss", "perplexity", "fp", "fn", "ece", "brier"})
+
+
+class Suite(Protocol):
+    """What the leaderboard reads of a suite (:class:`evalpipe.report.suites.ReportSuite`)."""
+
+    @property
+    def tasks(self) -> tuple[str, ...]: ...
+
+    @property
+    def aggregate(self) -> Any: ...
+
+
+def _has_aggregate(suite: Suite) -> bool:
+    """A suite summarised by its own aggregate (recorded so, even where its function is not at hand)."""
+    return bool(getattr(suite, "has_aggregate", False)) or suite.aggregate is not None
 
 
 def lower_is_better(metric: str) -> bool:
@@ -194,7 +210,7 @@ def _common(arrays: Sequence[np.ndarray]) -> int:
     return min((a.size for a in arrays), default=0)
 
 
-def _aggregate_replicates(suite: SuiteSpec, run: ReportRun, boots: Mapping[str, TaskBootstrap],
+def _aggregate_replicates(suite: Suite, run: ReportRun, boots: Mapping[str, TaskBootstrap],
                           ) -> dict[str, np.ndarray] | None:
     """The suite aggregate recomputed on replicate b of every member, for each b."""
     members = [t for t in suite.tasks if t in run.tasks]
@@ -211,7 +227,7 @@ def _aggregate_replicates(suite: SuiteSpec, run: ReportRun, boots: Mapping[str, 
                    for t in members}
         try:
             values = suite.aggregate(by_task)
-        except (IncompleteSuite, KeyError, TypeError, ValueError, ZeroDivisionError):
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):  # IncompleteSuite is a ValueError
             return None
         for metric, value in values.items():
             out.setdefault(metric, []).append(float(value))
@@ -241,7 +257,7 @@ def _coverage_entry(run: ReportRun, task: str) -> Entry:
 
 
 def build_leaderboard(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str, TaskBootstrap]],
-                      suites: Mapping[str, SuiteSpec], specs: Mapping[str, TaskInfo],
+                      suites: Mapping[str, Suite], specs: Mapping[str, TaskInfo],
                       level: float = 0.95) -> Leaderboard:
     """``boots``: run label → task → bootstrap; ``specs``: task → spec for registered tasks."""
     tasks: list[str] = []
@@ -252,7 +268,7 @@ def build_leaderboard(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str
         aggregate_names.extend(s for s in run.aggregates if s not in aggregate_names)
     average_names = [
         name for name, suite in suites.items()
-        if suite.aggregate is None and len(suite.tasks) >= 2
+        if not _has_aggregate(suite) and len(suite.tasks) >= 2
         and any(all(t in run.tasks for t in suite.tasks) for run in runs)
     ]
     primaries = {t: primary_metric(specs.get(t), _present(runs, t)) for t in tasks}

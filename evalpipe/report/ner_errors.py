@@ -43,6 +43,7 @@ from typing import Any, Literal
 
 from evalpipe.metrics.spans import bio_to_spans
 from evalpipe.records import Span
+from evalpipe.rundir.kinds import SPAN_NER
 
 __all__ = [
     "CATEGORIES",
@@ -52,6 +53,7 @@ __all__ = [
     "analyse",
     "classify",
     "gold_spans",
+    "is_span_kind",
     "is_span_task",
     "prediction_spans",
     "sample_outcomes",
@@ -185,9 +187,18 @@ def _looks_like_tags(value: Any, gold: Any) -> bool:
             and all(isinstance(v, str) for v in value) and bool(value))
 
 
-def is_span_task(records: Sequence[Mapping[str, Any]]) -> bool:
-    """True when every sample's gold reads as spans and every prediction as spans (or tags)."""
-    if not records:
+def is_span_kind(kind: str | None) -> bool | None:
+    """Whether a task of this recorded kind (config.json ``tasks.<name>.kind``) is a span task; None
+    when no kind was recorded (a run written before kinds were): then :func:`is_span_task`'s shape
+    test decides, as it did before."""
+    return None if kind is None else kind == SPAN_NER
+
+
+def is_span_task(records: Sequence[Mapping[str, Any]], kind: str | None = None) -> bool:
+    """True when the task is a span task: its recorded ``kind`` is ``span_ner`` (or, with no kind
+    recorded — an older run — by shape) and every sample's gold reads as spans and every prediction
+    as spans (or tags). A recorded kind other than ``span_ner`` is never one, whatever its records look like."""
+    if not records or is_span_kind(kind) is False:
         return False
     return all(gold_spans(r.get("gold")) is not None and prediction_spans(r.get("prediction"), r.get("gold")) is not None
                for r in records)

@@ -3,7 +3,7 @@
 Nothing here reads a data file, imports a task, or re-parses an answer: the numbers are the run's
 own (``metrics.json``), each sample's per-sample ``parts`` (``samples.jsonl``) and each metric's
 declared aggregation (``summary.json``) are all that intervals and comparisons need, and what the
-report says about a task (its metric order, headline metric, description) was recorded in
+report says about a task (its kind, metric order, headline metric, description) was recorded in
 ``config.json`` when the run was made. So a report is the same on another machine, after the data
 was deleted, and for a user's own task file the report has never heard of.
 
@@ -42,7 +42,7 @@ from evalpipe.heap import collector_paused
 from evalpipe.metrics import calibration as _calibration  # noqa: F401 (registers its aggregation kinds)
 from evalpipe.metrics.aggregation import Aggregation, aggregation_from_json
 from evalpipe.report.bootstrap import ResampleTask
-from evalpipe.report.ner_errors import SampleOutcomes, classify, gold_spans, prediction_spans
+from evalpipe.report.ner_errors import SampleOutcomes, classify, gold_spans, is_span_kind, prediction_spans
 from evalpipe.results import RunDir, RunSummary, TaskSummary
 from evalpipe.robustness import plain_metrics
 
@@ -64,12 +64,16 @@ class TaskInfo:
     description: str = ""
     #: metric name or ``*`` pattern → the task's one-line definition of it (``TaskSpec.metric_definitions``)
     metric_definitions: Mapping[str, str] = field(default_factory=dict)
+    #: the task's kind (``TaskSpec.kind``, e.g. ``span_ner``); None for a run written before kinds were recorded
+    kind: str | None = None
 
     @classmethod
     def from_config(cls, name: str, record: Mapping[str, Any]) -> TaskInfo:
+        kind = record.get("kind")
         return cls(name=name, metrics=tuple(record.get("metrics") or ()),
                    primary_metric=record.get("primary_metric"), description=str(record.get("description") or ""),
-                   metric_definitions=dict(record.get("metric_definitions") or {}))
+                   metric_definitions=dict(record.get("metric_definitions") or {}),
+                   kind=str(kind) if kind else None)
 
 
 @dataclass
@@ -109,12 +113,16 @@ class ReportRun:
         return self._task_records.get(task, [])
 
     def span_outcomes(self, task: str) -> list[SampleOutcomes] | None:
-        """Each record's classified entities (:func:`~evalpipe.report.ner_errors.sample_outcomes`) when
-        the task's records read as spans (:func:`~evalpipe.report.ner_errors.is_span_task`), else None.
+        """Each record's classified entities (:func:`~evalpipe.report.ner_errors.sample_outcomes`) for a
+        span task, else None. A span task is one whose recorded kind is ``span_ner`` (and whose records
+        read as spans); a run written before kinds were recorded falls back to the shape test
+        (:func:`~evalpipe.report.ner_errors.is_span_task`: every gold and prediction reads as spans).
 
         Computed once: the sample browser and the NER error analysis both need them."""
         if task not in self._outcomes:
-            self._outcomes[task] = _span_outcomes(self.task_records(task))
+            info = self.info.get(task)
+            kind = info.kind if info is not None else None
+            self._outcomes[task] = _span_outcomes(self.task_records(task)) if is_span_kind(kind) is not False else None
         return self._outcomes[task]
 
     @property

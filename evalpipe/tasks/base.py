@@ -8,8 +8,6 @@ what no task kind expresses, a module in ``evalpipe/tasks/`` that builds a ``Tas
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any
 from evalpipe.data.stream import Examples as Examples
 from evalpipe.data.stream import ExampleStream as ExampleStream
 from evalpipe.data.stream import materialize as materialize
+from evalpipe.metrics.names import metric_matches as metric_matches  # re-exported: where it was
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Example, Prediction, ScoreSheet
 
@@ -121,19 +120,6 @@ class Scoring:
     #: (idf over the corpus; bert-score batches 16 samples together), a reference implementation's
     #: corpus arithmetic, a pool, metrics per dataset found in the data.
     samplewise: bool = False
-
-
-@functools.lru_cache(maxsize=256)
-def _glob(pattern: str) -> re.Pattern[str]:
-    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")))
-
-
-def metric_matches(pattern: str, metric: str) -> bool:
-    """Whether a metric key matches a declared name, where ``*`` stands for any text
-    (``bertscore[*]_f1`` matches ``bertscore[all-MiniLM-L6-v2@L6]_f1``); without ``*``, equality."""
-    if "*" not in pattern:
-        return pattern == metric
-    return _glob(pattern).fullmatch(metric) is not None
 
 
 @dataclass(frozen=True)
@@ -315,6 +301,14 @@ class TaskSpec:
     #: generation caps for a quick look (the demo); None = the task's own settings
     quick: QuickGeneration | None = None
 
+    #: what the task's gold and answers are (recorded in config.json, so readers such as the report's NER
+    #: error analysis decide from it instead of guessing from record shapes): a task file's ``kind:``
+    #: (``span_ner``, ``classification``, ``multiple_choice``, ``generation``, ``code_list``,
+    #: ``retrieval``), or for a task built in Python one of those or of
+    #: :data:`evalpipe.rundir.kinds.PYTHON_KINDS` (``custom`` only where no kind fits). Required: a spec
+    #: without one is refused
+    kind: str = ""
+
     def scored_by(self, choice_scoring: str) -> TaskSpec:
         """The spec as a run with ``--mcqa-scoring CHOICE_SCORING`` uses it: with ``loglikelihood``, a
         task that has a :class:`ChoiceScoring` is scored by it (its only scoring: compatibility modes
@@ -341,6 +335,9 @@ class TaskSpec:
                        choice_scoring=chosen.choice_scoring, variants={})
 
     def __post_init__(self) -> None:
+        if not self.kind:
+            raise ValueError(f"task {self.name!r} declares no kind (TaskSpec.kind: e.g. 'span_ner', or 'custom' "
+                             "where no kind fits; see evalpipe.rundir.kinds)")
         if "default" not in self.scorings:
             raise ValueError(f"task {self.name!r} needs a 'default' scoring")
 

@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Sequence
 from pathlib import Path
 
+from evalpipe.rundir.boards import ReferenceBoard
+from evalpipe.rundir.suites import SuiteRecord
 from evalpipe.tasks.base import SuiteSpec, TaskSpec
 
 _TASKS: dict[str, TaskSpec] = {}
 _SUITES: dict[str, SuiteSpec] = {}
+_BOARDS: dict[str, ReferenceBoard] = {}
 #: task files of a tasks folder that could not be read: path → their error
 _BROKEN: dict[Path, str] = {}
 _loaded = False
@@ -130,6 +134,21 @@ def register_suite(suite: SuiteSpec) -> SuiteSpec:
     return suite
 
 
+def register_board(board: ReferenceBoard) -> ReferenceBoard:
+    """Register a family's reference board (published rows beside runs; :mod:`evalpipe.rundir.boards`).
+    The runner records the boards of a run's tasks in its config.json; the report renders them."""
+    if board.name in _BOARDS and _BOARDS[board.name] is not board:
+        raise ValueError(f"reference board {board.name!r} registered twice")
+    _BOARDS[board.name] = board
+    return board
+
+
+def boards() -> list[ReferenceBoard]:
+    """Every registered reference board (task families loaded first)."""
+    load_builtin_tasks()
+    return list(_BOARDS.values())
+
+
 def load_builtin_tasks() -> None:
     global _loaded
     if _loaded:
@@ -192,3 +211,9 @@ def resolve(tasks: list[str], suite_names: list[str]) -> list[TaskSpec]:
         if name not in seen:
             seen[name] = get_task(name)
     return list(seen.values())
+
+
+def suite_records(tasks: Sequence[str]) -> dict[str, SuiteRecord]:
+    """The suites with a member among ``tasks``, as a run directory records them (config.json ``suites``)."""
+    return {name: SuiteRecord(name, suite.tasks, suite.description, suite.aggregate is not None)
+            for name, suite in suites().items() if any(t in suite.tasks for t in tasks)}

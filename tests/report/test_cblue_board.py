@@ -7,7 +7,8 @@ import pytest
 
 from evalpipe.config import RunConfig
 from evalpipe.report import build_report
-from evalpipe.tasks.cblue.board import REFERENCE_SOURCE, cblue_rows, split_label
+from evalpipe.report.boards import board_rows, split_label
+from evalpipe.tasks.cblue.board import BOARD, REFERENCE_SOURCE
 from evalpipe.report.runs import load_report_runs
 from evalpipe.runner import execute
 from evalpipe.tasks.cblue.reference import BEST_BASELINE, HUMAN, TASK_ORDER
@@ -48,7 +49,7 @@ def cblue_report(cblue_runs, tmp_path_factory):
 
 def test_rows_put_our_headline_metrics_in_percent_beside_the_papers(cblue_runs):
     runs = load_report_runs(list(cblue_runs))
-    human, baseline, full, partial = cblue_rows(runs, {})
+    human, baseline, full, partial = board_rows(BOARD, runs, {})
     assert (human.source, human.split, human.values["cmeee"], human.values["average"]) == ("reference", "test", 67.0, 77.1)
     assert baseline.values["chip_sts"] == BEST_BASELINE["chip_sts"] and baseline.values["average"] == 70.0
     # the perfect run: every headline metric 1.0 → 100.0; its average is metrics.json's cblue average × 100
@@ -57,7 +58,7 @@ def test_rows_put_our_headline_metrics_in_percent_beside_the_papers(cblue_runs):
     # the partial run: QIC accuracy 1/2 → 50.0, QQR 2/2 → 100.0; tasks not run and the average are empty
     assert partial.values["kuake_qic"] == 50.0 and partial.values["kuake_qqr"] == 100.0
     assert partial.values["cmeee"] is None and partial.values["average"] is None
-    assert split_label(runs) == LABEL
+    assert split_label(BOARD, runs) == LABEL
 
 
 def test_report_has_the_cblue_section_in_markdown_html_and_csv(cblue_report):
@@ -114,9 +115,22 @@ def test_average_without_a_recorded_aggregate_is_the_mean_of_the_eight_with_comb
     run = ReportRun(path=Path("/runs/x"), label="x", model="x", compat=None,
                     config={"tasks": {t: {"split": "test"} for t in TASK_ORDER}}, tasks=TASK_ORDER,
                     metrics=metrics, summary={}, samples=pd.DataFrame())
-    row = cblue_rows([run], {"x": boots})[-1]
+    row = board_rows(BOARD, [run], {"x": boots})[-1]
     # mean of 0, 10, …, 70 = 35.0; the replicate means are 34, 35, 36 → 2.5 % / 97.5 % quantiles 34.05 / 35.95
     assert row.values["average"] == pytest.approx(35.0) and row.split == "test"
     assert row.intervals["average"] == pytest.approx((34.05, 35.95))
     assert row.intervals["chip_ctc"] == pytest.approx((29.0, 31.0))
-    assert split_label([run]).endswith("our runs: test split — indicative")
+    assert split_label(BOARD, [run]).endswith("our runs: test split — indicative")
+
+
+def test_the_runs_record_the_board_and_the_suite_the_report_renders(cblue_runs):
+    import json
+
+    from evalpipe.rundir.boards import ReferenceBoard
+
+    full, partial = (json.loads((p / "config.json").read_text(encoding="utf-8")) for p in cblue_runs)
+    assert [ReferenceBoard.from_json(b) for b in full["boards"]] == [BOARD]
+    assert full["suites"]["cblue"] == {"tasks": list(TASK_ORDER), "description": full["suites"]["cblue"]["description"],
+                                       "has_aggregate": True}
+    assert full["tasks"]["cmeee"]["kind"] == "span_ner" and full["tasks"]["cmeie"]["kind"] == "relation_extraction"
+    assert partial["boards"] == full["boards"]  # any CBLUE task brings the board

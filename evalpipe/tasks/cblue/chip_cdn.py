@@ -182,6 +182,7 @@ def score(examples: Sequence[Example], predictions: Sequence[Prediction], option
 SPEC = register(
     TaskSpec(
         name="chip_cdn",
+        kind="term_normalisation",
         data_roles=(EVAL, SHOTS, DataRole("cdn_terms", "the ICD-10 term table; top-k candidate terms go into the prompt")),
         description="CBLUE CHIP-CDN: diagnosis → ICD-10 Beijing v601 standard terms, '##'-separated "
         "(candidates from --data chip_cdn:cdn_terms=FILE; dev, 3-shot).",

@@ -132,6 +132,7 @@ def _type_counts(gold: Sequence[Span], pred: Sequence[Span]) -> dict[str, int]:
 SPEC = register(
     TaskSpec(
         name="cmeee",
+        kind="span_ner",
         data_roles=(EVAL, SHOTS),
         description="CBLUE CMeEE: Chinese medical NER, 9 types, nested; XML-tagged text (dev split, 3-shot).",
         template="cblue/cmeee.j2",

@@ -99,6 +99,7 @@ def score(examples: Sequence[Example], predictions: Sequence[Prediction], option
 SPEC = register(
     TaskSpec(
         name="cmeie",
+        kind="relation_extraction",
         data_roles=(EVAL, SHOTS, DataRole("schema", "CMeIE's relation schema (53_schemas.json)")),
         description="CBLUE CMeIE: Chinese medical relation extraction over the 53-row schema; one triple per line (dev, 3-shot).",
         template="cblue/cmeie.j2",

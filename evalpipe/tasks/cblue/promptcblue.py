@@ -353,6 +353,7 @@ def score_promptcblue(examples: Sequence[Example], predictions: Sequence[Predict
 SPEC = register(
     TaskSpec(
         name="promptcblue",
+        kind="custom",  # many datasets of many kinds in one file: no one kind fits
         data_roles=(EVAL, SHOTS),
         description="PromptCBLUE files (input sent verbatim; per-dataset scores and their mean; dev split).",
         template="cblue/promptcblue.j2",

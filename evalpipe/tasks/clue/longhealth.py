@@ -220,6 +220,7 @@ _DESCRIPTIONS = {
 
 SPECS = {
     task: register(TaskSpec(
+        kind="multiple_choice",
         name=name,
         data_problem=data_problem,
         description=f"CLUE L2 · LongHealth task {task}: {_DESCRIPTIONS[task]} (zero-shot, {REPEATS} repeats).",

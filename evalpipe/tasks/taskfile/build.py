@@ -196,6 +196,7 @@ def build(source: TaskSource) -> TaskSpec:
     citation = task.citation + (f" Licence: {task.licence}." if task.licence and task.licence not in task.citation
                                 else "")
     spec = TaskSpec(
+        kind=task.kind,
         name=task.name,
         description=task.description,
         **_template(task, source),
