@@ -56,6 +56,7 @@ from typing import Any
 from evalpipe.endpoints import redact_url
 from evalpipe.prompt_pack import referenced, unpack
 from evalpipe.records import Completion, Prompt, Usage, to_jsonable
+from evalpipe.errors import RunDirProblem
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -179,7 +180,7 @@ def cache_key(model: str, prompt: Prompt) -> str:
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-class StoreError(RuntimeError):
+class StoreError(RunDirProblem):
     """The response store cannot be opened (a damaged file, another program's file)."""
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.cache import ResponseStore
+from evalpipe.errors import InputError, RunDirProblem
 
 DEFAULT_ROOT = Path("results")
 #: summary.json layout version: 2 = ``{"format", "run", "tasks"}``; files without ``format`` are the
@@ -163,11 +164,11 @@ class RunSummary:
         return cls(run=RunInfo.from_json(run), tasks={k: TaskSummary.from_json(v) for k, v in tasks.items()})
 
 
-class RunDirBusy(RuntimeError):
+class RunDirBusy(RunDirProblem):
     """Another process holds the run directory."""
 
 
-class RunDirError(RuntimeError):
+class RunDirError(RunDirProblem):
     """The run directory cannot be created or written (a file in the way, no permission, disk full)."""
 
 
@@ -259,9 +260,9 @@ class RunDir:
         try:
             data = self.read_json(path)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc}){fix}") from None
+            raise InputError(f"{path}: not valid JSON ({exc}){fix}") from None
         if not isinstance(data, dict):
-            raise ValueError(f"{path}: expected {what}")
+            raise InputError(f"{path}: expected {what}")
         return data
 
     def read_metrics(self, compat: str | None = None) -> dict[str, dict[str, float]]:
@@ -292,10 +293,10 @@ class RunDir:
         try:
             data = self.read_json(path)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc}); `evalpipe score {self.path}` writes it again") from None
+            raise InputError(f"{path}: not valid JSON ({exc}); `evalpipe score {self.path}` writes it again") from None
         tasks = data.get("tasks") if isinstance(data, Mapping) else None
         if not isinstance(tasks, Mapping):
-            raise ValueError(f"{path}: expected {{\"format\": …, \"tasks\": {{task: …}}}}")
+            raise InputError(f"{path}: expected {{\"format\": …, \"tasks\": {{task: …}}}}")
         return {str(k): dict(v) for k, v in tasks.items() if isinstance(v, Mapping)}
 
     def read_samples(self, compat: str | None = None, prompts: bool = False) -> list[dict[str, Any]]:

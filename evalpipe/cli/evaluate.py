@@ -14,9 +14,10 @@ import typer
 
 from evalpipe.backends.factory import make_backend
 from evalpipe.config import RunConfig, local_model_fingerprint
-from evalpipe.data.errors import DataError
+from evalpipe.configure import build_config
 from evalpipe.diskfull import disk_full_message, is_disk_full
-from evalpipe.engines.launch import ENGINES, VLLM_NAMED, engine_options, server_spec
+from evalpipe.engines.launch import VLLM_NAMED, server_spec
+from evalpipe.errors import UsageError
 from evalpipe.engines.server import ManagedServer
 from evalpipe.engines.watch import EngineDied, run_watched
 from evalpipe.backends.liveness import EndpointGone
@@ -28,7 +29,7 @@ from evalpipe.tasks.registry import resolve
 from evalpipe.robustness import plain_metrics
 from evalpipe.terminal import metrics_table, robustness_table, summary_lines
 
-from evalpipe.cli.common import DEFAULT_CONCURRENCY, DtypeOption, EXIT_ENDPOINT_GONE, EXIT_ENGINE_DIED, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, EngineArgOption, GpuMemoryOption, INPROCESS_CONCURRENCY, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, LLAMACPP_CONCURRENCY, key_env, RevisionOption, StartupTimeoutOption, TaskFileOption, TasksDirOption, TensorParallelOption, USER_ERRORS, _fail, _user_tasks, app, console, err
+from evalpipe.cli.common import DtypeOption, EXIT_ENDPOINT_GONE, EXIT_ENGINE_DIED, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, EngineArgOption, GpuMemoryOption, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, key_env, RevisionOption, StartupTimeoutOption, TaskFileOption, TasksDirOption, TensorParallelOption, USER_ERRORS, _fail, _user_tasks, app, console, err
 
 
 def _parse_data(pairs: list[str]) -> dict[str, str]:
@@ -166,49 +167,19 @@ def run(
     Re-running an interrupted or partly failed run sends only the prompts without a stored answer.
     With --judge, its free-text answers are then rated by LLM judges.
     """
-    if engine is not None and engine not in ENGINES:
-        raise typer.BadParameter(f"--engine must be one of {', '.join(ENGINES)}", param_hint="--engine")
     _check_parquet(parquet)
     if not base_url and os.environ.get("EVALPIPE_BASE_URL") and engine is None:
         base_url = os.environ["EVALPIPE_BASE_URL"].split()
-    if engine == "llamacpp" and not model:
-        model = "default"
     try:
         task = [*task, *_user_tasks(task_file, tasks_dir)]
         specs = resolve(task, suite)
-    except (KeyError, DataError, ValueError) as exc:
+    except USER_ERRORS as exc:
         raise _fail(exc)
-    if (embeddings_url is None) == (embeddings_path is None) and any(s.ranking for s in specs):
-        raise typer.BadParameter("retrieval tasks need --embeddings-url URL --embeddings-model NAME, or "
-                                 "--embeddings-path DIR (not both)", param_hint="--embeddings-url")
-    if embeddings_url and not embeddings_model:
-        raise typer.BadParameter("--embeddings-url needs --embeddings-model", param_hint="--embeddings-model")
-    if not model and specs and all(s.ranking for s in specs):
-        # only retrieval tasks: the embedding model is the model of the run (it names the run directory)
-        model = embeddings_model or Path(embeddings_path or "embedder").name
-    if not model:
-        raise typer.BadParameter("--model is required (or set EVALPIPE_MODEL)", param_hint="--model")
-    if engine and base_url:
-        raise typer.BadParameter("give either --engine (evalpipe starts the server) or --base-url", param_hint="--engine")
-    if endpoint not in ("chat", "completions"):
-        raise typer.BadParameter("--endpoint must be chat or completions", param_hint="--endpoint")
-    if limit is not None and limit < 1:
-        raise typer.BadParameter("--limit must be at least 1", param_hint="--limit")
-    if concurrency is None:
-        concurrency = {"vllm-inprocess": INPROCESS_CONCURRENCY, "llamacpp": LLAMACPP_CONCURRENCY}.get(
-            engine or "", DEFAULT_CONCURRENCY)
-    if concurrency < 1:
-        raise typer.BadParameter("--concurrency must be at least 1", param_hint="--concurrency")
     try:
-        options = engine_options(engine, dict(zip(VLLM_NAMED, (tensor_parallel_size, dtype, gpu_memory_utilization,
-                                                               revision))), engine_arg)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--engine") from None
-    try:
-        config = RunConfig(
-            tasks=tuple(s.name for s in specs), suites=tuple(suite), model=model,
-            base_url=base_url[0] if base_url else None, replicas=tuple(base_url[1:]), endpoint=endpoint,
-            engine=engine, engine_options=options,
+        config = build_config(
+            specs, suites=tuple(suite), model=model, base_urls=base_url, endpoint=endpoint, engine=engine,
+            engine_settings=dict(zip(VLLM_NAMED, (tensor_parallel_size, dtype, gpu_memory_utilization, revision))),
+            engine_args=engine_arg,
             api_key_env=key_env(api_key_env, "--api-key-env"), shots=shots, fewshot_seed=fewshot_seed, fewshot_as_turns=fewshot_as_turns,
             system_role=system_role, temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_tokens,
             split=split, limit=limit, ids=tuple(i.strip() for i in ids.split(",") if i.strip()) if ids else None,
@@ -221,12 +192,11 @@ def run(
             metric_options=_metric_options(rouge_stemmer, bertscore_model, bertscore_layers, bertscore_idf,
                                            bertscore_baseline, umls_extractor),
             task_args=_parse_task_args(task_arg), embeddings_url=embeddings_url, embeddings_model=embeddings_model,
-            embeddings_path=str(Path(embeddings_path).resolve()) if embeddings_path else None,
-            embeddings_batch_size=embeddings_batch_size, choice_scoring=mcqa_scoring,
+            embeddings_path=embeddings_path, embeddings_batch_size=embeddings_batch_size, choice_scoring=mcqa_scoring,
             **_condition_options(prompt_variants, shot_orders, shots_sweep),
         )
-    except ValueError as exc:  # a number or name the run cannot use: bad usage, nothing written yet
-        raise typer.BadParameter(str(exc)) from None
+    except UsageError as exc:  # a number, name or combination the run cannot use: nothing written yet
+        raise typer.BadParameter(str(exc), param_hint=exc.option) from None
     if not (judge or judge_engine):
         raise typer.Exit(execute_run(config, results_dir, startup_timeout, parquet)[0])
     from evalpipe.cli.judging import judge_plan, judge_run  # (judging registers its command after these)
@@ -367,5 +337,5 @@ def show(
     run = RunDir(run_dir)
     try:
         _print_run(run.read_metrics(compat), run, compat)
-    except (FileNotFoundError, ValueError) as exc:
+    except USER_ERRORS as exc:
         raise _fail(exc)

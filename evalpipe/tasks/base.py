@@ -21,6 +21,7 @@ from evalpipe.data.stream import ExampleStream as ExampleStream
 from evalpipe.data.stream import materialize as materialize
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Example, Prediction, ScoreSheet
+from evalpipe.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -290,7 +291,7 @@ class TaskSpec:
             return self.scorings[name]
         except KeyError:
             modes = ", ".join(sorted(k for k in self.scorings if k != "default")) or "none"
-            raise ValueError(
+            raise UsageError(
                 f"task {self.name!r} has no compatibility mode {name!r} (it has: {modes})"
             ) from None
 
