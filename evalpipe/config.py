@@ -202,7 +202,7 @@ def option_problems(config: RunConfig) -> list[str]:
     if config.shot_orders < 1:
         problems.append(f"--shot-orders must be at least 1, got {config.shot_orders}")
     if any(k < 0 for k in config.shots_sweep):
-        problems.append(f"--shots-sweep counts must be >= 0, got {','.join(map(str, config.shots_sweep))}")
+        problems.append(f"--shots-sweep expects shot counts >= 0 like 0,1,3,5, got {','.join(map(str, config.shots_sweep))}")
     if config.run_name is not None and (problem := run_name_problem(config.run_name)):
         problems.append(problem)
     return problems

@@ -2,34 +2,25 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-import sqlite3
-import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from evalpipe.backends.factory import make_backend
-from evalpipe.config import RunConfig, local_model_fingerprint
+from evalpipe.config import RunConfig
 from evalpipe.configure import build_config
-from evalpipe.diskfull import disk_full_message, is_disk_full
-from evalpipe.engines.launch import VLLM_NAMED, server_spec
+from evalpipe.engines.launch import VLLM_NAMED
 from evalpipe.errors import UsageError
-from evalpipe.engines.server import ManagedServer
-from evalpipe.engines.watch import EngineDied, run_watched
-from evalpipe.backends.liveness import EndpointGone
-from evalpipe.results import DEFAULT_ROOT, RunDir, RunDirError, os_problem
+from evalpipe.results import DEFAULT_ROOT, RunDir
+from evalpipe.execution import run_config
 from evalpipe.rescoring import rescore
 from evalpipe.outcome import RunOutcome
-from evalpipe.runner import execute, run_dir_for
 from evalpipe.tasks.registry import resolve
 from evalpipe.robustness import plain_metrics
 from evalpipe.terminal import metrics_table, robustness_table, summary_lines
 
-from evalpipe.cli.common import DtypeOption, EXIT_ENDPOINT_GONE, EXIT_ENGINE_DIED, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, EngineArgOption, GpuMemoryOption, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, key_env, RevisionOption, StartupTimeoutOption, TaskFileOption, TasksDirOption, TensorParallelOption, USER_ERRORS, _fail, _user_tasks, app, console, err
+from evalpipe.cli.common import DtypeOption, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, EngineArgOption, GpuMemoryOption, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, key_env, RevisionOption, StartupTimeoutOption, TaskFileOption, TasksDirOption, TensorParallelOption, USER_ERRORS, _fail, _user_tasks, app, console, err
 
 
 def _parse_data(pairs: list[str]) -> dict[str, str]:
@@ -216,18 +207,17 @@ def run(
 
 
 def _condition_options(prompt_variants: str | None, shot_orders: int, shots_sweep: str | None) -> dict:
-    """``--prompt-variants``, ``--shot-orders``, ``--shots-sweep`` as RunConfig fields (evalpipe.conditions)."""
+    """``--prompt-variants``, ``--shot-orders``, ``--shots-sweep`` as RunConfig fields (evalpipe.conditions);
+    their ranges are RunConfig's to check."""
     variants = tuple(v.strip() for v in (prompt_variants or "").split(",") if v.strip())
     if prompt_variants is not None and not variants:
         raise typer.BadParameter("expects all or NAME[,NAME…]", param_hint="--prompt-variants")
-    if shot_orders < 1:
-        raise typer.BadParameter("must be at least 1", param_hint="--shot-orders")
     try:
         counts = tuple(int(k) for k in (shots_sweep or "").split(",") if k.strip())
     except ValueError:
         raise typer.BadParameter(f"expects shot counts like 0,1,3,5, got {shots_sweep!r}", param_hint="--shots-sweep") from None
-    if shots_sweep is not None and (not counts or min(counts) < 0):
-        raise typer.BadParameter(f"expects shot counts ≥ 0 like 0,1,3,5, got {shots_sweep!r}", param_hint="--shots-sweep")
+    if shots_sweep is not None and not counts:  # (a negative count: RunConfig says so)
+        raise typer.BadParameter(f"expects shot counts like 0,1,3,5, got {shots_sweep!r}", param_hint="--shots-sweep")
     return {"prompt_variants": variants, "shot_orders": shot_orders, "shots_sweep": counts}
 
 
@@ -257,42 +247,15 @@ def execute_run(config: RunConfig, results_dir: Path, startup_timeout: float = 6
         err.print(f"run {run.path}: {total} prompts, {total - pending} already answered, {pending} to send",
                   highlight=False)
 
-    server: ManagedServer | None = None
     try:
-        if config.engine is not None and config.model != "default":
-            config = replace(config, model_fingerprint=local_model_fingerprint(config.model))
-        if config.engine in ("llamacpp", "vllm"):
-            spec = server_spec(config.engine, None if config.model == "default" else config.model,
-                               config.context_length, dict(config.engine_options))
-            config = replace(config, base_url=spec.base_url, model=spec.model,
-                             context_length=config.context_length or spec.context_length)
-            err.print(f"starting {spec.name} ({spec.model}) on {spec.base_url} …", highlight=False)
-            server = ManagedServer(spec, startup_timeout_s=startup_timeout)
-            started = time.monotonic()
-            server.start()
-            err.print(f"{spec.name} server ready in {time.monotonic() - started:.1f}s", highlight=False)
-        # watched: the run stops within a second if the engine evalpipe started dies under it
-        outcome = asyncio.run(run_watched(execute(config, make_backend, results_dir, make_progress(err), announce),
-                                          [server] if server is not None else []))
+        outcome = run_config(config, results_dir, startup_timeout=startup_timeout, progress=make_progress(err),
+                             announce=announce, log=lambda line: err.print(line, highlight=False))
     except KeyboardInterrupt:
         err.print("interrupted: every answer received so far is saved; "
                   "run the same command again to resume", style="yellow")
         return EXIT_INTERRUPTED, None
-    except EngineDied as exc:
-        raise _fail(exc, EXIT_ENGINE_DIED)
-    except EndpointGone as exc:
-        raise _fail(exc, EXIT_ENDPOINT_GONE)
-    except USER_ERRORS as exc:
+    except USER_ERRORS as exc:  # (an engine that died exits 4, an endpoint gone 5: their exit_code)
         raise _fail(exc)
-    except (OSError, sqlite3.OperationalError) as exc:  # writing results: no permission, disk full …
-        if is_disk_full(exc):
-            raise _fail(RunDirError(disk_full_message(exc, run_dir_for(config, results_dir).path)))
-        if not isinstance(exc, OSError):
-            raise
-        raise _fail(RunDirError(os_problem(exc)))  # (network errors are the backend's)
-    finally:
-        if server is not None:
-            server.stop()
     return _report(outcome, config.compat, parquet), outcome
 
 
