@@ -172,6 +172,10 @@ class RunDirError(RunDirProblem):
     """The run directory cannot be created or written (a file in the way, no permission, disk full)."""
 
 
+class NotARunDir(RunDirError, FileNotFoundError):
+    """A folder given as a run directory holds no ``config.json`` (a ``FileNotFoundError`` too, as before)."""
+
+
 def os_problem(exc: OSError) -> str:
     """An OSError as one line: the path and what is wrong with it (no traceback, no errno soup)."""
     where = exc.filename or ""
@@ -252,7 +256,7 @@ class RunDir:
 
     def read_config(self) -> dict[str, Any]:
         if not self.config_path.is_file():
-            raise FileNotFoundError(f"{self.path}: not a run directory (no config.json)")
+            raise NotARunDir(f"{self.path}: not a run directory (no config.json)")
         return self._read_object(self.config_path)
 
     def _read_object(self, path: Path, what: str = "a JSON object", fix: str = "") -> dict[str, Any]:
