@@ -123,7 +123,7 @@ def task_conditions(task: str, available: Sequence[str], variants: Sequence[str]
     """The cross product of a task's variants × shot counts × shot orders, reference first.
 
     ``available``: the task's variant names (``default`` first); ``run_shots``: the shot count the
-    run uses without a sweep (``--shots`` or the task's default). Raises ``ValueError`` naming the
+    run uses without a sweep (``--shots`` or the task's default). Raises ``UsageError`` naming the
     task for a variant it does not have, and for a count or order number below what makes sense.
     """
     if shot_orders < 1:

@@ -32,7 +32,7 @@ VLLM_NAMED = ("tensor_parallel_size", "dtype", "gpu_memory_utilization", "revisi
 def engine_options(engine: str | None, named: Mapping[str, Any], engine_args: Sequence[str]) -> dict[str, Any]:
     """The engine settings of a run or a server, checked: ``named`` (``VLLM_NAMED`` keys, None when not
     given) apply to vLLM engines only, and pass-through ``--engine-arg`` pairs need an engine that
-    evalpipe starts — a setting that would be silently ignored is refused (ValueError).
+    evalpipe starts — a setting that would be silently ignored is refused (UsageError).
 
     Returns the given named settings plus ``extra`` (the parsed pairs) when there are any.
     """
