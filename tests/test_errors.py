@@ -157,3 +157,21 @@ def test_exit_codes_of_the_errors_that_have_their_own():
 
     assert (EngineDied.exit_code, EndpointGone.exit_code, UsageError.exit_code) == (4, 5, 1)
     assert (CLI_DIED, CLI_GONE) == (4, 5)
+
+
+def test_a_user_error_no_command_caught_is_still_one_line(monkeypatch, capsys, tmp_path):
+    """`cli.main` is the last line of defence: an EvalpipeError that escapes a command is one line
+    with the error's own exit code, never a traceback."""
+    import evalpipe.cli.reports
+    from evalpipe.cli import main
+    from evalpipe.engines.watch import EngineDied
+
+    def died(*args, **kwargs):
+        raise EngineDied("llama.cpp server: killed by SIGKILL; answers so far are stored")
+
+    monkeypatch.setattr(evalpipe.cli.reports, "output_folder", died)
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(tmp_path), "--out", str(tmp_path / "out")])
+    assert done.value.code == 4
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "error: llama.cpp server: killed by SIGKILL; answers so far are stored"]
