@@ -113,6 +113,7 @@ def evaluate(
     results_dir: str | Path = "results",
     task_files: Sequence[str | Path] = (),
     startup_timeout: float = 600.0,
+    progress: bool = False,
     **options: Any,
 ) -> EvalResult:
     """Evaluate ``model`` on ``tasks`` (names, as ``evalpipe tasks`` lists them) and return what it
@@ -130,6 +131,7 @@ def evaluate(
     an option the run cannot use, before anything is written or sent; other
     :class:`~evalpipe.errors.EvalpipeError` subclasses for bad data, an unreachable endpoint, a busy
     run directory. Failed requests are not an exception: see :attr:`EvalResult.unanswered`.
+    ``progress``: show the requests' progress on stderr, as ``evalpipe run`` does (default: quiet).
     """
     from evalpipe.configure import build_config
     from evalpipe.execution import run_config
@@ -153,8 +155,17 @@ def evaluate(
     options = _stored_forms(options)
     config = build_config(specs, suites=tuple(suites), model=model, base_urls=urls, engine=engine, limit=limit,
                           **options)
-    outcome = run_config(config, Path(results_dir), startup_timeout=startup_timeout)
+    outcome = run_config(config, Path(results_dir), startup_timeout=startup_timeout,
+                         progress=_stderr_progress() if progress else None)
     return load_run(outcome.run_dir.path, config.compat)
+
+
+def _stderr_progress() -> Any:
+    from rich.console import Console
+
+    from evalpipe.progress import make_progress
+
+    return make_progress(Console(stderr=True))
 
 
 def _stored_forms(options: dict[str, Any]) -> dict[str, Any]:

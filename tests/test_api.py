@@ -100,7 +100,7 @@ def test_evaluate_works_inside_a_running_event_loop(server, tmp_path):
     """A notebook runs an event loop: evaluate() must still work there (asyncio.run would refuse)."""
     async def in_a_notebook():
         return evalpipe.evaluate(TASK, model="fake-model", base_url=server.url, limit=2,
-                                 results_dir=tmp_path)
+                                 results_dir=tmp_path, progress=True)
 
     result = asyncio.run(in_a_notebook())
     assert result.coverage(TASK)["answered"] == 2
