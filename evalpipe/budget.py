@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from evalpipe.records import Example, Message, Prompt, chat_payload
+from evalpipe.errors import UsageError
 
 if TYPE_CHECKING:
     from evalpipe.backends.base import Backend
@@ -51,7 +52,7 @@ MIN_CONTEXT_TOKENS = 256
 CHARS_PER_TOKEN_ESTIMATE = 3.5
 
 
-class ContextTooSmall(ValueError):
+class ContextTooSmall(UsageError):
     """The model's context cannot hold a task's prompt (one line, naming ``--context-length``)."""
 
 

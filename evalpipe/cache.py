@@ -56,6 +56,7 @@ from typing import Any
 from evalpipe.endpoints import redact_url
 from evalpipe.prompt_pack import referenced, unpack
 from evalpipe.records import Completion, Prompt, Usage, to_jsonable
+from evalpipe.errors import RunDirProblem
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -201,7 +202,7 @@ def _extra_json(completion: Completion) -> str | bytes | None:
     return to_db_text(json.dumps(kept, ensure_ascii=False)) if kept else None
 
 
-class StoreError(RuntimeError):
+class StoreError(RunDirProblem):
     """The response store cannot be opened (a damaged file, another program's file)."""
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalpipe.prompting import DEFAULT_VARIANT
+from evalpipe.errors import UsageError
 
 __all__ = ["ALL_VARIANTS", "CANONICAL", "Condition", "TaskConditions", "plan_name", "shot_permutation",
            "task_conditions"]
@@ -108,11 +109,11 @@ def _variants(task: str, asked: Sequence[str], available: Sequence[str]) -> tupl
         return (DEFAULT_VARIANT,)
     if ALL_VARIANTS in asked:
         if len(asked) > 1:
-            raise ValueError(f"--prompt-variants {ALL_VARIANTS} cannot be combined with names")
+            raise UsageError(f"--prompt-variants {ALL_VARIANTS} cannot be combined with names")
         return tuple(available)
     unknown = [name for name in asked if name not in available]
     if unknown:
-        raise ValueError(f"task {task} has no prompt variant {unknown[0]!r}; its variants: {', '.join(available)}")
+        raise UsageError(f"task {task} has no prompt variant {unknown[0]!r}; its variants: {', '.join(available)}")
     names = tuple(dict.fromkeys(asked))
     return (DEFAULT_VARIANT, *(n for n in names if n != DEFAULT_VARIANT)) if DEFAULT_VARIANT in names else names
 
@@ -122,13 +123,13 @@ def task_conditions(task: str, available: Sequence[str], variants: Sequence[str]
     """The cross product of a task's variants × shot counts × shot orders, reference first.
 
     ``available``: the task's variant names (``default`` first); ``run_shots``: the shot count the
-    run uses without a sweep (``--shots`` or the task's default). Raises ``ValueError`` naming the
+    run uses without a sweep (``--shots`` or the task's default). Raises ``UsageError`` naming the
     task for a variant it does not have, and for a count or order number below what makes sense.
     """
     if shot_orders < 1:
-        raise ValueError("--shot-orders must be at least 1")
+        raise UsageError("--shot-orders must be at least 1")
     if any(k < 0 for k in shots_sweep):
-        raise ValueError("--shots-sweep counts cannot be negative")
+        raise UsageError("--shots-sweep counts cannot be negative")
     names = _variants(task, variants, available)
     notes: list[str] = []
     if tuple(variants) == (ALL_VARIANTS,) and len(available) == 1:

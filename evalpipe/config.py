@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from evalpipe.tasks.base import LoadOptions, TaskSpec
+from evalpipe.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -108,8 +109,10 @@ class RunConfig:
     prices: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        """Refuse a config no run can use (:func:`option_problems`), however it is made: by the CLI,
+        the Python API or ``from_json`` — so every way in gets the same checks and messages."""
         for problem in option_problems(self):
-            raise ValueError(problem)
+            raise UsageError(problem, option=problem.split(" ", 1)[0] if problem.startswith("--") else None)
 
     #: options that change which answers a model gives; they name the run directory
     ANSWER_FIELDS = (
@@ -195,6 +198,8 @@ def option_problems(config: RunConfig) -> list[str]:
         return not (math.isnan(value) or math.isinf(value))
 
     problems = []
+    if config.endpoint not in ("chat", "completions"):
+        problems.append(f"--endpoint must be chat or completions, got {config.endpoint!r}")
     if config.choice_scoring not in ("generate", "loglikelihood"):
         problems.append(f"--mcqa-scoring must be generate or loglikelihood, got {config.choice_scoring!r}")
     if not finite(config.temperature) or config.temperature < 0:
@@ -217,7 +222,7 @@ def option_problems(config: RunConfig) -> list[str]:
     if config.shot_orders < 1:
         problems.append(f"--shot-orders must be at least 1, got {config.shot_orders}")
     if any(k < 0 for k in config.shots_sweep):
-        problems.append(f"--shots-sweep counts must be >= 0, got {','.join(map(str, config.shots_sweep))}")
+        problems.append(f"--shots-sweep expects shot counts >= 0 like 0,1,3,5, got {','.join(map(str, config.shots_sweep))}")
     if config.reasoning_effort is not None and config.reasoning_effort not in REASONING_EFFORTS:
         problems.append(f"--reasoning-effort must be one of {', '.join(REASONING_EFFORTS)}, "
                         f"got {config.reasoning_effort!r}")
@@ -259,7 +264,7 @@ def load_options(config: RunConfig, task: str, split: str | None = None,
 def task_args_for(config: RunConfig, spec: TaskSpec) -> dict[str, Any]:
     """The task's settings: its declared defaults, overridden by ``--task-arg TASK:NAME=VALUE``.
 
-    An unknown name or a value the setting cannot parse is a ``ValueError`` naming the option and
+    An unknown name or a value the setting cannot parse is a :class:`UsageError` naming the option and
     the settings the task has — a typo must never be silently ignored.
     """
     declared = {a.name: a for a in spec.args}
@@ -270,11 +275,11 @@ def task_args_for(config: RunConfig, spec: TaskSpec) -> dict[str, Any]:
             continue
         if name not in declared:
             known = ", ".join(f"{a.name} ({a.description})" for a in spec.args) or "none"
-            raise ValueError(f"--task-arg {key}={text}: task {spec.name} has no setting {name!r}; its settings: {known}")
+            raise UsageError(f"--task-arg {key}={text}: task {spec.name} has no setting {name!r}; its settings: {known}")
         try:
             values[name] = declared[name].parse(text)
         except ValueError as exc:
-            raise ValueError(f"--task-arg {key}={text}: {exc}") from None
+            raise UsageError(f"--task-arg {key}={text}: {exc}") from None
     return values
 
 

@@ -14,11 +14,12 @@ from evalpipe.results import Budget, RunDir, RunInfo, RunSummary
 from evalpipe.scoring import TaskOutcome, record_lines
 from evalpipe.tasks.base import IncompleteSuite, PartialSuite
 from evalpipe.tasks.registry import suites
+from evalpipe.errors import EvalpipeError
 
 __all__ = ["RunError", "RunOutcome", "write_outcome"]
 
 
-class RunError(RuntimeError):
+class RunError(EvalpipeError, RuntimeError):
     """A user-facing problem that stops a run before (or instead of) sending requests."""
 
 

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from evalpipe.cache import from_db_text, to_db_text
+from evalpipe.errors import InputError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS rows (
@@ -62,7 +63,7 @@ def scratch_folder(where: Path) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-class DuplicateSample(ValueError):
+class DuplicateSample(InputError):
     """Two samples of one plan have the same id (the store keeps answers by plan and id)."""
 
     def __init__(self, sample_id: str, first: int, again: int) -> None:

@@ -36,11 +36,12 @@ from evalpipe.template_limits import BoundedSandbox, TemplateLimit, check_size, 
 
 from evalpipe.records import Example, GenerationParams, Message, Prompt
 from evalpipe.tasks.base import TaskSpec
+from evalpipe.errors import InputError, UsageError
 
 PROMPTS_DIR = Path(os.environ.get("EVALPIPE_PROMPTS_DIR", Path(__file__).resolve().parent.parent / "prompts"))
 
 
-class TemplateError(ValueError):
+class TemplateError(InputError):
     """A template that is missing, does not compile, lacks a macro, or fails to render."""
 
 
@@ -192,9 +193,9 @@ def select_shots(
         if ex.id not in evaluated_ids and (not evaluated_inputs or inputs_fingerprint(ex) not in evaluated_inputs)
     ]
     if k < 0:
-        raise ValueError("the number of shots cannot be negative")
+        raise UsageError("the number of shots cannot be negative")
     if k > len(candidates):
-        raise ValueError(f"asked for {k} shots but the shot pool has only {len(candidates)} examples")
+        raise UsageError(f"asked for {k} shots but the shot pool has only {len(candidates)} examples")
     if seed is None:
         return tuple(candidates[:k])
     return tuple(random.Random(seed).sample(candidates, k))

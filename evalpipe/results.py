@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.cache import ResponseStore
+from evalpipe.errors import InputError, RunDirProblem
 
 DEFAULT_ROOT = Path("results")
 #: summary.json layout version: 2 = ``{"format", "run", "tasks"}``; files without ``format`` are the
@@ -167,12 +168,16 @@ class RunSummary:
         return cls(run=RunInfo.from_json(run), tasks={k: TaskSummary.from_json(v) for k, v in tasks.items()})
 
 
-class RunDirBusy(RuntimeError):
+class RunDirBusy(RunDirProblem):
     """Another process holds the run directory."""
 
 
-class RunDirError(RuntimeError):
+class RunDirError(RunDirProblem):
     """The run directory cannot be created or written (a file in the way, no permission, disk full)."""
+
+
+class NotARunDir(RunDirError, FileNotFoundError):
+    """A folder given as a run directory holds no ``config.json`` (a ``FileNotFoundError`` too, as before)."""
 
 
 def os_problem(exc: OSError) -> str:
@@ -255,7 +260,7 @@ class RunDir:
 
     def read_config(self) -> dict[str, Any]:
         if not self.config_path.is_file():
-            raise FileNotFoundError(f"{self.path}: not a run directory (no config.json)")
+            raise NotARunDir(f"{self.path}: not a run directory (no config.json)")
         return self._read_object(self.config_path)
 
     def _read_object(self, path: Path, what: str = "a JSON object", fix: str = "") -> dict[str, Any]:
@@ -263,9 +268,9 @@ class RunDir:
         try:
             data = self.read_json(path)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc}){fix}") from None
+            raise InputError(f"{path}: not valid JSON ({exc}){fix}") from None
         if not isinstance(data, dict):
-            raise ValueError(f"{path}: expected {what}")
+            raise InputError(f"{path}: expected {what}")
         return data
 
     def read_metrics(self, compat: str | None = None) -> dict[str, dict[str, float]]:
@@ -296,10 +301,10 @@ class RunDir:
         try:
             data = self.read_json(path)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc}); `evalpipe score {self.path}` writes it again") from None
+            raise InputError(f"{path}: not valid JSON ({exc}); `evalpipe score {self.path}` writes it again") from None
         tasks = data.get("tasks") if isinstance(data, Mapping) else None
         if not isinstance(tasks, Mapping):
-            raise ValueError(f"{path}: expected {{\"format\": …, \"tasks\": {{task: …}}}}")
+            raise InputError(f"{path}: expected {{\"format\": …, \"tasks\": {{task: …}}}}")
         return {str(k): dict(v) for k, v in tasks.items() if isinstance(v, Mapping)}
 
     def read_samples(self, compat: str | None = None, prompts: bool = False) -> list[dict[str, Any]]:

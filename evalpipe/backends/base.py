@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from evalpipe.records import Completion, Message, Prompt
+from evalpipe.errors import EndpointError
 
 
 #: secrets shorter than this are placeholders ("EMPTY", "x"); scrubbing them would mangle text
@@ -75,7 +76,7 @@ class Credentials:
     __str__ = __repr__
 
 
-class BackendError(RuntimeError):
+class BackendError(EndpointError):
     """A fatal, user-facing backend problem (unreachable endpoint, unknown model, bad options).
 
     The message is one line that says what is wrong and what to do; it never contains secrets.

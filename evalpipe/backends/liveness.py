@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 
 from evalpipe.backends.base import BackendError
+from evalpipe.errors import EXIT_ENDPOINT_GONE, UsageError
 
 #: defaults: nothing but failed connections for 30 s, at least 5 attempts in a row
 AFTER_S = 30.0
@@ -32,6 +33,8 @@ MIN_FAILURES = 5
 class EndpointGone(BackendError):
     """The endpoint stopped accepting connections mid-run (see the module docstring); one line."""
 
+    exit_code = EXIT_ENDPOINT_GONE
+
 
 class Liveness:
     """The streak of failed connections since the last sign of life, shared by a run's backends."""
@@ -39,7 +42,7 @@ class Liveness:
     def __init__(self, after_s: float = AFTER_S, min_failures: int = MIN_FAILURES,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if after_s < 0 or min_failures < 1:
-            raise ValueError(f"unreachable-after must be 0 (never) or more seconds, got {after_s}")
+            raise UsageError(f"unreachable-after must be 0 (never) or more seconds, got {after_s}")
         self.after_s = after_s
         self.min_failures = min_failures
         self._clock = clock

@@ -10,7 +10,6 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from evalpipe.data.errors import DataError
 from evalpipe.results import os_problem
 from evalpipe.prompting import TemplateError, variant_templates
 from evalpipe.tasks.registry import all_tasks, broken_task_files, resolve, suites
@@ -47,7 +46,7 @@ def tasks(
         _user_tasks([], tasks_dir)
         registered = all_tasks()
         chosen = [registered[n] if n in registered else resolve([n], [])[0] for n in names]
-    except (DataError, ValueError, KeyError) as exc:
+    except USER_ERRORS as exc:
         raise _fail(exc)
     if chosen:
         for spec in chosen:

@@ -11,14 +11,12 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from evalpipe.backends.base import BackendError
-from evalpipe.data.errors import DataError
-from evalpipe.engines.llamacpp import EngineUnavailable
-from evalpipe.engines.server import ServerStartError
-from evalpipe.prompting import TemplateError
-from evalpipe.cache import StoreError
-from evalpipe.results import RunDirBusy, RunDirError, os_problem
-from evalpipe.outcome import RunError
+from evalpipe import __version__
+# concurrency defaults by engine live in evalpipe.configure (shared with the Python API)
+from evalpipe.configure import DEFAULT_CONCURRENCY, INPROCESS_CONCURRENCY, LLAMACPP_CONCURRENCY  # noqa: F401
+from evalpipe.endpoints import redact_url
+from evalpipe.errors import EXIT_BUG, EXIT_ENDPOINT_GONE, EXIT_ENGINE_DIED, EvalpipeError, UsageError  # noqa: F401  (the codes: re-exported)
+from evalpipe.results import os_problem
 from evalpipe.tasks.registry import register_task_file, register_tasks_dir
 
 
@@ -34,33 +32,56 @@ console = Console(width=None if sys.stdout.isatty() else 160, markup=False)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160, markup=False)
 
 EXIT_FAILED_REQUESTS = 3
-#: an engine evalpipe started died while in use (evalpipe.engines.watch); answers so far are stored
-EXIT_ENGINE_DIED = 4
-#: the endpoint stopped answering mid-run: only refused connections for a while (evalpipe.backends.liveness)
-EXIT_ENDPOINT_GONE = 5
 EXIT_INTERRUPTED = 130
-USER_ERRORS = (RunError, BackendError, DataError, TemplateError, FileNotFoundError, KeyError, ValueError,
-               EngineUnavailable, ServerStartError, RunDirBusy, RunDirError, StoreError)
+# (EXIT_ENGINE_DIED 4, EXIT_ENDPOINT_GONE 5 and EXIT_BUG 70 live in evalpipe.errors, beside their errors)
+#: what a command shows as one line: evalpipe's user errors, and a file the user named that is not
+#: there. Never a bare KeyError/ValueError/TypeError: those are bugs, shown by :func:`report_bug`
+USER_ERRORS = (EvalpipeError, FileNotFoundError)
 
 
 def output_folder(path: Path, option: str) -> Path:
     """``path`` as a folder evalpipe can write into (made if missing), or one line naming it and the
     option that gave it: a file in the way, a read-only place (once tracebacks from ``mkdir``)."""
     if path.exists() and not path.is_dir():
-        raise _fail(ValueError(f"{path}: is a file, not a folder (given as {option}); name a folder"))
+        raise _fail(UsageError(f"{path}: is a file, not a folder (given as {option}); name a folder"))
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise _fail(ValueError(f"{os_problem(exc)} (given as {option})")) from None
+        raise _fail(UsageError(f"{os_problem(exc)} (given as {option})")) from None
     if not os.access(path, os.W_OK | os.X_OK):
-        raise _fail(ValueError(f"{path}: cannot write into this folder (given as {option})"))
+        raise _fail(UsageError(f"{path}: cannot write into this folder (given as {option})"))
     return path
 
 
-def _fail(exc: BaseException, code: int = 1) -> typer.Exit:
+def _fail(exc: BaseException, code: int | None = None) -> typer.Exit:
+    """Show ``exc`` as one ``error:`` line; the exit to raise: ``code``, else the error's own
+    :attr:`~evalpipe.errors.EvalpipeError.exit_code` (1 for anything else)."""
     message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
     err.print(Text("error: ", style="bold red") + Text(message), highlight=False, soft_wrap=True)
-    return typer.Exit(code)
+    return typer.Exit(code if code is not None else getattr(exc, "exit_code", 1))
+
+
+def shown_command(argv: list[str]) -> str:
+    """The command line as a bug report may quote it: URLs without user-info or query (where keys
+    hide). API keys themselves are never arguments (``--api-key-env`` names a variable)."""
+    import shlex
+
+    words = [redact_url(word) if "://" in word else word for word in argv]
+    return shlex.join(["evalpipe", *words])
+
+
+def report_bug(exc: BaseException, argv: list[str]) -> int:
+    """Show an unexpected exception as what it is — a bug in evalpipe — and return :data:`EXIT_BUG`.
+
+    The traceback is printed in full (without local variables: they may hold keys), followed by one
+    line asking for a report with the version and the command; a user error never gets here."""
+    import traceback
+
+    sys.stderr.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    err.print(Text("bug: ", style="bold red") + Text(
+        f"this is a bug in evalpipe {__version__}, not a mistake of yours; please report it with the "
+        f"traceback above and the command: {shown_command(argv)}"), highlight=False, soft_wrap=True)
+    return EXIT_BUG
 
 
 # engine options shared by `run` and `serve`
@@ -130,11 +151,3 @@ def _user_tasks(task_files: list[Path], tasks_dirs: list[Path]) -> list[str]:
         register_tasks_dir(folder)
     return [register_task_file(path).name for path in task_files]
 
-
-DEFAULT_CONCURRENCY = 64
-#: the in-process engine is fed in batches of up to 2 × concurrency prompts (see
-#: backends/vllm_inprocess.py): large batches keep a GPU busy, and vLLM schedules them itself
-INPROCESS_CONCURRENCY = 256
-#: the llama.cpp server evalpipe starts answers one request at a time: more in flight only queue
-#: there until they pass --timeout (measured: 64 in flight on SmolLM2 → answers waiting ~2 minutes)
-LLAMACPP_CONCURRENCY = 2

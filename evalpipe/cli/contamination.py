@@ -18,7 +18,8 @@ from evalpipe.engines.watch import EngineDied, run_watched
 from evalpipe.backends.liveness import EndpointGone
 
 from evalpipe.cli.common import EXIT_ENDPOINT_GONE, EXIT_ENGINE_DIED, key_env, AllowExternalOption, ApiKeyEnvOption, BaseUrlOption, ConcurrencyOption, DataDirOption, DataOption, DEFAULT_CONCURRENCY, DtypeOption, EndpointOption, EngineArgOption, EngineOption, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, GpuMemoryOption, INPROCESS_CONCURRENCY, LimitOption, LLAMACPP_CONCURRENCY, MaxRetriesOption, ModelOption, ResultsDirOption, RevisionOption, RunNameOption, SplitOption, StartupTimeoutOption, TaskArgOption, TaskFileOption, TasksDirOption, TensorParallelOption, TimeoutOption, USER_ERRORS, _fail, _user_tasks, app, console, err
-from evalpipe.cli.evaluate import _parse_data, _parse_task_args, local_engine
+from evalpipe.cli.evaluate import _parse_data, _parse_task_args
+from evalpipe.execution import local_engine
 
 
 @app.command()
@@ -119,7 +120,7 @@ def _execute(config: RunConfig, probe: Any, results_dir: Path, startup_timeout: 
                   f"{pending} to send", highlight=False)
 
     try:
-        with local_engine(config, startup_timeout) as (config, server):
+        with local_engine(config, startup_timeout, lambda line: err.print(line, highlight=False)) as (config, server):
             outcome = asyncio.run(run_watched(
                 execute_probe(config, probe, make_backend, results_dir, make_progress(err), announce),
                 [server] if server is not None else []))

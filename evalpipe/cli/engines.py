@@ -13,6 +13,7 @@ from evalpipe.config import RunConfig
 from evalpipe.engines.launch import VLLM_NAMED, engine_options, server_spec
 from evalpipe.engines.server import ManagedServer
 from evalpipe.engines.watch import POLL_S, EngineDied
+from evalpipe.errors import UsageError
 from evalpipe.results import DEFAULT_ROOT
 from evalpipe.outcome import RunError
 from evalpipe.tasks.registry import resolve
@@ -43,7 +44,7 @@ def serve(
     try:
         options = engine_options(engine, dict(zip(VLLM_NAMED, (tensor_parallel_size, dtype, gpu_memory_utilization,
                                                                revision))), engine_arg)
-    except ValueError as exc:
+    except UsageError as exc:
         raise typer.BadParameter(str(exc), param_hint="--engine") from None
     try:
         spec = server_spec(engine, model, context_length, options, port=port)
@@ -120,7 +121,7 @@ def demo(
 
         try:
             built = build_report([outcome.run_dir.path], outcome.run_dir.path / "report")
-        except (FileNotFoundError, RuntimeError, ValueError) as exc:
+        except USER_ERRORS as exc:
             raise _fail(exc)
         console.print(f"report: {built.html}  (written in {built.seconds:.1f}s; open it in a browser: "
                       f"{built.html.resolve().as_uri()})", highlight=False, soft_wrap=True)

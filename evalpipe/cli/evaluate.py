@@ -2,36 +2,26 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
-import sqlite3
-import time
-from dataclasses import replace
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from evalpipe.backends.factory import make_backend
-from evalpipe.config import RunConfig, local_model_fingerprint, scoring_method
-from evalpipe.data.errors import DataError
-from evalpipe.diskfull import disk_full_message, is_disk_full
-from evalpipe.engines.launch import ENGINES, VLLM_NAMED, engine_options, server_spec
-from evalpipe.engines.server import ManagedServer
-from evalpipe.engines.watch import EngineDied, run_watched
-from evalpipe.backends.liveness import EndpointGone
-from evalpipe.results import DEFAULT_ROOT, RunDir, RunDirError, os_problem
+from evalpipe.config import RunConfig, scoring_method
+from evalpipe.configure import build_config
+from evalpipe.engines.launch import VLLM_NAMED
+from evalpipe.errors import UsageError
+from evalpipe.results import DEFAULT_ROOT, RunDir
+from evalpipe.execution import run_config
 from evalpipe.rescoring import rescore
 from evalpipe.outcome import RunOutcome
-from evalpipe.runner import execute, run_dir_for
 from evalpipe.tasks.registry import resolve
 from evalpipe.robustness import plain_metrics
 from evalpipe.terminal import metrics_table, robustness_table, summary_lines
 
 from evalpipe.cli.common import AllowExternalOption, ApiKeyEnvOption, BaseUrlOption, ConcurrencyOption, DataDirOption, DataOption, EndpointOption, EngineOption, LimitOption, MaxAnswerBytesOption, MaxRetriesOption, ModelOption, ResultsDirOption, ReuseOtherEndpointOption, RunNameOption, SplitOption, TaskArgOption, TimeoutOption, UnreachableAfterOption
-from evalpipe.cli.common import DEFAULT_CONCURRENCY, DtypeOption, EXIT_ENDPOINT_GONE, EXIT_ENGINE_DIED, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, EngineArgOption, GpuMemoryOption, INPROCESS_CONCURRENCY, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, LLAMACPP_CONCURRENCY, key_env, RevisionOption, StartupTimeoutOption, TaskFileOption, TasksDirOption, TensorParallelOption, USER_ERRORS, _fail, _user_tasks, app, console, err
+from evalpipe.cli.common import DtypeOption, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, EngineArgOption, GpuMemoryOption, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, key_env, RevisionOption, StartupTimeoutOption, TaskFileOption, TasksDirOption, TensorParallelOption, USER_ERRORS, _fail, _user_tasks, app, console, err
 
 
 def _parse_data(pairs: list[str]) -> dict[str, str]:
@@ -184,54 +174,19 @@ def run(
     Re-running an interrupted or partly failed run sends only the prompts without a stored answer.
     With --judge, its free-text answers are then rated by LLM judges.
     """
-    if engine is not None and engine not in ENGINES:
-        raise typer.BadParameter(f"--engine must be one of {', '.join(ENGINES)}", param_hint="--engine")
     _check_parquet(parquet)
     if not base_url and os.environ.get("EVALPIPE_BASE_URL") and engine is None:
         base_url = os.environ["EVALPIPE_BASE_URL"].split()
-    if engine == "llamacpp" and not model:
-        model = "default"
     try:
         task = [*task, *_user_tasks(task_file, tasks_dir)]
         specs = resolve(task, suite)
-    except (KeyError, DataError, ValueError) as exc:
+    except USER_ERRORS as exc:
         raise _fail(exc)
-    if (embeddings_url is None) == (embeddings_path is None) and any(s.ranking for s in specs):
-        raise typer.BadParameter("retrieval tasks need --embeddings-url URL --embeddings-model NAME, or "
-                                 "--embeddings-path DIR (not both)", param_hint="--embeddings-url")
-    if embeddings_url and not embeddings_model:
-        raise typer.BadParameter("--embeddings-url needs --embeddings-model", param_hint="--embeddings-model")
-    if not model and specs and all(s.ranking for s in specs):
-        # only retrieval tasks: the embedding model is the model of the run (it names the run directory)
-        model = embeddings_model or Path(embeddings_path or "embedder").name
-    if not model:
-        raise typer.BadParameter("--model is required (or set EVALPIPE_MODEL)", param_hint="--model")
-    if engine and base_url:
-        raise typer.BadParameter("give either --engine (evalpipe starts the server) or --base-url", param_hint="--engine")
-    if endpoint not in ("chat", "completions"):
-        raise typer.BadParameter("--endpoint must be chat or completions", param_hint="--endpoint")
-    if limit is not None and limit < 1:
-        raise typer.BadParameter("--limit must be at least 1", param_hint="--limit")
-    if concurrency is None:
-        concurrency = {"vllm-inprocess": INPROCESS_CONCURRENCY, "llamacpp": LLAMACPP_CONCURRENCY}.get(
-            engine or "", DEFAULT_CONCURRENCY)
-    if concurrency < 1:
-        raise typer.BadParameter("--concurrency must be at least 1", param_hint="--concurrency")
     try:
-        options = engine_options(engine, dict(zip(VLLM_NAMED, (tensor_parallel_size, dtype, gpu_memory_utilization,
-                                                               revision))), engine_arg)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--engine") from None
-    # a compatibility mode with its own prompt (--compat lm-eval) asks the reference's prompt and scores it
-    # by log-likelihood, as the reference does
-    form = compat if compat and any(compat in s.forms for s in specs) else None
-    if form is not None:
-        mcqa_scoring = "loglikelihood"
-    try:
-        config = RunConfig(
-            tasks=tuple(s.name for s in specs), suites=tuple(suite), model=model,
-            base_url=base_url[0] if base_url else None, replicas=tuple(base_url[1:]), endpoint=endpoint,
-            engine=engine, engine_options=options,
+        config = build_config(
+            specs, suites=tuple(suite), model=model, base_urls=base_url, endpoint=endpoint, engine=engine,
+            engine_settings=dict(zip(VLLM_NAMED, (tensor_parallel_size, dtype, gpu_memory_utilization, revision))),
+            engine_args=engine_arg,
             api_key_env=key_env(api_key_env, "--api-key-env"), shots=shots, fewshot_seed=fewshot_seed, fewshot_as_turns=fewshot_as_turns,
             system_role=system_role, temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_tokens,
             split=split, limit=limit, ids=tuple(i.strip() for i in ids.split(",") if i.strip()) if ids else None,
@@ -244,15 +199,14 @@ def run(
             metric_options=_metric_options(rouge_stemmer, bertscore_model, bertscore_layers, bertscore_idf,
                                            bertscore_baseline, umls_extractor),
             task_args=_parse_task_args(task_arg), embeddings_url=embeddings_url, embeddings_model=embeddings_model,
-            embeddings_path=str(Path(embeddings_path).resolve()) if embeddings_path else None,
-            embeddings_batch_size=embeddings_batch_size, choice_scoring=mcqa_scoring, prompt_form=form,
+            embeddings_path=embeddings_path, embeddings_batch_size=embeddings_batch_size, choice_scoring=mcqa_scoring,
             **_condition_options(prompt_variants, shot_orders, shots_sweep),
             reasoning_effort=reasoning_effort, structured=structured,
             batch=_batch_options(batch, batch_retry, batch_poll, batch_size, batch_export, max_completion_tokens),
             prices=_prices(model, price_input, price_output, price_cached, prices, batch_discount),
         )
-    except ValueError as exc:  # a number or name the run cannot use: bad usage, nothing written yet
-        raise typer.BadParameter(str(exc)) from None
+    except UsageError as exc:  # a number, name or combination the run cannot use: nothing written yet
+        raise typer.BadParameter(str(exc), param_hint=exc.option) from None
     if not (judge or judge_engine):
         raise typer.Exit(execute_run(config, results_dir, startup_timeout, parquet)[0])
     from evalpipe.cli.judging import judge_plan, judge_run  # (judging registers its command after these)
@@ -307,18 +261,17 @@ def _prices(model: str, price_input: float | None, price_output: float | None, p
 
 
 def _condition_options(prompt_variants: str | None, shot_orders: int, shots_sweep: str | None) -> dict:
-    """``--prompt-variants``, ``--shot-orders``, ``--shots-sweep`` as RunConfig fields (evalpipe.conditions)."""
+    """``--prompt-variants``, ``--shot-orders``, ``--shots-sweep`` as RunConfig fields (evalpipe.conditions);
+    their ranges are RunConfig's to check."""
     variants = tuple(v.strip() for v in (prompt_variants or "").split(",") if v.strip())
     if prompt_variants is not None and not variants:
         raise typer.BadParameter("expects all or NAME[,NAME…]", param_hint="--prompt-variants")
-    if shot_orders < 1:
-        raise typer.BadParameter("must be at least 1", param_hint="--shot-orders")
     try:
         counts = tuple(int(k) for k in (shots_sweep or "").split(",") if k.strip())
     except ValueError:
         raise typer.BadParameter(f"expects shot counts like 0,1,3,5, got {shots_sweep!r}", param_hint="--shots-sweep") from None
-    if shots_sweep is not None and (not counts or min(counts) < 0):
-        raise typer.BadParameter(f"expects shot counts ≥ 0 like 0,1,3,5, got {shots_sweep!r}", param_hint="--shots-sweep")
+    if shots_sweep is not None and not counts:  # (a negative count: RunConfig says so)
+        raise typer.BadParameter(f"expects shot counts like 0,1,3,5, got {shots_sweep!r}", param_hint="--shots-sweep")
     return {"prompt_variants": variants, "shot_orders": shot_orders, "shots_sweep": counts}
 
 
@@ -349,56 +302,19 @@ def execute_run(config: RunConfig, results_dir: Path, startup_timeout: float = 6
                   highlight=False)
 
     try:
-        with local_engine(config, startup_timeout) as (config, server):
-            # watched: the run stops within a second if the engine evalpipe started dies under it
-            outcome = asyncio.run(run_watched(execute(config, make_backend, results_dir, make_progress(err), announce),
-                                              [server] if server is not None else []))
+        outcome = run_config(config, results_dir, startup_timeout=startup_timeout, progress=make_progress(err),
+                             announce=announce, log=lambda line: err.print(line, highlight=False))
     except KeyboardInterrupt:
         err.print("interrupted: every answer received so far is saved; "
                   "run the same command again to resume", style="yellow")
         return EXIT_INTERRUPTED, None
-    except EngineDied as exc:
-        raise _fail(exc, EXIT_ENGINE_DIED)
-    except EndpointGone as exc:
-        raise _fail(exc, EXIT_ENDPOINT_GONE)
-    except USER_ERRORS as exc:
+    except USER_ERRORS as exc:  # (an engine that died exits 4, an endpoint gone 5: their exit_code)
         raise _fail(exc)
-    except (OSError, sqlite3.OperationalError) as exc:  # writing results: no permission, disk full …
-        if is_disk_full(exc):
-            raise _fail(RunDirError(disk_full_message(exc, run_dir_for(config, results_dir).path)))
-        if not isinstance(exc, OSError):
-            raise
-        raise _fail(RunDirError(os_problem(exc)))  # (network errors are the backend's)
     if config.batch.get("export"):
         for note in outcome.notes:
             console.print(note, highlight=False)
         return 0, outcome
     return _report(outcome, config.compat, parquet), outcome
-
-
-@contextlib.contextmanager
-def local_engine(config: RunConfig, startup_timeout: float = 600.0) -> Iterator[tuple[RunConfig, ManagedServer | None]]:
-    """The run's config with the local engine it names started (llamacpp, a vLLM server: its URL and
-    model filled in; stopped when the block ends), and a local model's fingerprint; with the started
-    server (None without one), for :func:`evalpipe.engines.watch.run_watched` to watch."""
-    if config.engine is not None and config.model != "default":
-        config = replace(config, model_fingerprint=local_model_fingerprint(config.model))
-    if config.engine not in ("llamacpp", "vllm"):
-        yield config, None
-        return
-    spec = server_spec(config.engine, None if config.model == "default" else config.model,
-                       config.context_length, dict(config.engine_options))
-    config = replace(config, base_url=spec.base_url, model=spec.model,
-                     context_length=config.context_length or spec.context_length)
-    err.print(f"starting {spec.name} ({spec.model}) on {spec.base_url} …", highlight=False)
-    server = ManagedServer(spec, startup_timeout_s=startup_timeout)
-    try:
-        started = time.monotonic()
-        server.start()
-        err.print(f"{spec.name} server ready in {time.monotonic() - started:.1f}s", highlight=False)
-        yield config, server
-    finally:
-        server.stop()
 
 
 @app.command()
@@ -442,5 +358,5 @@ def show(
     run = RunDir(run_dir)
     try:
         _print_run(run.read_metrics(compat), run, compat)
-    except (FileNotFoundError, ValueError) as exc:
+    except USER_ERRORS as exc:
         raise _fail(exc)

@@ -15,6 +15,7 @@ from evalpipe.backends.liveness import EndpointGone
 from evalpipe.outcome import RunError
 from evalpipe.engines.server import ManagedServer
 from evalpipe.engines.watch import EngineDied, run_watched
+from evalpipe.errors import UsageError
 from evalpipe.terminal import metrics_table
 
 from evalpipe.cli.common import EXIT_ENDPOINT_GONE, EXIT_ENGINE_DIED, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, StartupTimeoutOption, USER_ERRORS, _fail, app, console, err, key_env
@@ -31,7 +32,7 @@ def judge_plan(judges: list[str], engine: str | None, api_key_env: str | None, r
     key = key_env(api_key_env, "--judge-api-key-env")
     try:
         panel = [parse_judge(text, key) for text in judges]
-    except ValueError as exc:
+    except UsageError as exc:
         raise typer.BadParameter(str(exc), param_hint="--judge") from None
     by_task: dict[str | None, str] = {}
     for text in rubrics:

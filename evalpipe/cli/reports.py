@@ -9,9 +9,9 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from evalpipe.results import DEFAULT_ROOT, os_problem
+from evalpipe.results import DEFAULT_ROOT, RunDirError, os_problem
 
-from evalpipe.cli.common import _fail, app, console, output_folder
+from evalpipe.cli.common import USER_ERRORS, _fail, app, console, output_folder
 
 
 @app.command()
@@ -36,10 +36,10 @@ def report(
     try:
         built = build_report(runs, target, resamples=resamples, seed=seed, compat=compat, parquet=parquet,
                              top=top)
-    except (FileNotFoundError, RuntimeError, ValueError) as exc:
+    except USER_ERRORS as exc:
         raise _fail(exc)
     except OSError as exc:  # the disk filled, the folder went away
-        raise _fail(ValueError(os_problem(exc)))
+        raise _fail(RunDirError(os_problem(exc)))
     for label, path in (("html", built.html), ("markdown", built.markdown), ("leaderboard", built.csv),
                         ("parquet", getattr(built, "parquet", None))):
         if path:
@@ -66,9 +66,9 @@ def compare(
         output_folder(out, "--out")
     try:
         result = compare_runs(run_a, run_b, resamples=resamples, seed=seed, top=top, out=out, compat=compat)
-    except (FileNotFoundError, RuntimeError, ValueError) as exc:
+    except USER_ERRORS as exc:
         raise _fail(exc)
     except OSError as exc:
-        raise _fail(ValueError(os_problem(exc)))
+        raise _fail(RunDirError(os_problem(exc)))
     # the comparison renderer escapes its own text and uses markup for emphasis
     render_compare_terminal(result, Console(width=None if sys.stdout.isatty() else 160))

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from evalpipe.errors import InputError
 
 
-class DataError(ValueError):
+class DataError(InputError):
     """A problem with a user-supplied or shipped data file.
 
     The message always reads ``FILE:LINE: FIELD: what is wrong (expected …)`` so a user can open

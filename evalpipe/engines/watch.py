@@ -20,6 +20,7 @@ import contextlib
 import signal
 from collections.abc import Awaitable, Sequence
 from typing import Protocol, TypeVar
+from evalpipe.errors import EXIT_ENGINE_DIED, EngineError
 
 
 T = TypeVar("T")
@@ -40,9 +41,11 @@ def ended(returncode: int) -> str:
     return f"exit code {returncode}"
 
 
-class EngineDied(RuntimeError):
+class EngineDied(EngineError):
     """An engine evalpipe started ended while a run used it. The message is one line: the engine,
     how it ended, its last log lines, and that the answers so far are stored."""
+
+    exit_code = EXIT_ENGINE_DIED
 
 
 def death_line(name: str, how: str, log_tail: str, tail_label: str = "its last log lines") -> str:

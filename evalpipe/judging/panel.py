@@ -25,6 +25,7 @@ from typing import Any
 
 from evalpipe.endpoints import is_local_url, redact_url, route_problem, route_record
 from evalpipe.outcome import RunError
+from evalpipe.errors import UsageError
 
 __all__ = ["Judge", "check_patient_data", "model_key", "parse_judge"]
 
@@ -52,7 +53,7 @@ def parse_judge(text: str, api_key_env: str = "OPENAI_API_KEY") -> Judge:
     model, sep, url = text.partition("=")
     model, url = model.strip(), url.strip()
     if not sep or not model or not url.startswith(("http://", "https://")):
-        raise ValueError(f"--judge expects MODEL=URL with an http(s) URL, e.g. "
+        raise UsageError(f"--judge expects MODEL=URL with an http(s) URL, e.g. "
                          f"gpt-judge=http://127.0.0.1:8001/v1 (got {redact_url(text) if '://' in text else text!r})")
     return Judge(model=model, url=url, api_key_env=api_key_env)
 

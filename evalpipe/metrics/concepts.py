@@ -33,6 +33,7 @@ from typing import Protocol
 
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.metrics.prf import set_prf
+from evalpipe.errors import EvalpipeError
 
 
 class ConceptExtractor(Protocol):
@@ -51,7 +52,7 @@ class NotComputed:
     reason: str
 
 
-class ConceptExtractorUnavailable(RuntimeError):
+class ConceptExtractorUnavailable(EvalpipeError, RuntimeError):
     """An extractor asked for by name cannot be loaded."""
 
 

@@ -50,6 +50,7 @@ from evalpipe.report.variants import add_rank_stability, robustness_section
 from evalpipe.report.summary import summary_section
 from evalpipe.report.ties import TaskTies, add_ties, tied_with_best, ties_section
 from evalpipe.report.suites import report_suites
+from evalpipe.errors import UsageError
 
 __all__ = ["BuildResult", "build_document", "build_report", "compare_runs", "score_length_plots"]
 
@@ -373,12 +374,12 @@ def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed
     """
     start = time.perf_counter()
     if not runs:
-        raise ValueError("no run directory given")
+        raise UsageError("no run directory given")
     if parquet:
         try:
             import pyarrow  # noqa: F401
         except ImportError:
-            raise RuntimeError("--parquet needs the pyarrow package: pip install pyarrow") from None
+            raise UsageError("--parquet needs the pyarrow package: pip install pyarrow") from None
     loaded = load_report_runs([Path(r) for r in runs], compat)
     with frozen_heap():  # the records live until the end: out of the collector's sight (evalpipe.heap)
         return _build_loaded(loaded, Path(out), resamples=resamples, seed=seed, parquet=parquet, level=level,

@@ -20,6 +20,7 @@ from evalpipe.data.stream import materialize as materialize
 from evalpipe.metrics.names import metric_matches as metric_matches  # re-exported: where it was
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Example, Prediction, ScoreSheet
+from evalpipe.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -347,7 +348,7 @@ class TaskSpec:
             return self.scorings[name]
         except KeyError:
             modes = ", ".join(sorted(k for k in self.scorings if k != "default")) or "none"
-            raise ValueError(
+            raise UsageError(
                 f"task {self.name!r} has no compatibility mode {name!r} (it has: {modes})"
             ) from None
 

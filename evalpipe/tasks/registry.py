@@ -26,6 +26,7 @@ from pathlib import Path
 from evalpipe.rundir.boards import ReferenceBoard
 from evalpipe.rundir.suites import SuiteRecord
 from evalpipe.tasks.base import SuiteSpec, TaskSpec
+from evalpipe.errors import InputError, UnknownName
 
 _TASKS: dict[str, TaskSpec] = {}
 _SUITES: dict[str, SuiteSpec] = {}
@@ -67,7 +68,7 @@ def register(spec: TaskSpec) -> TaskSpec:
     if existing is not None and existing is not spec:
         if existing.task_file is not None and existing.task_file == spec.task_file:
             return existing  # the same file registered again (--task-file of a task in the tasks folder)
-        raise ValueError(f"task {spec.name!r} is defined twice: by {_origin(existing)} and by {_origin(spec)}; "
+        raise InputError(f"task {spec.name!r} is defined twice: by {_origin(existing)} and by {_origin(spec)}; "
                          "rename one (the `name` key of a task file)")
     _TASKS[spec.name] = spec
     return spec
@@ -103,7 +104,7 @@ def task_of_run(name: str, recorded: dict) -> tuple[TaskSpec, str | None]:
         spec = tasks[name]
     elif path:
         if not Path(path).is_file():
-            raise KeyError(f"task {name!r} was defined by the task file {path} (sha256 {str(digest)[:12]}…), which "
+            raise UnknownName(f"task {name!r} was defined by the task file {path} (sha256 {str(digest)[:12]}…), which "
                            "is not there any more (moved or deleted?); pass its new path: "
                            "evalpipe score RUN --task-file PATH (or --tasks-dir DIR)")
         spec = register_task_file(path)
@@ -183,7 +184,7 @@ def get_task(name: str) -> TaskSpec:
         return tasks[name]
     except KeyError:
         broken = "".join(f"; {path} could not be read: {error}" for path, error in _BROKEN.items())
-        raise KeyError(f"unknown task {name!r}; known tasks: {', '.join(tasks)}{broken}") from None
+        raise UnknownName(f"unknown task {name!r}; known tasks: {', '.join(tasks)}{broken}") from None
 
 
 def suites() -> dict[str, SuiteSpec]:
@@ -203,7 +204,7 @@ def resolve(tasks: list[str], suite_names: list[str]) -> list[TaskSpec]:
     names: list[str] = []
     for suite in suite_names:
         if suite not in known_suites:
-            raise KeyError(f"unknown suite {suite!r}; known suites: {', '.join(known_suites)}")
+            raise UnknownName(f"unknown suite {suite!r}; known suites: {', '.join(known_suites)}")
         names.extend(known_suites[suite].tasks)
     names.extend(tasks)
     seen: dict[str, TaskSpec] = {}

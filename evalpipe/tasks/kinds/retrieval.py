@@ -37,6 +37,7 @@ from evalpipe.tasks.base import LoadOptions, RankingPlan, RankingSpec, Scoring, 
 from evalpipe.tasks.kinds.base import Drafted, Kind, KindParts, register_kind
 from evalpipe.tasks.kinds.generation import reference_text
 from evalpipe.tasks.taskfile.schema import TaskFile, Text
+from evalpipe.errors import UsageError
 
 POOL_NOTE = ("Recall@k and MRR@k depend on the candidate pool: the larger the pool, the lower the recall, by "
              "construction (the Huatuo-26M paper reports single-digit Recall@5 over its full answer pool). "
@@ -90,9 +91,9 @@ def build_pool(examples: Sequence[Example], pool_examples: Iterable[Example], po
     if pool_size is None:
         return every
     if pool_size < len(required):
-        raise ValueError(f"pool size {pool_size} is smaller than the {len(required)} distinct gold answers evaluated")
+        raise UsageError(f"pool size {pool_size} is smaller than the {len(required)} distinct gold answers evaluated")
     if pool_size > len(every):
-        raise ValueError(f"pool size {pool_size} exceeds the {len(every)} distinct answers available")
+        raise UsageError(f"pool size {pool_size} exceeds the {len(every)} distinct answers available")
     others = [t for t in every if t not in required]
     chosen = set(random.Random(seed).sample(others, pool_size - len(required))) | required
     return tuple(t for t in every if t in chosen)

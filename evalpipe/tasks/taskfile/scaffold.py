@@ -31,6 +31,7 @@ from evalpipe.data.errors import DataError
 from evalpipe.data.records import Record
 from evalpipe.tasks.taskfile.load import read_file
 from evalpipe.tasks.taskfile.schema import NAME_PATTERN, DataSpec
+from evalpipe.errors import InputError
 
 #: kinds new-task can scaffold from a data file alone
 KINDS = ("classification", "multiple_choice", "generation")
@@ -50,7 +51,7 @@ class Scaffold:
     command: str
 
 
-class ScaffoldError(ValueError):
+class ScaffoldError(InputError):
     """What is wrong with the request or the data, said in one line."""
 
 
