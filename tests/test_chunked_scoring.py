@@ -39,6 +39,10 @@ SAMPLEWISE = {
                                 "mmlu_clinical_knowledge", "mmlu_college_biology", "mmlu_college_medicine",
                                 "mmlu_medical_genetics", "mmlu_professional_medicine")},
     *{(f"clue_longhealth_task{i}", s) for i in (1, 2, 3) for s in ("default", "clue")},
+    # the multiple-choice tasks' earlier strict letter rules (docs/grading.md)
+    *{(t, "strict-v1") for t in ("medmcqa", "medqa", "pubmedqa", "mmlu_anatomy", "mmlu_clinical_knowledge",
+                                  "mmlu_college_biology", "mmlu_college_medicine", "mmlu_medical_genetics",
+                                  "mmlu_professional_medicine")},
 }
 CASES = sorted(SAMPLEWISE)
 #: multiple-choice tasks are also scored by log-likelihood (``--mcqa-scoring loglikelihood``)
