@@ -145,8 +145,8 @@ def robustness_table(variants: Mapping[str, Mapping], metrics: Mapping[str, Mapp
                     continue
                 first = metric == headline
 
-                def at(value: float, level: str) -> Text:
-                    return Text(f"{value:.4f} ({level_label(axis, level) if stats['spread'] else 'all equal'})")
+                def at(value: float, level: str, axis: str = axis, spread: float = stats["spread"]) -> Text:
+                    return Text(f"{value:.4f} ({level_label(axis, level) if spread else 'all equal'})")
 
                 table.add_row(
                     Text(task if first else ""), AXIS_LABELS.get(axis, axis) if first else "", Text(metric),

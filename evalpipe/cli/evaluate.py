@@ -195,7 +195,7 @@ def run(
         task = [*task, *_user_tasks(task_file, tasks_dir)]
         specs = resolve(task, suite)
     except (KeyError, DataError, ValueError) as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None
     if (embeddings_url is None) == (embeddings_path is None) and any(s.ranking for s in specs):
         raise typer.BadParameter("retrieval tasks need --embeddings-url URL --embeddings-model NAME, or "
                                  "--embeddings-path DIR (not both)", param_hint="--embeddings-url")
@@ -263,7 +263,7 @@ def run(
 
         check_patient_data([s.name for s in specs if s.credentialed and s.answer_kind], panel, allow_external_endpoint)
     except USER_ERRORS as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None
     code, outcome = execute_run(config, results_dir, startup_timeout, parquet)
     if outcome is None:  # interrupted: nothing to judge yet
         raise typer.Exit(code)
@@ -358,17 +358,17 @@ def execute_run(config: RunConfig, results_dir: Path, startup_timeout: float = 6
                   "run the same command again to resume", style="yellow")
         return EXIT_INTERRUPTED, None
     except EngineDied as exc:
-        raise _fail(exc, EXIT_ENGINE_DIED)
+        raise _fail(exc, EXIT_ENGINE_DIED) from None
     except EndpointGone as exc:
-        raise _fail(exc, EXIT_ENDPOINT_GONE)
+        raise _fail(exc, EXIT_ENDPOINT_GONE) from None
     except USER_ERRORS as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None
     except (OSError, sqlite3.OperationalError) as exc:  # writing results: no permission, disk full …
         if is_disk_full(exc):
-            raise _fail(RunDirError(disk_full_message(exc, run_dir_for(config, results_dir).path)))
+            raise _fail(RunDirError(disk_full_message(exc, run_dir_for(config, results_dir).path))) from None
         if not isinstance(exc, OSError):
             raise
-        raise _fail(RunDirError(os_problem(exc)))  # (network errors are the backend's)
+        raise _fail(RunDirError(os_problem(exc))) from None  # (network errors are the backend's)
     if config.batch.get("export"):
         for note in outcome.notes:
             console.print(note, highlight=False)
@@ -424,7 +424,7 @@ def score(
         _user_tasks(task_file, tasks_dir)
         outcome = rescore(run_dir, compat, options)
     except USER_ERRORS as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None
     _report(outcome, compat, parquet)
 
 
@@ -443,4 +443,4 @@ def show(
     try:
         _print_run(run.read_metrics(compat), run, compat)
     except (FileNotFoundError, ValueError) as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None

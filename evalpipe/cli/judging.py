@@ -74,15 +74,15 @@ def judge_run(run_path: Path, panel: list[Any], engine: str | None, options: Any
                   style="yellow")
         return EXIT_INTERRUPTED
     except EngineDied as exc:
-        raise _fail(exc, EXIT_ENGINE_DIED)
+        raise _fail(exc, EXIT_ENGINE_DIED) from None
     except EndpointGone as exc:
-        raise _fail(exc, EXIT_ENDPOINT_GONE)
+        raise _fail(exc, EXIT_ENDPOINT_GONE) from None
     except USER_ERRORS as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None
     except (OSError, sqlite3.OperationalError) as exc:
         if not is_disk_full(exc):
             raise
-        raise _fail(RunError(disk_full_message(exc, run_path, "judgements")))
+        raise _fail(RunError(disk_full_message(exc, run_path, "judgements"))) from None
     finally:
         for running in started:
             running.stop()
@@ -154,7 +154,7 @@ def pairwise_run(run_a: Path, run_b: Path, panel: list[Any], options: Any) -> in
                   style="yellow")
         return EXIT_INTERRUPTED
     except USER_ERRORS as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None
     if outcome.metrics:
         console.print(metrics_table(outcome.metrics, title=f"{outcome.folder} · pairwise (A = {Path(run_a).name})"))
     console.print(f"pairwise: {outcome.folder}  (judge requests sent {outcome.sent}, verdicts from store "

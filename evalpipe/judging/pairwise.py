@@ -265,7 +265,7 @@ def pairwise_sheet(pairs: Sequence[_Pair], judges: Sequence[str], verdicts: Mapp
             record["verdicts"][judge] = {o: names[v] for o, v in said.items()}
         record["parts"] = {k: v for k, v in parts.items() if v}
         task["records"].append(record)
-    for name, task in out.items():
+    for task in out.values():
         all_parts = [r["parts"] for r in task["records"]]
         metrics: dict[str, Any] = {}
         aggregations: dict[str, Any] = {}

@@ -157,7 +157,7 @@ def _disagreements(task: str, a: ResampleTask, run_a: ReportRun, run_b: ReportRu
         ranked.append((-gap, not differ, i, sample_id, ra, rb, sa, sb))
     ranked.sort(key=lambda r: r[:3])
     out = []
-    for _, _, i, sample_id, ra, rb, sa, sb in ranked[:top]:
+    for _, _, _, sample_id, ra, rb, sa, sb in ranked[:top]:
         out.append(Disagreement(
             task=task, id=sample_id, score_key=key, score_a=sa, score_b=sb,
             prompt_excerpt=input_excerpt(ra.get("inputs") if "inputs" in ra else rb.get("inputs")),

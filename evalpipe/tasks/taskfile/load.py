@@ -88,7 +88,7 @@ def _check_header(task: TaskFile, records: Sequence[Record], path: Path) -> None
     if file_format(task, path) not in ("csv", "tsv") or not records:
         return
     header = list(records[0].fields)
-    for name, fields in task.fields.inputs.items():
+    for fields in task.fields.inputs.values():
         names = fields if isinstance(fields, list) else [fields]
         if not any(f in header for f in names):
             line = None if task.data.columns else 1
