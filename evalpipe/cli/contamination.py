@@ -97,7 +97,8 @@ def contamination(
     try:
         config = RunConfig(
             tasks=(names[0],), model=model, base_url=base_url[0] if base_url else None, replicas=tuple(base_url[1:]),
-            endpoint=endpoint, engine=engine, engine_options=options, api_key_env=key_env(api_key_env, "--api-key-env"),
+            endpoint="chat" if endpoint == "chat" else "completions",  # (checked above)
+            engine=engine, engine_options=options, api_key_env=key_env(api_key_env, "--api-key-env"),
             temperature=temperature, seed=seed, split=split, limit=limit, data=_parse_data(data),
             data_dir=str(Path(data_dir).resolve()) if data_dir else None, concurrency=concurrency,
             timeout_s=timeout, max_retries=max_retries, allow_external_endpoint=allow_external_endpoint,

@@ -8,7 +8,7 @@ import os
 import sqlite3
 import time
 from dataclasses import replace
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -44,7 +44,7 @@ def _parse_data(pairs: list[str]) -> dict[str, str]:
     return data
 
 
-def _print_run(metrics: dict[str, dict[str, float]], run: RunDir, compat: str | None) -> None:
+def _print_run(metrics: Mapping[str, Mapping[str, float | None]], run: RunDir, compat: str | None) -> None:
     """The metrics table and what the summary says about them: one rendering for run, score, show."""
     variants = run.read_variants(compat)  # prompt conditions: their spread in a table of its own
     shown = {task: plain_metrics(values) for task, values in metrics.items()} if variants else metrics
@@ -96,7 +96,7 @@ def _report(outcome: RunOutcome, compat: str | None, parquet: bool = False) -> i
     console.print(f"results: {outcome.run_dir.path}  (answers sent {outcome.sent}, from store {outcome.cached})")
     if parquet:
         console.print(f"parquet: {_write_parquet(outcome.run_dir, compat)}", highlight=False)
-    failed = sum(int(t.metrics.get("errors", 0)) for t in outcome.tasks)
+    failed = sum(int(t.metrics.get("errors") or 0) for t in outcome.tasks)
     if failed:
         err.print(f"{failed} sample(s) have no answer (see summary.json); "
                   "re-run the same command to retry only those", style="yellow")
@@ -230,7 +230,7 @@ def run(
     try:
         config = RunConfig(
             tasks=tuple(s.name for s in specs), suites=tuple(suite), model=model,
-            base_url=base_url[0] if base_url else None, replicas=tuple(base_url[1:]), endpoint=endpoint,
+            base_url=base_url[0] if base_url else None, replicas=tuple(base_url[1:]), endpoint="chat" if endpoint == "chat" else "completions",
             engine=engine, engine_options=options,
             api_key_env=key_env(api_key_env, "--api-key-env"), shots=shots, fewshot_seed=fewshot_seed, fewshot_as_turns=fewshot_as_turns,
             system_role=system_role, temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_tokens,

@@ -36,11 +36,12 @@ def judge_plan(judges: list[str], engine: str | None, api_key_env: str | None, r
     by_task: dict[str | None, str] = {}
     for text in rubrics:
         task_name, sep, path = text.partition("=")
-        key, path = (task_name, path) if sep and not Path(text).is_file() else (None, text)
-        if key in by_task:
-            raise typer.BadParameter(f"--judge-rubric given twice for {key or 'every task'}", param_hint="--judge-rubric")
+        task_key, path = (task_name, path) if sep and not Path(text).is_file() else (None, text)
+        if task_key in by_task:
+            raise typer.BadParameter(f"--judge-rubric given twice for {task_key or 'every task'}",
+                                     param_hint="--judge-rubric")
         # a file is recorded by its absolute path; anything else is a rubric's name under prompts/ (judge/…)
-        by_task[key] = str(Path(path).resolve()) if Path(path).is_file() else path
+        by_task[task_key] = str(Path(path).resolve()) if Path(path).is_file() else path
     return panel, JudgeOptions(rubrics=by_task, allow_external_endpoint=allow_external_endpoint, **settings)
 
 

@@ -244,7 +244,7 @@ def _aggregations(judge: str) -> dict[str, Any]:
     ratio = {name: Share(p + part, p + "complete") for name, part in
              (("win_rate", "win"), ("tie_rate", "tie"), ("loss_rate", "loss"), ("score", "score"),
               ("position_bias", "flip"))}
-    out = {m + k: v for k, v in ratio.items()}
+    out: dict[str, Share | Total] = {m + k: v for k, v in ratio.items()}
     out[m + "first_position"] = Share(p + "first", p + "decisive")
     out[m + "failures"] = Total(p + "failed")
     return out
@@ -300,6 +300,7 @@ def read_verdicts(store: ResponseStore, tasks: Sequence[str], judges: Sequence[s
     for pair in pairs:
         for judge in judges:
             for order in ORDERS:
-                row = rows.get((judge, pair.task.name, pair.sample_id, pair.answers_sha256(order)))
-                verdicts[(judge, pair.task.name, pair.sample_id, order)] = parse_verdict(row.text)[0] if row else None
+                stored = rows.get((judge, pair.task.name, pair.sample_id, pair.answers_sha256(order)))
+                verdicts[(judge, pair.task.name, pair.sample_id, order)] = (
+                    parse_verdict(stored.text)[0] if stored else None)
     return rows, verdicts

@@ -446,8 +446,8 @@ class CountPresent(Aggregation):
         return CountPresent(tuple(prefix + c for c in self.counts))
 
 
-def sum_parts(parts: Iterable[Mapping[str, float]], keys: Sequence[str]) -> dict[str, np.ndarray]:
-    """Each key summed over all samples (absent = 0), as one-element arrays."""
+def sum_parts(parts: Iterable[Mapping[str, float | None]], keys: Sequence[str]) -> dict[str, np.ndarray]:
+    """Each key summed over all samples (absent or None = 0), as one-element arrays."""
     import numpy as np
 
     totals = dict.fromkeys(keys, 0.0)
@@ -459,7 +459,7 @@ def sum_parts(parts: Iterable[Mapping[str, float]], keys: Sequence[str]) -> dict
     return {k: np.array([v]) for k, v in totals.items()}
 
 
-def evaluate(aggregation: Aggregation, parts: Sequence[Mapping[str, float]]) -> float:
+def evaluate(aggregation: Aggregation, parts: Sequence[Mapping[str, float | None]]) -> float:
     """The metric on all samples (what the scorer's corpus value must equal)."""
     import numpy as np
 
@@ -478,7 +478,7 @@ def evaluate_sums(aggregation: Aggregation, sums: Mapping[str, float], n: int) -
 
 
 def check_reproduces(corpus: Mapping[str, float], aggregations: Mapping[str, Aggregation],
-                     parts: Sequence[Mapping[str, float]], tolerance: float = 1e-9) -> dict[str, str]:
+                     parts: Sequence[Mapping[str, float | None]], tolerance: float = 1e-9) -> dict[str, str]:
     """Metric → why its declared aggregation does not give the scorer's value on all samples.
 
     Empty when every declaration holds; a metric listed here must get no interval (an interval

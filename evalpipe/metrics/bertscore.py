@@ -110,8 +110,10 @@ def resolve_settings(options: MetricOptions) -> BertScoreSettings:
         model = options.bertscore_model
         local = Path(model).exists()
         name = Path(model).name if local else model
-        layers = options.bertscore_num_layers
-        if layers is None:
+        given = options.bertscore_num_layers
+        if given is not None:
+            layers = given
+        else:
             from bert_score.utils import model2layers
 
             if local or model not in model2layers:

@@ -110,7 +110,7 @@ def _run_row(run: ReportRun, boots: Mapping[str, TaskBootstrap], level: float) -
             replicates.append(reps)
     complete = all(values[t] is not None for t in TASK_ORDER)
     recorded = run.metrics.get(SUITE.name, {}).get(AVERAGE)
-    if recorded is None and complete:  # a run of the eight tasks without --suite cblue
+    if recorded is None and complete and SUITE.aggregate is not None:  # the eight tasks without --suite cblue
         recorded = SUITE.aggregate({t: run.metrics[t] for t in TASK_ORDER})[AVERAGE]
     values[AVERAGE] = 100 * float(recorded) if recorded is not None else None
     if complete and len(replicates) == len(TASK_ORDER):

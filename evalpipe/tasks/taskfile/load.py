@@ -102,6 +102,7 @@ def _value(record: Record, name: str, fields: str | list[str], optional: bool) -
         if optional:
             return ""
         record.get(names[0])  # raises "missing field (fields found: …)"
+        raise AssertionError(f"{names[0]!r} is not a field, yet Record.get found it")
     value = record.fields[found]
     if value is None or (isinstance(value, str) and not value.strip()):
         if optional:
