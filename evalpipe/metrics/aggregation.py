@@ -296,7 +296,8 @@ class MacroF1(Aggregation):
         import numpy as np
 
         if not self.labels:
-            return _array(math.nan) * np.ones_like(_array(n))
+            undefined: np.ndarray = _array(math.nan) * np.ones_like(_array(n))
+            return undefined
         values, weights = [], []
         for label in self.labels:
             tp, fp, fn = (_array(sums[f"{self.prefix}{c}:{label}"]) for c in ("tp", "fp", "fn"))
@@ -409,7 +410,8 @@ class MeanOf(Aggregation):
         import numpy as np
 
         if not self.items:
-            return _array(math.nan) * np.ones_like(_array(n))
+            undefined: np.ndarray = _array(math.nan) * np.ones_like(_array(n))
+            return undefined
         values = np.vstack([_array(item.compute(sums, n)) for item in self.items])
         present = np.vstack([(_array(sums[c]) > 0).astype(float) for c in self.counts])
         values = np.where(present > 0, values, 0.0)
@@ -437,7 +439,8 @@ class CountPresent(Aggregation):
 
         if not self.counts:
             return np.zeros_like(_array(n))
-        return np.vstack([(_array(sums[c]) > 0).astype(float) for c in self.counts]).sum(axis=0)
+        present: np.ndarray = np.vstack([(_array(sums[c]) > 0).astype(float) for c in self.counts]).sum(axis=0)
+        return present
 
     def describe(self) -> str:
         return f"number of groups (of {len(self.counts)}) present"

@@ -133,7 +133,7 @@ def _scorer(settings: BertScoreSettings) -> Any:
     from transformers.utils import logging as transformers_logging
 
     # transformers 5 draws a "Loading weights" bar on stderr; in the middle of a run's output it is noise
-    transformers_logging.disable_progress_bar()
+    transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # (transformers leaves it unannotated)
     return BERTScorer(model_type=settings.model, num_layers=settings.num_layers, idf=settings.idf,
                       lang="en", device="cpu", batch_size=BATCH_SIZE)
 
