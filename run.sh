@@ -4,6 +4,7 @@
 #   ./run.sh            the main job (the demo suite; see README); ./run.sh --base-url URL --model M
 #                       runs it against that endpoint
 #   ./run.sh test       the test suite
+#   ./run.sh lint       ruff and mypy, as configured in pyproject.toml (CI runs it before the tests)
 #   ./run.sh X ...      `evalpipe X ...` inside the virtual environment
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -64,6 +65,12 @@ if [ "${1:-}" = "test" ]; then
         exit 1
     fi
     exit "$rc"
+fi
+
+if [ "${1:-}" = "lint" ]; then
+    shift
+    "$venv/bin/ruff" check evalpipe tests bench scripts
+    exec "$venv/bin/mypy" evalpipe
 fi
 
 # no command, or only options (./run.sh --base-url URL --model NAME --limit 50): the demo suite

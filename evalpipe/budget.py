@@ -78,8 +78,10 @@ class TokenCounter(Protocol):
     unknown); :func:`prompt_tokens` uses it where present.
     """
 
-    #: "server" (the model's tokenizer) or "estimate" (characters / 3.5)
-    kind: str
+    #: "server" (the model's tokenizer) or "estimate" (characters / 3.5); read-only, so that a
+    #: class constant satisfies it
+    @property
+    def kind(self) -> str: ...
 
     async def count(self, text: str) -> int: ...
 

@@ -51,7 +51,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from evalpipe.endpoints import redact_url
 from evalpipe.prompt_pack import referenced, unpack
@@ -122,6 +122,12 @@ CREATE TABLE IF NOT EXISTS meta (
 """
 
 
+@overload
+def to_db_text(value: str) -> str | bytes: ...
+@overload
+def to_db_text(value: None) -> None: ...
+@overload
+def to_db_text(value: str | None) -> str | bytes | None: ...
 def to_db_text(value: str | None) -> str | bytes | None:
     """``value`` as SQLite can store it: itself, or (when UTF-8 cannot encode it) its bytes.
 
@@ -137,6 +143,12 @@ def to_db_text(value: str | None) -> str | bytes | None:
     return value
 
 
+@overload
+def from_db_text(value: str | bytes) -> str: ...
+@overload
+def from_db_text(value: None) -> None: ...
+@overload
+def from_db_text(value: str | bytes | None) -> str | None: ...
 def from_db_text(value: str | bytes | None) -> str | None:
     """The string :func:`to_db_text` stored (a BLOB is decoded with ``surrogatepass``)."""
     if isinstance(value, bytes):

@@ -156,10 +156,10 @@ def samples_frame(records: Iterable[Mapping[str, Any]], identity: Mapping[str, A
     for i, record in enumerate(records):
         for name, value in (record.get("scores") or {}).items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                column = scores.get(name)
-                if column is None:
-                    column = scores[name] = [nan] * len(records)
-                column[i] = float(value)
+                values = scores.get(name)
+                if values is None:
+                    values = scores[name] = [nan] * len(records)
+                values[i] = float(value)
     data.update((SCORE_PREFIX + name, column) for name, column in scores.items())
     frame = pd.DataFrame(data if records else {})  # no records: object columns, as added below
     for column in wanted:

@@ -6,7 +6,7 @@ files from the same scored tasks — and re-scoring must never need the runner (
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from evalpipe.judging.attach import attach_to_outcome
@@ -41,7 +41,7 @@ class RunOutcome:
     notes: list[str] = field(default_factory=list)
 
     @property
-    def metrics(self) -> dict[str, dict[str, float | None]]:
+    def metrics(self) -> dict[str, Mapping[str, float | None]]:
         return {**{t.name: t.metrics for t in self.tasks}, **self.aggregates}
 
     def add_aggregates(self, suite_names: Sequence[str], subset: bool = False) -> None:

@@ -95,7 +95,7 @@ class PlanStage:
         """
         count = 0
 
-        def numbered() -> Iterator[tuple[str, int, str, str, str, str]]:
+        def numbered() -> Iterator[tuple[str, int, str | bytes, str, str | bytes, str]]:
             nonlocal count
             for sid, key, packed, info in rows:
                 yield plan, count, to_db_text(sid), key, to_db_text(packed), info
@@ -104,7 +104,7 @@ class PlanStage:
         with self._db:
             self._db.execute("BEGIN")
             self._db.execute("DELETE FROM rows WHERE plan = ?", (plan,))
-            batch: list[tuple[str, int, str, str, str, str]] = []
+            batch: list[tuple[str, int, str | bytes, str, str | bytes, str]] = []
             for row in numbered():
                 batch.append(row)
                 if len(batch) >= BATCH:
@@ -114,7 +114,7 @@ class PlanStage:
                 self._insert(batch)
         return count
 
-    def _insert(self, batch: list[tuple[str, int, str, str, str, str]]) -> None:
+    def _insert(self, batch: list[tuple[str, int, str | bytes, str, str | bytes, str]]) -> None:
         """Insert a batch; a sample id seen before in the plan is :class:`DuplicateSample` (the
         loader checks ids over a whole file, but ``--limit`` stops a stream before that check)."""
         try:

@@ -7,7 +7,7 @@ import time
 from typing import TextIO
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
 from evalpipe.records import Completion
 
@@ -38,7 +38,7 @@ class RichProgress:
             console=console,
             transient=False,
         )
-        self._task = None
+        self._task: TaskID | None = None
 
     def start(self, total: int, cached: int) -> None:
         self._counter.total, self._counter.cached, self._counter.done = total, cached, cached

@@ -237,7 +237,7 @@ class PromptRenderer:
         needed = "completion" if options.endpoint == "completions" else "prompt"
         if not hasattr(self._module, needed):
             raise TemplateError(f"{path}: the template has no `{needed}` macro, needed for the {options.endpoint} form")
-        self._shots = [{"inputs": dict(s.inputs), "target": spec.shot_target(s)} for s in shots]
+        self._shots: list[dict[str, Any]] = [{"inputs": dict(s.inputs), "target": spec.shot_target(s)} for s in shots]
         # what is the same for every example, rendered once: the system text, the shot turns, and
         # the completion form's parameters (the task's stop sequences unless the user gave some)
         self._turn = "turn" if hasattr(self._module, "turn") else None

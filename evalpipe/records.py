@@ -203,15 +203,15 @@ class ScoreSheet:
     """
 
     corpus: Mapping[str, float]
-    per_sample: Sequence[Mapping[str, float]]
+    per_sample: Sequence[Mapping[str, float | None]]
     notes: Mapping[str, str] = field(default_factory=dict)
-    parts: Sequence[Mapping[str, float]] = ()
+    parts: Sequence[Mapping[str, float | None]] = ()
     aggregations: Mapping[str, Any] = field(default_factory=dict)
     #: metric → why it is a fixed property of the run rather than an estimate (no interval), e.g.
     #: the size of a retrieval pool
     fixed: Mapping[str, str] = field(default_factory=dict)
 
-    def sample_parts(self) -> Sequence[Mapping[str, float]]:
+    def sample_parts(self) -> Sequence[Mapping[str, float | None]]:
         """The additive parts per sample (``per_sample`` when no separate parts were given)."""
         return self.parts if self.parts else self.per_sample
 

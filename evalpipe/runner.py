@@ -160,7 +160,7 @@ class _Rendered(Sequence[Prompt]):
     def __len__(self) -> int:
         return self._task.size
 
-    def __getitem__(self, index):  # type: ignore[override]
+    def __getitem__(self, index):
         if isinstance(index, slice):
             return [self._task.prompt(i) for i in range(*index.indices(len(self)))]
         if index < 0:
@@ -583,8 +583,9 @@ async def budget_all(
     info: dict[str, Any] = {"context_length": context_length, "token_counter": counter.kind}
     if getattr(counter, "chat_template", False) is True:
         info["chat_counting"] = "template"
-    if getattr(counter, "fallbacks", 0):
-        info["estimated_counts"] = counter.fallbacks
+    fallbacks = getattr(counter, "fallbacks", 0)
+    if fallbacks:
+        info["estimated_counts"] = fallbacks
     return budgeted, {"budget": info}
 
 

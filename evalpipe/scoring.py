@@ -72,15 +72,15 @@ FIXED_METRICS = {"n": "the number of evaluated samples, fixed by the run (not an
                  **COVERAGE_FIXED}
 
 
-class SampleParts(Mapping[str, float]):
+class SampleParts(Mapping[str, float | None]):
     """One sample's parts: the scorer's row and the runner's three, read through without a copy."""
 
     __slots__ = ("_row", "_answered", "_failed")
 
-    def __init__(self, row: Mapping[str, float], answered: bool, failed: bool) -> None:
+    def __init__(self, row: Mapping[str, float | None], answered: bool, failed: bool) -> None:
         self._row, self._answered, self._failed = row, answered, failed
 
-    def __getitem__(self, key: str) -> float:
+    def __getitem__(self, key: str) -> float | None:
         if key == ANSWERED:
             return int(self._answered)
         if key == PARSE_FAILED:
@@ -117,7 +117,7 @@ class SampleRecords(Sequence[dict[str, Any]]):
     predictions: Sequence[Prediction]
     answered: Sequence[bool]
     per_sample: Sequence[Mapping[str, Any]]
-    parts: Sequence[Mapping[str, float]]
+    parts: Sequence[Mapping[str, float | None]]
     #: the parts a record carries: those the aggregations read (zeros are left out too)
     parts_read: frozenset[str]
     truncated: Sequence[int]
@@ -528,9 +528,9 @@ class _Fold:
             self.fixed.setdefault(key, why)
         sums = self.sums
         for row in sheet.sample_parts():
-            for key, value in row.items():
-                if value and isinstance(value, (int, float)):
-                    sums[key] = sums.get(key, 0.0) + float(value)
+            for key, part in row.items():
+                if part and isinstance(part, (int, float)):
+                    sums[key] = sums.get(key, 0.0) + float(part)
 
 
 @dataclass(frozen=True, eq=False)

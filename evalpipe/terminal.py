@@ -26,7 +26,7 @@ def format_cell(name: str, value: float | None) -> str:
     return f"{value:.4f}"
 
 
-def metrics_table(metrics: Mapping[str, Mapping[str, float]], title: str | None = None) -> Table:
+def metrics_table(metrics: Mapping[str, Mapping[str, float | None]], title: str | None = None) -> Table:
     """Metrics as rows and tasks (or suites) as columns: readable however many metrics a task has."""
     table = Table(title=Text(title) if title else None, title_justify="left")
     table.add_column("metric", style="bold", no_wrap=True)
@@ -69,7 +69,7 @@ TRUNCATED_IN_REASONING = "truncated_in_reasoning"
 HIGH_PARSE_FAILURE = 0.2
 
 
-def summary_lines(metrics: Mapping[str, Mapping[str, float]], summary: RunSummary | None,
+def summary_lines(metrics: Mapping[str, Mapping[str, float | None]], summary: RunSummary | None,
                   compat: str | None = None) -> list[tuple[str, str]]:
     """What to say under the metrics table, as ``(level, text)`` with level ``info`` or ``warn``.
 
@@ -124,7 +124,7 @@ def summary_lines(metrics: Mapping[str, Mapping[str, float]], summary: RunSummar
     return lines
 
 
-def robustness_table(variants: Mapping[str, Mapping], metrics: Mapping[str, Mapping[str, float]]) -> Table:
+def robustness_table(variants: Mapping[str, Mapping], metrics: Mapping[str, Mapping[str, float | None]]) -> Table:
     """Per task and varied axis (prompt variants, shot orders, shot counts): the headline metric's —
     and the parse-failure rate's, which prompts move most — reference value, mean ± population std
     over the axis' levels, its lowest and highest level, the spread (max − min), and how
@@ -139,14 +139,14 @@ def robustness_table(variants: Mapping[str, Mapping], metrics: Mapping[str, Mapp
         for axis in doc.get("axes") or {}:
             consistency = (doc.get("consistency") or {}).get(axis, {})
             flip = consistency.get("flip_rate")
-            for metric in dict.fromkeys(m for m in (headline, "parse_failure_rate") if m in shown):
+            for metric in dict.fromkeys(m for m in (headline, "parse_failure_rate") if m is not None and m in shown):
                 stats = (doc.get("spread") or {}).get(axis, {}).get(metric)
                 if not stats:
                     continue
                 first = metric == headline
 
-                def at(value: float, level: str) -> Text:
-                    return Text(f"{value:.4f} ({level_label(axis, level) if stats['spread'] else 'all equal'})")
+                def at(value: float, level: str, axis: str = axis, spread: float = stats["spread"]) -> Text:
+                    return Text(f"{value:.4f} ({level_label(axis, level) if spread else 'all equal'})")
 
                 table.add_row(
                     Text(task if first else ""), AXIS_LABELS.get(axis, axis) if first else "", Text(metric),

@@ -10,7 +10,6 @@ pinned here, so declaring one more (or one fewer) is a deliberate change.
 from __future__ import annotations
 
 import json
-import math
 import tempfile
 import tracemalloc
 from collections.abc import Iterator

@@ -23,7 +23,7 @@ from evalpipe.records import GenerationParams, Message, Prompt
 from evalpipe.runner import RunError, execute
 from tests.clue.conftest import FIXTURES
 from tests.support.fake_openai import FakeOpenAIServer
-from tests.support.hostile_server import HostileServer, chat_reply, connections_recorded
+from tests.support.hostile_server import HostileServer, connections_recorded
 
 OUTSIDE_PROXY = "http://proxyuser:proxy-secret-77@192.0.2.1:3128"
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy",

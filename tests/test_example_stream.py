@@ -73,7 +73,7 @@ def test_a_stream_reads_its_source_again_on_every_pass_and_is_no_sequence():
 # ---- every streamed task: the same examples, on every pass ----------------------------------------
 
 @pytest.mark.parametrize("name", sorted(all_tasks()))
-def test_every_streamed_task_gives_the_whole_file_examples_on_every_pass(name, data_roots):
+def test_every_streamed_task_gives_the_whole_file_examples_on_every_pass(name, data_roots):  # noqa: F811 - the imported fixture
     spec = all_tasks()[name]
     options = _options(name, spec, data_roots)
     examples = spec.load(options).examples
@@ -126,7 +126,7 @@ def test_a_byte_that_is_not_utf8_is_named_by_line_and_column_as_before(tmp_path,
     path.write_bytes(prefix + b"\n".join(lines) + b"\n")
     whole = load_error(lambda: read_text(path))
     for block in (5, None):
-        blocked = load_error(lambda: list(text_blocks(path, block_bytes=block)))
+        blocked = load_error(lambda block=block: list(text_blocks(path, block_bytes=block)))
         assert (blocked.line, blocked.field) == (whole.line, whole.field) == (where + 1, None)
         assert "not valid UTF-8: byte 0xff at column 3 (save the file as UTF-8)" in str(blocked)
 

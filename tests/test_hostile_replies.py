@@ -10,7 +10,6 @@ import asyncio
 import base64
 import json
 import sqlite3
-from pathlib import Path
 
 import pytest
 from aiohttp import web

@@ -384,7 +384,8 @@ def _as_older_layout(run_dir):
         db.execute("DROP TABLE texts")
     lines = []
     for record in prompts:
-        key, prompt = record.pop("key"), record.pop("prompt")
+        record.pop("key")
+        prompt = record.pop("prompt")
         items = list(record.items())
         items.insert(3, ("prompt", prompt))
         lines.append(json.dumps(dict(items), ensure_ascii=False))

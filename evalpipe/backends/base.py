@@ -44,7 +44,9 @@ class Credentials:
         forms = {self._key, f"Bearer {self._key}"}
         if parts.username is not None:
             forms |= {f"{user}:{password}", f"{parts.username}:{parts.password or ''}", password,
-                      parts.password or "", self._basic, f"Basic {self._basic}"}
+                      parts.password or ""}
+        if self._basic is not None:  # (an empty user name, as in http://@host, sends no Basic header)
+            forms |= {self._basic, f"Basic {self._basic}"}
         forms |= {value for _, value in parse_qsl(parts.query)}  # keys hidden in a query string
         # the key base64-encoded and percent-encoded too: a server (or a model told to) may echo either
         forms |= {base64.b64encode(secret.encode()).decode("ascii").rstrip("=") for secret in set(forms) if secret != "EMPTY"}

@@ -61,7 +61,8 @@ def read_output_line(line: str, *, batch_id: str | None, where: str) -> LineResu
         raise BatchLineError(f"{where}: no custom_id (is this a Batch API output file?)")
     key = data["custom_id"]
     error = data.get("error")
-    response = data.get("response") if isinstance(data.get("response"), Mapping) else {}
+    given = data.get("response")
+    response: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     status = response.get("status_code")
     body = response.get("body")
     if error or status != 200 or not isinstance(body, Mapping):
@@ -78,7 +79,9 @@ def read_output_line(line: str, *, batch_id: str | None, where: str) -> LineResu
 
 def _is_chat(body: Mapping[str, Any]) -> bool:
     choices = body.get("choices")
-    return bool(choices) and isinstance(choices[0], Mapping) and "message" in choices[0]
+    if not choices:
+        return False
+    return isinstance(choices[0], Mapping) and "message" in choices[0]
 
 
 def _line_error(error: Any, status: Any, body: Any) -> str:

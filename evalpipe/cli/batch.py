@@ -39,7 +39,7 @@ def batch_export(
         written = export_pending(run.store_path, model, output,
                                  "max_completion_tokens" if max_completion_tokens else "max_tokens")
     except USER_ERRORS as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None
     console.print(f"wrote {written} request line(s) to {output}", highlight=False)
 
 
@@ -59,7 +59,7 @@ def batch_import(
         recorded = _run_model(run)
         result = import_answers(run.store_path, recorded, answers, accept=model)
     except (BatchImportError, *USER_ERRORS) as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None
     console.print(f"stored {result.stored} answer(s) from {answers}"
                   + (f"; {result.failed} line(s) without an answer (the next run asks them again)"
                      if result.failed else "") + f"; now: evalpipe score {run.path}", highlight=False)

@@ -47,7 +47,7 @@ def tasks(
         registered = all_tasks()
         chosen = [registered[n] if n in registered else resolve([n], [])[0] for n in names]
     except USER_ERRORS as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None
     if chosen:
         for spec in chosen:
             _print_task(spec)
@@ -136,8 +136,8 @@ def new_task(
         made = scaffold(name, kind, data, input_field, label_field, folder, id_field=id_field,
                         option_fields=option_field, force=force, description=description)
     except (ScaffoldError, *USER_ERRORS) as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None
     except OSError as exc:  # a read-only place, a file in the way of a parent folder
-        raise _fail(ValueError(f"{os_problem(exc)} (given as --out)"))
+        raise _fail(ValueError(f"{os_problem(exc)} (given as --out)")) from None
     console.print(f"wrote {made.task_file} and {made.template} ({made.summary})", highlight=False, soft_wrap=True)
     console.print(f"run it:  {made.command}", highlight=False, soft_wrap=True)

@@ -89,7 +89,7 @@ def contamination(
         options = engine_options(engine, dict(zip(VLLM_NAMED, (tensor_parallel_size, dtype, gpu_memory_utilization,
                                                                revision))), engine_arg)
     except USER_ERRORS as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None
     if len(set(names)) != 1:
         raise typer.BadParameter("the probe takes one task: --task NAME, or one --task-file", param_hint="--task")
     if concurrency is None:
@@ -98,7 +98,8 @@ def contamination(
     try:
         config = RunConfig(
             tasks=(names[0],), model=model, base_url=base_url[0] if base_url else None, replicas=tuple(base_url[1:]),
-            endpoint=endpoint, engine=engine, engine_options=options, api_key_env=key_env(api_key_env, "--api-key-env"),
+            endpoint="chat" if endpoint == "chat" else "completions",  # (checked above)
+            engine=engine, engine_options=options, api_key_env=key_env(api_key_env, "--api-key-env"),
             temperature=temperature, seed=seed, split=split, limit=limit, data=_parse_data(data),
             data_dir=str(Path(data_dir).resolve()) if data_dir else None, concurrency=concurrency,
             timeout_s=timeout, max_retries=max_retries, allow_external_endpoint=allow_external_endpoint,
@@ -129,13 +130,13 @@ def _execute(config: RunConfig, probe: Any, results_dir: Path, startup_timeout: 
                   style="yellow")
         return EXIT_INTERRUPTED
     except EngineDied as exc:
-        raise _fail(exc, EXIT_ENGINE_DIED)
+        raise _fail(exc, EXIT_ENGINE_DIED) from None
     except EndpointGone as exc:
-        raise _fail(exc, EXIT_ENDPOINT_GONE)
+        raise _fail(exc, EXIT_ENDPOINT_GONE) from None
     except USER_ERRORS as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None
     except OSError as exc:
-        raise _fail(RunDirError(os_problem(exc)))
+        raise _fail(RunDirError(os_problem(exc))) from None
     console.print(summary_line(outcome.result), highlight=False, soft_wrap=True)
     console.print(f"results: {outcome.run_dir.path / 'contamination.json'}  (requests sent {outcome.sent}, "
                   f"from store {outcome.cached})", highlight=False, soft_wrap=True)

@@ -59,9 +59,9 @@ def serve(
     except KeyboardInterrupt:
         err.print("stopped")
     except EngineDied as exc:
-        raise _fail(exc, EXIT_ENGINE_DIED)
+        raise _fail(exc, EXIT_ENGINE_DIED) from None
     except USER_ERRORS as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None
 
 
 def _quick_caps(specs) -> dict[str, dict]:
@@ -122,7 +122,7 @@ def demo(
         try:
             built = build_report([outcome.run_dir.path], outcome.run_dir.path / "report")
         except USER_ERRORS as exc:
-            raise _fail(exc)
+            raise _fail(exc) from None
         console.print(f"report: {built.html}  (written in {built.seconds:.1f}s; open it in a browser: "
                       f"{built.html.resolve().as_uri()})", highlight=False, soft_wrap=True)
     console.print("next: ./run.sh tasks  ·  ./run.sh run --help  ·  ./run.sh report RUN [RUN …] to compare runs",

@@ -34,7 +34,7 @@ def _parse_data(pairs: list[str]) -> dict[str, str]:
     return data
 
 
-def _print_run(metrics: dict[str, dict[str, float]], run: RunDir, compat: str | None) -> None:
+def _print_run(metrics: Mapping[str, Mapping[str, float | None]], run: RunDir, compat: str | None) -> None:
     """The metrics table and what the summary says about them: one rendering for run, score, show."""
     variants = run.read_variants(compat)  # prompt conditions: their spread in a table of its own
     shown = {task: plain_metrics(values) for task, values in metrics.items()} if variants else metrics
@@ -86,7 +86,7 @@ def _report(outcome: RunOutcome, compat: str | None, parquet: bool = False) -> i
     console.print(f"results: {outcome.run_dir.path}  (answers sent {outcome.sent}, from store {outcome.cached})")
     if parquet:
         console.print(f"parquet: {_write_parquet(outcome.run_dir, compat)}", highlight=False)
-    failed = sum(int(t.metrics.get("errors", 0)) for t in outcome.tasks)
+    failed = sum(int(t.metrics.get("errors") or 0) for t in outcome.tasks)
     if failed:
         err.print(f"{failed} sample(s) have no answer (see summary.json); "
                   "re-run the same command to retry only those", style="yellow")
@@ -181,7 +181,7 @@ def run(
         task = [*task, *_user_tasks(task_file, tasks_dir)]
         specs = resolve(task, suite)
     except USER_ERRORS as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None
     try:
         config = build_config(
             specs, suites=tuple(suite), model=model, base_urls=base_url, endpoint=endpoint, engine=engine,
@@ -217,7 +217,7 @@ def run(
 
         check_patient_data([s.name for s in specs if s.credentialed and s.answer_kind], panel, allow_external_endpoint)
     except USER_ERRORS as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None
     code, outcome = execute_run(config, results_dir, startup_timeout, parquet)
     if outcome is None:  # interrupted: nothing to judge yet
         raise typer.Exit(code)
@@ -309,7 +309,7 @@ def execute_run(config: RunConfig, results_dir: Path, startup_timeout: float = 6
                   "run the same command again to resume", style="yellow")
         return EXIT_INTERRUPTED, None
     except USER_ERRORS as exc:  # (an engine that died exits 4, an endpoint gone 5: their exit_code)
-        raise _fail(exc)
+        raise _fail(exc) from None
     if config.batch.get("export"):
         for note in outcome.notes:
             console.print(note, highlight=False)
@@ -340,7 +340,7 @@ def score(
         _user_tasks(task_file, tasks_dir)
         outcome = rescore(run_dir, compat, options)
     except USER_ERRORS as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None
     _report(outcome, compat, parquet)
 
 
@@ -359,4 +359,4 @@ def show(
     try:
         _print_run(run.read_metrics(compat), run, compat)
     except USER_ERRORS as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None

@@ -37,11 +37,12 @@ def judge_plan(judges: list[str], engine: str | None, api_key_env: str | None, r
     by_task: dict[str | None, str] = {}
     for text in rubrics:
         task_name, sep, path = text.partition("=")
-        key, path = (task_name, path) if sep and not Path(text).is_file() else (None, text)
-        if key in by_task:
-            raise typer.BadParameter(f"--judge-rubric given twice for {key or 'every task'}", param_hint="--judge-rubric")
+        task_key, path = (task_name, path) if sep and not Path(text).is_file() else (None, text)
+        if task_key in by_task:
+            raise typer.BadParameter(f"--judge-rubric given twice for {task_key or 'every task'}",
+                                     param_hint="--judge-rubric")
         # a file is recorded by its absolute path; anything else is a rubric's name under prompts/ (judge/…)
-        by_task[key] = str(Path(path).resolve()) if Path(path).is_file() else path
+        by_task[task_key] = str(Path(path).resolve()) if Path(path).is_file() else path
     return panel, JudgeOptions(rubrics=by_task, allow_external_endpoint=allow_external_endpoint, **settings)
 
 
@@ -75,15 +76,15 @@ def judge_run(run_path: Path, panel: list[Any], engine: str | None, options: Any
                   style="yellow")
         return EXIT_INTERRUPTED
     except EngineDied as exc:
-        raise _fail(exc, EXIT_ENGINE_DIED)
+        raise _fail(exc, EXIT_ENGINE_DIED) from None
     except EndpointGone as exc:
-        raise _fail(exc, EXIT_ENDPOINT_GONE)
+        raise _fail(exc, EXIT_ENDPOINT_GONE) from None
     except USER_ERRORS as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None
     except (OSError, sqlite3.OperationalError) as exc:
         if not is_disk_full(exc):
             raise
-        raise _fail(RunError(disk_full_message(exc, run_path, "judgements")))
+        raise _fail(RunError(disk_full_message(exc, run_path, "judgements"))) from None
     finally:
         for running in started:
             running.stop()
@@ -155,7 +156,7 @@ def pairwise_run(run_a: Path, run_b: Path, panel: list[Any], options: Any) -> in
                   style="yellow")
         return EXIT_INTERRUPTED
     except USER_ERRORS as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None
     if outcome.metrics:
         console.print(metrics_table(outcome.metrics, title=f"{outcome.folder} · pairwise (A = {Path(run_a).name})"))
     console.print(f"pairwise: {outcome.folder}  (judge requests sent {outcome.sent}, verdicts from store "

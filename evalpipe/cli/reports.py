@@ -37,9 +37,9 @@ def report(
         built = build_report(runs, target, resamples=resamples, seed=seed, compat=compat, parquet=parquet,
                              top=top)
     except USER_ERRORS as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None
     except OSError as exc:  # the disk filled, the folder went away
-        raise _fail(RunDirError(os_problem(exc)))
+        raise _fail(RunDirError(os_problem(exc))) from None
     for label, path in (("html", built.html), ("markdown", built.markdown), ("leaderboard", built.csv),
                         ("parquet", getattr(built, "parquet", None))):
         if path:
@@ -67,8 +67,8 @@ def compare(
     try:
         result = compare_runs(run_a, run_b, resamples=resamples, seed=seed, top=top, out=out, compat=compat)
     except USER_ERRORS as exc:
-        raise _fail(exc)
+        raise _fail(exc) from None
     except OSError as exc:
-        raise _fail(RunDirError(os_problem(exc)))
+        raise _fail(RunDirError(os_problem(exc))) from None
     # the comparison renderer escapes its own text and uses markup for emphasis
     render_compare_terminal(result, Console(width=None if sys.stdout.isatty() else 160))

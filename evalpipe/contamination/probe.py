@@ -20,6 +20,7 @@ probe's section); ``--run-name`` names another.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import statistics
@@ -206,10 +207,14 @@ def _stage(stage: PlanStage, plan: Plan) -> dict[str, str]:
     return packer.texts
 
 
+def _prompt(packed: str, texts: Mapping[str, str]) -> Prompt:
+    return Prompt.from_json(unpack(json.loads(packed), texts))
+
+
 def _queued(store: ResponseStore, queue: str, texts: Mapping[str, str]) -> Iterator[tuple[str, Callable[[], Prompt]]]:
     for page in store.pending_pages(queue):
         for key, packed in page:
-            yield key, (lambda packed=packed: Prompt.from_json(unpack(json.loads(packed), texts)))
+            yield key, functools.partial(_prompt, packed, texts)
 
 
 # ---- 4./5. ask, score, write ---------------------------------------------------------------------

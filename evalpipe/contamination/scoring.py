@@ -50,7 +50,7 @@ class Interval:
     seed: int
     level: float
 
-    def to_json(self) -> dict[str, float | int | None]:
+    def to_json(self) -> dict[str, float | int | str | None]:
         return {"value": self.value, "ci_low": self.low, "ci_high": self.high, "resamples": self.resamples,
                 "seed": self.seed, "level": self.level, "method": "paired percentile bootstrap over samples"}
 

@@ -28,7 +28,8 @@ from typing import Protocol
 class Measure(Protocol):
     """How text is counted against a budget, and how it is cut to fit."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def length(self, text: str) -> int: ...
 

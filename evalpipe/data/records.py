@@ -34,7 +34,7 @@ import io
 import itertools
 import json
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -181,7 +181,7 @@ def _read(path: Path, handle: BinaryIO, size: int) -> bytes:
         raise DataError(path, None, None, f"cannot read the file ({exc.strerror or exc})") from None
 
 
-def iter_lines(path: str | Path, missing: str = "file not found") -> Iterator[tuple[int, str]]:
+def iter_lines(path: str | Path, missing: str = "file not found") -> Generator[tuple[int, str], None, None]:
     """``(1-based line number, line)`` for every line of the file, split on ``\n`` only (a ``\r``
     before it stays), read a block at a time (:func:`text_blocks`). A final ``\n`` ends the last
     line; it does not start an empty one."""

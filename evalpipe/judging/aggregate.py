@@ -135,7 +135,7 @@ def judge_sheet(task: TaskToJudge, judges: Sequence[str], criteria: Sequence[str
     by_judge = {j: {"rated": 0, "unusable": 0, "missing": 0, "retried": 0} for j in judges}
     for item in task.items:
         said = verdicts.get(item.sample_id, {})
-        ratings = {j: said[j].ratings for j in judges if j in said and said[j].ratings is not None}
+        ratings = {j: r for j in judges if j in said and (r := said[j].ratings) is not None}
         record: dict[str, Any] = {"ratings": ratings, "answer_chars": len(item.answer)}
         parts: dict[str, float] = {}
         failures = {}

@@ -122,7 +122,8 @@ def _apply(metrics: dict[str, Any], records: Sequence[dict[str, Any]], summary: 
         sid = str(record.get("id"))
         if sid in sheet.per_sample:
             record["judge"] = sheet.per_sample[sid]
-            parts = record.get("parts") if isinstance(record.get("parts"), dict) else {}
+            current = record.get("parts")
+            parts = current if isinstance(current, dict) else {}
             record["parts"] = {**parts, **sheet.parts.get(sid, {})}
     return replace(
         summary,

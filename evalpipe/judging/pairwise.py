@@ -244,7 +244,7 @@ def _aggregations(judge: str) -> dict[str, Any]:
     ratio = {name: Share(p + part, p + "complete") for name, part in
              (("win_rate", "win"), ("tie_rate", "tie"), ("loss_rate", "loss"), ("score", "score"),
               ("position_bias", "flip"))}
-    out = {m + k: v for k, v in ratio.items()}
+    out: dict[str, Share | Total] = {m + k: v for k, v in ratio.items()}
     out[m + "first_position"] = Share(p + "first", p + "decisive")
     out[m + "failures"] = Total(p + "failed")
     return out
@@ -265,7 +265,7 @@ def pairwise_sheet(pairs: Sequence[_Pair], judges: Sequence[str], verdicts: Mapp
             record["verdicts"][judge] = {o: names[v] for o, v in said.items()}
         record["parts"] = {k: v for k, v in parts.items() if v}
         task["records"].append(record)
-    for name, task in out.items():
+    for task in out.values():
         all_parts = [r["parts"] for r in task["records"]]
         metrics: dict[str, Any] = {}
         aggregations: dict[str, Any] = {}
@@ -300,6 +300,7 @@ def read_verdicts(store: ResponseStore, tasks: Sequence[str], judges: Sequence[s
     for pair in pairs:
         for judge in judges:
             for order in ORDERS:
-                row = rows.get((judge, pair.task.name, pair.sample_id, pair.answers_sha256(order)))
-                verdicts[(judge, pair.task.name, pair.sample_id, order)] = parse_verdict(row.text)[0] if row else None
+                stored = rows.get((judge, pair.task.name, pair.sample_id, pair.answers_sha256(order)))
+                verdicts[(judge, pair.task.name, pair.sample_id, order)] = (
+                    parse_verdict(stored.text)[0] if stored else None)
     return rows, verdicts

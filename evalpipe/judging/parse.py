@@ -91,6 +91,11 @@ def _balanced(text: str, start: int) -> str | None:
     return None
 
 
+def _lenient_json(chunk: str) -> Any:
+    """JSON with trailing commas tolerated (a common slip in judges' replies)."""
+    return json.loads(_TRAILING_COMMA.sub(r"\1", chunk))
+
+
 def _objects(text: str) -> list[dict[str, Any]]:
     """Every top-level object in the text, in order (see the module docstring, step 2)."""
     decoder = json.JSONDecoder()
@@ -104,10 +109,9 @@ def _objects(text: str) -> list[dict[str, Any]]:
             value = None
             chunk = _balanced(text, i)
             if chunk is not None:
-                for attempt in (lambda: json.loads(_TRAILING_COMMA.sub(r"\1", chunk)),
-                                lambda: ast.literal_eval(chunk)):
+                for attempt in (_lenient_json, ast.literal_eval):
                     try:
-                        value = attempt()
+                        value = attempt(chunk)
                         end = i + len(chunk)
                         break
                     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):

@@ -161,7 +161,8 @@ def load_rubric(source: str | Path) -> Rubric:
         raise TemplateError(f"{path}: judge rubric not found")
     try:
         template = sandboxed_environment(path.parent).get_template(path.name)
-        module = template.make_module({})
+        # the module's attributes are the template's exported variables and macros: checked below
+        module: Any = template.make_module({})
     except jinja2.TemplateError as exc:
         raise TemplateError(f"{path}: {_describe(exc)}") from exc
     for needed in ("criteria", "scale", "prompt"):

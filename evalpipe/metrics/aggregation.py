@@ -296,7 +296,8 @@ class MacroF1(Aggregation):
         import numpy as np
 
         if not self.labels:
-            return _array(math.nan) * np.ones_like(_array(n))
+            undefined: np.ndarray = _array(math.nan) * np.ones_like(_array(n))
+            return undefined
         values, weights = [], []
         for label in self.labels:
             tp, fp, fn = (_array(sums[f"{self.prefix}{c}:{label}"]) for c in ("tp", "fp", "fn"))
@@ -409,7 +410,8 @@ class MeanOf(Aggregation):
         import numpy as np
 
         if not self.items:
-            return _array(math.nan) * np.ones_like(_array(n))
+            undefined: np.ndarray = _array(math.nan) * np.ones_like(_array(n))
+            return undefined
         values = np.vstack([_array(item.compute(sums, n)) for item in self.items])
         present = np.vstack([(_array(sums[c]) > 0).astype(float) for c in self.counts])
         values = np.where(present > 0, values, 0.0)
@@ -437,7 +439,8 @@ class CountPresent(Aggregation):
 
         if not self.counts:
             return np.zeros_like(_array(n))
-        return np.vstack([(_array(sums[c]) > 0).astype(float) for c in self.counts]).sum(axis=0)
+        present: np.ndarray = np.vstack([(_array(sums[c]) > 0).astype(float) for c in self.counts]).sum(axis=0)
+        return present
 
     def describe(self) -> str:
         return f"number of groups (of {len(self.counts)}) present"
@@ -446,8 +449,8 @@ class CountPresent(Aggregation):
         return CountPresent(tuple(prefix + c for c in self.counts))
 
 
-def sum_parts(parts: Iterable[Mapping[str, float]], keys: Sequence[str]) -> dict[str, np.ndarray]:
-    """Each key summed over all samples (absent = 0), as one-element arrays."""
+def sum_parts(parts: Iterable[Mapping[str, float | None]], keys: Sequence[str]) -> dict[str, np.ndarray]:
+    """Each key summed over all samples (absent or None = 0), as one-element arrays."""
     import numpy as np
 
     totals = dict.fromkeys(keys, 0.0)
@@ -459,7 +462,7 @@ def sum_parts(parts: Iterable[Mapping[str, float]], keys: Sequence[str]) -> dict
     return {k: np.array([v]) for k, v in totals.items()}
 
 
-def evaluate(aggregation: Aggregation, parts: Sequence[Mapping[str, float]]) -> float:
+def evaluate(aggregation: Aggregation, parts: Sequence[Mapping[str, float | None]]) -> float:
     """The metric on all samples (what the scorer's corpus value must equal)."""
     import numpy as np
 
@@ -478,7 +481,7 @@ def evaluate_sums(aggregation: Aggregation, sums: Mapping[str, float], n: int) -
 
 
 def check_reproduces(corpus: Mapping[str, float], aggregations: Mapping[str, Aggregation],
-                     parts: Sequence[Mapping[str, float]], tolerance: float = 1e-9) -> dict[str, str]:
+                     parts: Sequence[Mapping[str, float | None]], tolerance: float = 1e-9) -> dict[str, str]:
     """Metric → why its declared aggregation does not give the scorer's value on all samples.
 
     Empty when every declaration holds; a metric listed here must get no interval (an interval

@@ -111,8 +111,10 @@ def resolve_settings(options: MetricOptions) -> BertScoreSettings:
         model = options.bertscore_model
         local = Path(model).exists()
         name = Path(model).name if local else model
-        layers = options.bertscore_num_layers
-        if layers is None:
+        given = options.bertscore_num_layers
+        if given is not None:
+            layers = given
+        else:
             from bert_score.utils import model2layers
 
             if local or model not in model2layers:
@@ -132,7 +134,7 @@ def _scorer(settings: BertScoreSettings) -> Any:
     from transformers.utils import logging as transformers_logging
 
     # transformers 5 draws a "Loading weights" bar on stderr; in the middle of a run's output it is noise
-    transformers_logging.disable_progress_bar()
+    transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # (transformers leaves it unannotated)
     return BERTScorer(model_type=settings.model, num_layers=settings.num_layers, idf=settings.idf,
                       lang="en", device="cpu", batch_size=BATCH_SIZE)
 

@@ -56,7 +56,8 @@ def bleu4(hyps: Sequence[str], refs: Sequence[str]) -> float:
 
 def rouge_l(hyp: str, ref: str) -> float:
     """ROUGE-L F-measure of one answer against one reference, character tokens (see module doc)."""
-    return _scorer().score(ref or "", hyp or "")["rougeL"].fmeasure
+    fmeasure: float = _scorer().score(ref or "", hyp or "")["rougeL"].fmeasure  # (rouge-score is untyped)
+    return fmeasure
 
 
 def rouge_l_scores(hyps: Sequence[str], refs: Sequence[str]) -> list[float]:

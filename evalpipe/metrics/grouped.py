@@ -32,9 +32,9 @@ class GroupScore:
     """
 
     metrics: dict[str, float]
-    per_sample: list[dict[str, float]]
+    per_sample: Sequence[Mapping[str, float | None]]
     main: str
-    parts: list[dict[str, float]] = field(default_factory=list)
+    parts: Sequence[Mapping[str, float | None]] = field(default_factory=list)
     aggregations: Mapping[str, Aggregation] = field(default_factory=dict)
 
 
@@ -45,8 +45,8 @@ DatasetScorer = Callable[[str, list[int]], GroupScore]
 def grouped_score_sheet(datasets: Sequence[str], score_dataset: DatasetScorer) -> ScoreSheet:
     """Score each dataset named in ``datasets`` (one name per sample, first-seen order) and combine."""
     corpus: dict[str, float] = {}
-    per_sample: list[dict[str, float]] = [{} for _ in datasets]
-    parts: list[dict[str, float]] = [{} for _ in datasets]
+    per_sample: list[Mapping[str, float | None]] = [{} for _ in datasets]
+    parts: list[Mapping[str, float | None]] = [{} for _ in datasets]
     aggregations: dict[str, Aggregation] = {}
     mains: list[float] = []
     main_aggregations: list[Aggregation] = []

@@ -17,8 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 __all__ = ["PRF", "check_parallel", "micro_prf", "prf_from_counts", "set_counts", "set_prf"]
+
+#: the items one sample's gold and prediction are made of (spans, tuples, codes …)
+Item = TypeVar("Item", bound=Hashable)
 
 
 @dataclass(frozen=True)
@@ -72,9 +76,9 @@ def set_prf(gold: Iterable[Hashable], pred: Iterable[Hashable]) -> PRF:
 
 
 def micro_prf(
-    golds: Sequence[Iterable[Hashable]],
-    preds: Sequence[Iterable[Hashable]],
-    counts: Callable[[Iterable[Hashable], Iterable[Hashable]], tuple[int, int, int]] = set_counts,
+    golds: Sequence[Iterable[Item]],
+    preds: Sequence[Iterable[Item]],
+    counts: Callable[[Iterable[Item], Iterable[Item]], tuple[int, int, int]] = set_counts,
 ) -> PRF:
     """Micro averaging: ``counts(gold, pred)`` per sample summed over the corpus, then P/R/F1 once."""
     check_parallel(golds, preds)

@@ -131,7 +131,7 @@ def _statements(body: str, options: Mapping[str, str]) -> tuple[list[tuple[int, 
     for pattern in _STATEMENTS:
         for match in pattern.finditer(body):
             letter = _group(match, "s")
-            if letter not in options:
+            if letter is None or letter not in options:
                 invalid = True
                 continue
             joined = _JOINED.match(body, match.end())

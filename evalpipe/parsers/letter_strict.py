@@ -123,9 +123,9 @@ def parse_letter_strict(answer: str | None, options: Mapping[str, str]) -> Predi
     letter = stated[0] if stated else None
     if letter is None:
         for pattern, prefix in ((_ALONE, "a"), (_LEADING, "")):
-            match = pattern.match(body)
-            if match:
-                found = _group(match, prefix)
+            bare = pattern.match(body)
+            if bare:
+                found = _group(bare, prefix)
                 if found in options:
                     letter = found
                     break

@@ -62,6 +62,8 @@ class LabelSet:
 
     labels: tuple[str, ...]
     aliases: Mapping[str, str] = field(default_factory=dict)
+    #: normalised key → label, built once by ``__post_init__`` (not compared, hashed or shown)
+    _keys: dict[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         keys: dict[str, str] = {}
@@ -78,7 +80,7 @@ class LabelSet:
 
     def lookup(self, text: str) -> str | None:
         """The label whose key equals ``label_key(text)``, else None."""
-        return self._keys.get(label_key(text))  # type: ignore[attr-defined]
+        return self._keys.get(label_key(text))
 
     @classmethod
     def of(cls, labels: Iterable[str], aliases: Mapping[str, str] | None = None) -> LabelSet:

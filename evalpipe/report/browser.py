@@ -195,7 +195,7 @@ def json_for_script(data: Any) -> str:
     undefined score. Kept fast for 20 000 samples: the data is walked to replace NaN only when
     the C encoder refuses it, and the escapes are whole-string replacements.
     """
-    dump = {"ensure_ascii": False, "separators": (",", ":"), "allow_nan": False, "default": _jsonable}
+    dump: dict[str, Any] = {"ensure_ascii": False, "separators": (",", ":"), "allow_nan": False, "default": _jsonable}
     try:
         text = json.dumps(data, **dump)
     except ValueError:  # a NaN or infinity somewhere

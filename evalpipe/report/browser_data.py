@@ -85,7 +85,7 @@ def correctness_key(task: str, runs: Sequence[ReportRun], info: TaskInfo | None)
     corpus = list(dict.fromkeys(m for run in runs for m in run.metrics.get(task, {})))
     if not records or not corpus:
         return None
-    for metric in dict.fromkeys((primary_metric(info, corpus), ACCURACY)):
+    for metric in dict.fromkeys(m for m in (primary_metric(info, corpus), ACCURACY) if m is not None):
         keys = {a.key if isinstance(a, Mean) else None
                 for run in runs if (a := run.resample[task].aggregations.get(metric) if task in run.resample else None)}
         if len(keys) != 1 or None in keys:
@@ -300,14 +300,14 @@ class BrowserRows:
             for sample_id in self._order[task]:
                 sample: dict[str, Any] | None = None
                 for (key, records, where, outcomes), first in zip(per_run, firsts):
-                    i = where.get(sample_id)
-                    if i is None:
+                    at = where.get(sample_id)
+                    if at is None:
                         continue
                     if sample is None:
-                        record = records[first.get(sample_id, i)]
+                        record = records[first.get(sample_id, at)]
                         sample = {"task": task, "id": sample_id, "input": _shown_inputs(record),
                                   "gold_text": _gold_text(record, kind == TaskKind.NER), "runs": {}}
-                    sample["runs"][key] = _result(records[i], kind, correct_key, outcomes[i] if outcomes else None)
+                    sample["runs"][key] = _result(records[at], kind, correct_key, outcomes[at] if outcomes else None)
                 assert sample is not None
                 yield sample
 

@@ -118,7 +118,8 @@ def _task_metrics_table(task: str, runs: Sequence[ReportRun], boots: dict[str, d
         present.extend(m for m in run.metrics.get(task, {}) if m not in present and m not in BOOKKEEPING)
     shown = shown_metrics(spec, present)
     metrics = [*shown, *[m for m in present if m not in shown]]
-    rows, methods = [], {}
+    rows: list[tuple[Cell, ...]] = []
+    methods: dict[str, set[str]] = {}
     for index, run in enumerate(runs):
         if task not in run.tasks:
             continue

@@ -68,10 +68,12 @@ def _figures(task: str, curves: Mapping[str, tuple[list[CalibrationBin], list[fl
     cx = coverage.add_subplot()
     for i, (label, (bins, xs, ys)) in enumerate(curves.items()):
         colour = _PALETTE[i % len(_PALETTE)]
-        filled = [b for b in bins if b.n]
-        ax.plot([b.confidence for b in filled], [b.accuracy for b in filled], marker="o", color=colour, label=label)
-        for b in filled:
-            ax.annotate(str(b.n), (b.confidence, b.accuracy), fontsize=6, xytext=(3, -8), textcoords="offset points")
+        # a bin with samples has both means (only an empty bin has None)
+        filled = [(b.confidence, b.accuracy, b.n) for b in bins
+                  if b.n and b.confidence is not None and b.accuracy is not None]
+        ax.plot([c for c, _, _ in filled], [a for _, a, _ in filled], marker="o", color=colour, label=label)
+        for c, a, n in filled:
+            ax.annotate(str(n), (c, a), fontsize=6, xytext=(3, -8), textcoords="offset points")
         cx.plot(xs, ys, color=colour, label=label)
     ax.set_xlim(0, 1), ax.set_ylim(0, 1)
     ax.set_xlabel("mean confidence in bin (10 equal-width bins)"), ax.set_ylabel("accuracy in bin")

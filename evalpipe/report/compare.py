@@ -111,7 +111,8 @@ def _gold_text(record: Mapping[str, Any]) -> str:
     """Gold entities as ``text (type)`` for span tasks; JSON otherwise (cut to a few lines)."""
     gold = record.get("gold")
     spans = gold_spans(gold)
-    inputs = record.get("inputs") if isinstance(record.get("inputs"), Mapping) else {}
+    given = record.get("inputs")
+    inputs: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     if spans is not None:
         if not spans:
             return "(no entity)"
@@ -157,7 +158,7 @@ def _disagreements(task: str, a: ResampleTask, run_a: ReportRun, run_b: ReportRu
         ranked.append((-gap, not differ, i, sample_id, ra, rb, sa, sb))
     ranked.sort(key=lambda r: r[:3])
     out = []
-    for _, _, i, sample_id, ra, rb, sa, sb in ranked[:top]:
+    for _, _, _, sample_id, ra, rb, sa, sb in ranked[:top]:
         out.append(Disagreement(
             task=task, id=sample_id, score_key=key, score_a=sa, score_b=sb,
             prompt_excerpt=input_excerpt(ra.get("inputs") if "inputs" in ra else rb.get("inputs")),
@@ -234,14 +235,14 @@ def compare_section(result: CompareResult, section_id: str = "compare",
     ))
     entries, hrefs = [], []
     for t in result.tasks:
-        for d in t.disagreements:
+        for dis in t.disagreements:
             if sample_links is not None:
-                hrefs.append(samples_fragment(task=t.task, sample=d.id, run=sample_links[0], compare=sample_links[1]))
-            score = (f"{d.score_key}: A {fmt(d.score_a)} vs B {fmt(d.score_b)}" if d.score_key else "no per-sample score")
-            entries.append((f"{t.task} / {d.id} — {score}", (
-                f"input: {d.prompt_excerpt}", f"gold: {d.gold}",
-                f"A: {d.answer_a if d.answer_a is not None else '(no answer)'}",
-                f"B: {d.answer_b if d.answer_b is not None else '(no answer)'}",
+                hrefs.append(samples_fragment(task=t.task, sample=dis.id, run=sample_links[0], compare=sample_links[1]))
+            score = (f"{dis.score_key}: A {fmt(dis.score_a)} vs B {fmt(dis.score_b)}" if dis.score_key else "no per-sample score")
+            entries.append((f"{t.task} / {dis.id} — {score}", (
+                f"input: {dis.prompt_excerpt}", f"gold: {dis.gold}",
+                f"A: {dis.answer_a if dis.answer_a is not None else '(no answer)'}",
+                f"B: {dis.answer_b if dis.answer_b is not None else '(no answer)'}",
             )))
     title = "Samples where A and B disagree most" + (
         " (each opens both answers side by side in the sample browser)" if sample_links is not None else "")
@@ -270,12 +271,12 @@ def render_compare_terminal(result: CompareResult, console: Console, *, show: in
                       highlight=False)
         for note in t.notes:
             console.print(f"  note: {note}", highlight=False)
-        for d in t.disagreements[:show]:
-            score = _escape(f"{d.score_key}: A {fmt(d.score_a)}  B {fmt(d.score_b)}") if d.score_key else ""
-            body = (f"[bold]input[/]  {_escape(d.prompt_excerpt)}\n[bold]gold[/]   {_escape(d.gold)}\n"
-                    f"[bold]A[/]      {_escape(d.answer_a or '(no answer)')}\n"
-                    f"[bold]B[/]      {_escape(d.answer_b or '(no answer)')}")
-            console.print(Panel(body, title=_escape(f"{t.task} / {d.id}"), subtitle=score, title_align="left"))
+        for dis in t.disagreements[:show]:
+            score = _escape(f"{dis.score_key}: A {fmt(dis.score_a)}  B {fmt(dis.score_b)}") if dis.score_key else ""
+            body = (f"[bold]input[/]  {_escape(dis.prompt_excerpt)}\n[bold]gold[/]   {_escape(dis.gold)}\n"
+                    f"[bold]A[/]      {_escape(dis.answer_a or '(no answer)')}\n"
+                    f"[bold]B[/]      {_escape(dis.answer_b or '(no answer)')}")
+            console.print(Panel(body, title=_escape(f"{t.task} / {dis.id}"), subtitle=score, title_align="left"))
     if result.unmatched:
         console.print(f"not compared (in one run only, or no samples): {', '.join(result.unmatched)}",
                       highlight=False)

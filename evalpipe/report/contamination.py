@@ -54,7 +54,8 @@ def _min_k_cells(min_k: Mapping[str, Any]) -> tuple[Cell, Cell, Cell]:
 
 def contamination_section(runs: Sequence[Any], boots: Mapping[str, Any] | None = None, level: float = 0.95) -> Section:
     """The section (``boots`` and ``level`` are the contribution signature's; the probe's interval is its own)."""
-    rows, blocks = [], []
+    rows: list[tuple[Cell, ...]] = []
+    blocks: list[Examples] = []
     for run, result in _results(runs):
         diff = result.get("difference") or {}
         skipped = (result.get("skipped") or {}).get("count", 0)

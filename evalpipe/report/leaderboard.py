@@ -321,22 +321,27 @@ def build_leaderboard(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str
                 if column.group in suites and column.group not in suite_reps:
                     suite_reps[column.group] = _aggregate_replicates(suites[column.group], run, run_boots)
                 reps = suite_reps.get(column.group)
-                ci = percentile_interval(reps[column.metric], level) if reps and column.metric in reps else None
-                entries[(run.label, column.key)] = Entry(value, *(ci or (None, None)), reason="" if ci else (
+                bounds = percentile_interval(reps[column.metric], level) if reps and column.metric in reps else None
+                low, high = bounds or (None, None)
+                entries[(run.label, column.key)] = Entry(value, low, high, reason="" if bounds else (
                     "the suite aggregate could not be recomputed on resamples of its member tasks"))
             else:
                 members = suites[column.group].tasks
                 if not all(t in run.tasks for t in members):
                     continue
-                values = [run.metrics.get(t, {}).get(primaries[t]) for t in members]
-                if any(v is None for v in values):
+                # a member without a primary metric, or without its value, leaves the average out
+                primary = {t: p for t in members if (p := primaries[t]) is not None}
+                values = [v for t in primary if (v := run.metrics.get(t, {}).get(primary[t])) is not None]
+                if len(values) < len(members):
                     continue
-                arrays = [run_boots[t].replicates.values.get(primaries[t]) if t in run_boots else None for t in members]
-                ci = None
-                if all(a is not None and a.size for a in arrays):
-                    count = _common(arrays)  # type: ignore[arg-type]
-                    ci = percentile_interval(np.mean([a[:count] for a in arrays], axis=0), level)  # type: ignore[index]
-                entries[(run.label, column.key)] = Entry(float(np.mean(values)), *(ci or (None, None)), reason="" if ci else (
+                arrays = [run_boots[t].replicates.values.get(primary[t]) if t in run_boots else None for t in members]
+                found = [a for a in arrays if a is not None and a.size]
+                bounds = None
+                if len(found) == len(arrays):
+                    count = _common(found)
+                    bounds = percentile_interval(np.mean([a[:count] for a in found], axis=0), level)
+                low, high = bounds or (None, None)
+                entries[(run.label, column.key)] = Entry(float(np.mean(values)), low, high, reason="" if bounds else (
                     "a member task's primary metric has no resamples"))
     notes = ("coverage: answered/evaluated samples of a task some run did not answer in full; its metrics are "
              "measured on the answered samples only (docs/coverage.md).",) if any(c.kind == "coverage" for c in columns) else ()

@@ -254,7 +254,8 @@ def analyse(task: str, records: Sequence[Mapping[str, Any]], *, per_category: in
         if record.get("error") is not None:
             continue
         sample_id = str(record.get("id"))
-        inputs = record.get("inputs") if isinstance(record.get("inputs"), Mapping) else {}
+        given = record.get("inputs")
+        inputs: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
         gold_out, pred_out = outcomes[i] if outcomes is not None else sample_outcomes(record)
         for outcome in (*gold_out, *pred_out):
             counts[(outcome.side, outcome.span.label, outcome.category)] += 1

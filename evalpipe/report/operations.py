@@ -64,8 +64,9 @@ def _share(mask: pd.Series) -> float | None:
 
 def _latency(run: ReportRun, task: str, answered: pd.DataFrame) -> tuple[float | None, ...]:
     recorded = run.task_summary(task).latency_s or {}
-    if all(recorded.get(k) is not None for k in ("p50", "p90", "p99")):
-        return tuple(float(recorded[k]) for k in ("p50", "p90", "p99"))
+    stated = [v for k in ("p50", "p90", "p99") if (v := recorded.get(k)) is not None]
+    if len(stated) == 3:
+        return tuple(float(v) for v in stated)
     values = answered["latency_s"].dropna().astype(float).to_numpy()
     if values.size == 0:
         return (None, None, None)

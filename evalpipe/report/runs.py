@@ -142,7 +142,7 @@ def _span_outcomes(records: Sequence[Mapping[str, Any]]) -> list[SampleOutcomes]
         gold = record.get("gold")
         gold_entities = gold_spans(gold)
         predicted = prediction_spans(record.get("prediction"), gold) if gold_entities is not None else None
-        if predicted is None:
+        if gold_entities is None or predicted is None:
             return None
         outcomes.append(classify(gold_entities, predicted))
     return outcomes or None

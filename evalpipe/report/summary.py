@@ -185,7 +185,9 @@ def summary_sentences(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str
         wins: dict[str, int] = {}
         for task in tasks:
             metric = primaries[task]
-            ranked = _ranked(task, metric, runs) if metric else []
+            if not metric:
+                continue
+            ranked = _ranked(task, metric, runs)
             if len(ranked) > 1 and ranked[0].metrics[task][metric] != ranked[1].metrics[task][metric]:
                 wins[ranked[0].label] = wins.get(ranked[0].label, 0) + 1
         if wins:

@@ -276,8 +276,6 @@ class TaskSpec:
     #: criteria or shows its reference its own way; None = the default rubric of its ``answer_kind``
     #: (``prompts/judge/<answer_kind>.j2``)
     judge_rubric: str | None = None
-    #: metric → one line in the task's own words, for the report's glossary (recorded in config.json)
-    metric_definitions: Mapping[str, str] = field(default_factory=dict)
     #: the folder ``template`` is found in (a task file's own folder); None = ``prompts/``
     template_dir: Path | None = None
     #: the template's text when it is given inline in a task file (then ``template`` only names it)

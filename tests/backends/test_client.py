@@ -127,6 +127,15 @@ def test_credentials_scrub_every_form() -> None:
     assert Credentials(None).scrub("EMPTY Bearer EMPTY") == "EMPTY Bearer EMPTY"
 
 
+def test_an_empty_user_name_in_the_url_is_no_basic_credential() -> None:
+    """``http://@host`` has user-info with an empty user: no Basic header (it used to crash building
+    the scrubbed forms, found by mypy); the key is still sent and scrubbed, the password too."""
+    credentials = Credentials("sk-live-abcdef123456", "http://:pw-secret-42@127.0.0.1:8000/v1")
+    assert credentials.authorization == "Bearer sk-live-abcdef123456"
+    assert credentials.scrub("key sk-live-abcdef123456, password pw-secret-42") == "key ***, password ***"
+    assert Credentials(None, "http://@127.0.0.1:8000/v1").authorization == "Bearer EMPTY"
+
+
 @pytest.mark.parametrize(("fault", "reason", "retryable"), [
     ("500", "HTTP 500", True), ("429", "HTTP 429", True), ("408", "HTTP 408", True), ("400", "HTTP 400", False),
     ("404", "HTTP 404", False), ("malformed_json", "malformed JSON response", True),

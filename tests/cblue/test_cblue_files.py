@@ -59,7 +59,7 @@ def test_entity_text_mismatch_names_file_line_and_field(tmp_path):
     path = syn.write_records(tmp_path / "CMeEE_dev.json", records, lines=False)
     with pytest.raises(DataError) as err:
         load("cmeee", paths={"eval": path})
-    line = next(i for i, l in enumerate(path.read_text().splitlines(), start=1) if "患者咳嗽" in l)
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), start=1) if "患者咳嗽" in text)
     assert err.value.line == line - 1  # the line where the record's "{" is
     assert err.value.field == "entities[0].entity" and "end_idx is inclusive" in str(err.value)
     assert str(path) in str(err.value)

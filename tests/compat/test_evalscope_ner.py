@@ -16,7 +16,7 @@ from evalpipe.compat.evalscope_ner import (
 from evalpipe.metrics.spans import bio_to_spans, strict_micro_prf
 from evalpipe.records import ScoreSheet, Span
 
-B, I, O = "B-Disease", "I-Disease", "O"
+B, I, O = "B-Disease", "I-Disease", "O"  # noqa: E741 (the BIO scheme's own letters)
 
 
 def tags(answer: str, sentence: str) -> list[str]:

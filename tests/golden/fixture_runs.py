@@ -356,7 +356,7 @@ def generate(root: Path) -> list[Produced]:
     for fixture in fixture_runs(data):
         pool = candidates(fixture.config)
         respond = responder(pool)
-        outcome = asyncio.run(execute(fixture.config, lambda _: ScriptedBackend(respond, model=MODEL), results,
+        outcome = asyncio.run(execute(fixture.config, lambda _, respond=respond: ScriptedBackend(respond, model=MODEL), results,
                                       embedder_factory=lambda _: HashedBigramEmbedder()))
         path = outcome.run_dir.path
         check_identified(path, pool)

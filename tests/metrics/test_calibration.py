@@ -121,7 +121,7 @@ def test_ece_and_brier_of_a_loglikelihood_run_equal_an_independent_computation(t
     other = low / (high + 3 * low)
     golds = [q[2] for q in syn.QUESTIONS[:5]]
     rows = []  # (confidence, correct, brier)
-    for (key, letter), gold in zip(PREFERRED.items(), golds):
+    for (_key, letter), gold in zip(PREFERRED.items(), golds):
         if letter in "ABCD":
             rows.append((confident, float(letter == gold),
                          (1 - confident) ** 2 + 3 * other ** 2 if letter == gold else

@@ -118,7 +118,7 @@ def test_corpus_bleu_from_sentence_statistics_equals_sacrebleu_on_each_resample(
 
 
 def test_token_accuracy_is_a_ratio_of_token_counts_not_a_mean_of_sentence_ratios():
-    from evalpipe.records import Example, Prediction
+    from evalpipe.records import Example
     from evalpipe.tasks.ncbi.disease import NerGold
 
     spec = get_task("ncbi_disease")

@@ -39,7 +39,7 @@ def test_required_tasks_ship_four_documented_variants(name):
 
 
 @pytest.mark.parametrize(("name", "variant"), VARIANTS)
-def test_variant_renders_in_every_form_differs_from_default_and_shows_the_shot_answers(name, variant, data_roots):
+def test_variant_renders_in_every_form_differs_from_default_and_shows_the_shot_answers(name, variant, data_roots):  # noqa: F811 - the imported fixture
     spec = all_tasks()[name]
     data = _load(name, spec, data_roots)
     k = min(max(spec.default_shots, 2), len(data.shot_pool))

@@ -118,7 +118,7 @@ def text_of(prompt) -> str:
 
 
 @pytest.mark.parametrize("name", sorted(n for n, s in all_tasks().items() if s.ranking is None))
-def test_every_shipped_variant_resolves_to_a_file_under_prompts_and_default_to_the_canonical_prompt(name, data_roots):
+def test_every_shipped_variant_resolves_to_a_file_under_prompts_and_default_to_the_canonical_prompt(name, data_roots):  # noqa: F811 - the imported fixture
     spec = all_tasks()[name]
     data = _load(name, spec, data_roots)
     example = data.examples[0]

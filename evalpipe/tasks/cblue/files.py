@@ -353,7 +353,8 @@ def read_labelled(path: Path, text_fields: Sequence[str], labels: Sequence[str],
     → ``"0"``, as CBLUE's own data processor does). ``extra_fields`` are copied when present.
     Ids must be unique within the file.
     """
-    docs, seen = [], {}
+    docs: list[LabelledDoc] = []
+    seen: dict[str, int] = {}
     for line, raw in read_json_records(path):
         record = Record(_object(path, line, raw), line, path)
         record_id = record.get("id", (str, int))
@@ -391,7 +392,8 @@ def read_promptcblue(path: Path) -> list[PromptCBLUERecord]:
     ``target`` is required (the test file's targets are hidden: score dev, or a labelled file);
     ``answer_choices`` is a list of strings or null; ``sample_id`` must be unique.
     """
-    out, seen = [], {}
+    out: list[PromptCBLUERecord] = []
+    seen: dict[str, int] = {}
     hint = "PromptCBLUE test targets are hidden; evaluate the dev file"
     for line, raw in read_json_records(path, PROMPTCBLUE_SOURCE):
         record = Record(_object(path, line, raw), line, path)

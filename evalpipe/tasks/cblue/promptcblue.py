@@ -179,8 +179,8 @@ def _attr(body: str, choices: Sequence[str]) -> tuple[tuple, dict[str, Any], boo
 @lru_cache(maxsize=4096)
 def _label_set(dataset: str, choices: tuple[str, ...]) -> LabelSet:
     labels = list(choices) + ([NONE_OF_THE_ABOVE] if dataset in _NONE_DATASETS else [])
-    aliases = {a: l for a, l in _STS_ALIASES.items() if l in labels} if dataset == "CHIP-STS" else {}
-    return LabelSet.of(labels, {a: l for a, l in aliases.items() if a not in labels})
+    aliases = {a: label for a, label in _STS_ALIASES.items() if label in labels} if dataset == "CHIP-STS" else {}
+    return LabelSet.of(labels, {a: label for a, label in aliases.items() if a not in labels})
 
 
 def _report(body: str) -> tuple[tuple, dict[str, Any], bool]:

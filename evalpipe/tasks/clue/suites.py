@@ -98,13 +98,14 @@ def _lookup(ref: MetricRef, metrics: Metrics) -> tuple[float, tuple[str, str] | 
             raise IncompleteSuite(f"{ref.task} has no metric {ref.key!r}")
         return float(values[ref.key]), None
     family, part = ref.key.split("[*]_")
-    hits = [k for k in values if (m := _TAGGED.match(k)) and m["family"] == family and m["part"] == part]
+    tagged = {k: m for k in values if (m := _TAGGED.match(k))}
+    hits = [k for k, m in tagged.items() if m["family"] == family and m["part"] == part]
     if not hits:
         why = " (UMLS-concept F1 not computed; the reason is in the task's notes)" if family == "umls" else ""
         raise IncompleteSuite(f"{ref.task} has no {family} {part} metric{why}")
     if len(hits) > 1:
         raise IncompleteSuite(f"{ref.task} has several {family} {part} metrics ({', '.join(hits)}); cannot choose")
-    return float(values[hits[0]]), (family, _TAGGED.match(hits[0])["tag"])
+    return float(values[hits[0]]), (family, tagged[hits[0]]["tag"])
 
 
 def longhealth_task23(metrics: Metrics) -> float:

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalpipe.data.records import Record
 from evalpipe.records import Example
 from evalpipe.tasks.base import ChoiceScoring, PromptForm, RankingSpec, Scoring, StructuredOutput, TaskArg
 from evalpipe.tasks.taskfile.schema import TaskFile
@@ -94,7 +93,8 @@ class Kind:
     name: str
     description: str
     model: type[TaskFile]
-    read: Callable[[Any, Sequence[Record]], list[Drafted]]
+    #: ``read(task, records)``, or ``read(task, records, args)`` when ``reads_args`` (see below)
+    read: Callable[..., list[Drafted] | FileReading]
     parts: Callable[[Any], KindParts]
     #: ``read`` needs every record of a file at once (the file is checked as a whole)
     whole_file: bool = False

@@ -88,6 +88,7 @@ def read(task: ClassificationTask, records: Sequence[Record]) -> list[Drafted]:
     known = {label_key(label): label for label in task.labels}
     known.update({label_key(spelling): label for spelling, label in task.data_aliases.items()})
     field = task.fields.gold_field()
+    assert field is not None, "the kind's validator requires a gold field"
     names = field if isinstance(field, list) else [field]
     out = []
     for record in records:

@@ -61,6 +61,7 @@ class CodeListTask(TaskFile):
 
 def read(task: CodeListTask, records: Sequence[Record]) -> list[Drafted]:
     field = task.fields.gold_field()
+    assert field is not None, "the kind's validator requires a gold field"
     names = field if isinstance(field, list) else [field]
     out = []
     for record in records:

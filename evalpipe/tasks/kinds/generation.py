@@ -68,6 +68,7 @@ class GenerationTask(TaskFile):
 
 def reference_text(task: TaskFile, record: Record) -> str:
     field = task.fields.gold_field()
+    assert field is not None, "the kind's validator requires a gold field"
     names = field if isinstance(field, list) else [field]
     return record.text(next((n for n in names if n in record.fields), names[0]))
 
@@ -159,6 +160,7 @@ DEFINITIONS = {
 
 
 def parts(task: GenerationTask) -> KindParts:
+    metrics: tuple[str, ...]
     if task.language == "zh":
         metrics, primary = CHINESE_METRICS, "rouge_l"
     else:

@@ -156,6 +156,7 @@ def _options(task: MultipleChoiceTask, record: Record) -> dict[str, str]:
 
 def _gold_value(task: MultipleChoiceTask, record: Record) -> tuple[str, object]:
     field = task.fields.gold_field()
+    assert field is not None, "the kind's validator requires a gold field"
     names = field if isinstance(field, list) else [field]
     name = next((n for n in names if n in record.fields), names[0])
     return name, record.get(name, (str, int, float))

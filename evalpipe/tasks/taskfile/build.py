@@ -21,7 +21,7 @@ import importlib
 import importlib.util
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -68,7 +68,7 @@ def _model_types(annotation: Any) -> Iterator[type[BaseModel]]:
         yield from _model_types(arg)
 
 
-def _problem(error: dict[str, Any], model: type[BaseModel]) -> str:
+def _problem(error: Mapping[str, Any], model: type[BaseModel]) -> str:
     kind, message = error["type"], error["msg"]
     if kind == "extra_forbidden":
         key = str(error["loc"][-1])

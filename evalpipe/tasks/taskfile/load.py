@@ -88,7 +88,7 @@ def _check_header(task: TaskFile, records: Sequence[Record], path: Path) -> None
     if file_format(task, path) not in ("csv", "tsv") or not records:
         return
     header = list(records[0].fields)
-    for name, fields in task.fields.inputs.items():
+    for fields in task.fields.inputs.values():
         names = fields if isinstance(fields, list) else [fields]
         if not any(f in header for f in names):
             line = None if task.data.columns else 1
@@ -102,6 +102,7 @@ def _value(record: Record, name: str, fields: str | list[str], optional: bool) -
         if optional:
             return ""
         record.get(names[0])  # raises "missing field (fields found: …)"
+        raise AssertionError(f"{names[0]!r} is not a field, yet Record.get found it")
     value = record.fields[found]
     if value is None or (isinstance(value, str) and not value.strip()):
         if optional:
