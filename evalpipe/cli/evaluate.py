@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -203,7 +204,7 @@ def run(
             **_condition_options(prompt_variants, shot_orders, shots_sweep),
             reasoning_effort=reasoning_effort, structured=structured,
             batch=_batch_options(batch, batch_retry, batch_poll, batch_size, batch_export, max_completion_tokens),
-            prices=_prices(model, price_input, price_output, price_cached, prices, batch_discount),
+            prices=_prices(model or "", price_input, price_output, price_cached, prices, batch_discount),
         )
     except UsageError as exc:  # a number, name or combination the run cannot use: nothing written yet
         raise typer.BadParameter(str(exc), param_hint=exc.option) from None
