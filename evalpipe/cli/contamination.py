@@ -14,10 +14,10 @@ from evalpipe.config import RunConfig
 from evalpipe.engines.launch import ENGINES, VLLM_NAMED, engine_options
 from evalpipe.results import DEFAULT_ROOT, RunDir, RunDirError, os_problem
 
-from evalpipe.engines.watch import EngineDied, run_watched
-from evalpipe.backends.liveness import EndpointGone
+from evalpipe.configure import default_concurrency
+from evalpipe.engines.watch import run_watched
 
-from evalpipe.cli.common import EXIT_ENDPOINT_GONE, EXIT_ENGINE_DIED, key_env, AllowExternalOption, ApiKeyEnvOption, BaseUrlOption, ConcurrencyOption, DataDirOption, DataOption, DEFAULT_CONCURRENCY, DtypeOption, EndpointOption, EngineArgOption, EngineOption, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, GpuMemoryOption, INPROCESS_CONCURRENCY, LimitOption, LLAMACPP_CONCURRENCY, MaxRetriesOption, ModelOption, ResultsDirOption, RevisionOption, RunNameOption, SplitOption, StartupTimeoutOption, TaskArgOption, TaskFileOption, TasksDirOption, TensorParallelOption, TimeoutOption, USER_ERRORS, _fail, _user_tasks, app, console, err
+from evalpipe.cli.common import key_env, AllowExternalOption, ApiKeyEnvOption, BaseUrlOption, ConcurrencyOption, DataDirOption, DataOption, DtypeOption, EndpointOption, EngineArgOption, EngineOption, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, GpuMemoryOption, LimitOption, MaxRetriesOption, ModelOption, ResultsDirOption, RevisionOption, RunNameOption, SplitOption, StartupTimeoutOption, TaskArgOption, TaskFileOption, TasksDirOption, TensorParallelOption, TimeoutOption, USER_ERRORS, _fail, _user_tasks, app, console, err
 from evalpipe.cli.evaluate import _parse_data, _parse_task_args
 from evalpipe.execution import local_engine
 
@@ -93,8 +93,7 @@ def contamination(
     if len(set(names)) != 1:
         raise typer.BadParameter("the probe takes one task: --task NAME, or one --task-file", param_hint="--task")
     if concurrency is None:
-        concurrency = {"vllm-inprocess": INPROCESS_CONCURRENCY, "llamacpp": LLAMACPP_CONCURRENCY}.get(
-            engine or "", DEFAULT_CONCURRENCY)
+        concurrency = default_concurrency(engine)
     try:
         config = RunConfig(
             tasks=(names[0],), model=model, base_url=base_url[0] if base_url else None, replicas=tuple(base_url[1:]),
@@ -129,11 +128,7 @@ def _execute(config: RunConfig, probe: Any, results_dir: Path, startup_timeout: 
         err.print("interrupted: every answer received so far is saved; run the same command again to resume",
                   style="yellow")
         return EXIT_INTERRUPTED
-    except EngineDied as exc:
-        raise _fail(exc, EXIT_ENGINE_DIED) from None
-    except EndpointGone as exc:
-        raise _fail(exc, EXIT_ENDPOINT_GONE) from None
-    except USER_ERRORS as exc:
+    except USER_ERRORS as exc:  # (an engine that died exits 4, an endpoint gone 5: their exit_code)
         raise _fail(exc) from None
     except OSError as exc:
         raise _fail(RunDirError(os_problem(exc))) from None

@@ -11,14 +11,13 @@ import typer
 
 from evalpipe.diskfull import disk_full_message, is_disk_full
 from evalpipe.engines.launch import server_spec
-from evalpipe.backends.liveness import EndpointGone
 from evalpipe.outcome import RunError
 from evalpipe.engines.server import ManagedServer
-from evalpipe.engines.watch import EngineDied, run_watched
+from evalpipe.engines.watch import run_watched
 from evalpipe.errors import UsageError
 from evalpipe.terminal import metrics_table
 
-from evalpipe.cli.common import EXIT_ENDPOINT_GONE, EXIT_ENGINE_DIED, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, StartupTimeoutOption, USER_ERRORS, _fail, app, console, err, key_env
+from evalpipe.cli.common import EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, JudgeEngineOption, JudgeKeyOption, JudgeOption, JudgeRubricOption, StartupTimeoutOption, USER_ERRORS, _fail, app, console, err, key_env
 
 
 def judge_plan(judges: list[str], engine: str | None, api_key_env: str | None, rubrics: list[str],
@@ -75,11 +74,7 @@ def judge_run(run_path: Path, panel: list[Any], engine: str | None, options: Any
         err.print("interrupted: every judgement received so far is saved; run the same command again to resume",
                   style="yellow")
         return EXIT_INTERRUPTED
-    except EngineDied as exc:
-        raise _fail(exc, EXIT_ENGINE_DIED) from None
-    except EndpointGone as exc:
-        raise _fail(exc, EXIT_ENDPOINT_GONE) from None
-    except USER_ERRORS as exc:
+    except USER_ERRORS as exc:  # (an engine that died exits 4, an endpoint gone 5: their exit_code)
         raise _fail(exc) from None
     except (OSError, sqlite3.OperationalError) as exc:
         if not is_disk_full(exc):
