@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
@@ -96,3 +96,15 @@ class LineProgress:
 
 def make_progress(console: Console) -> RichProgress | LineProgress:
     return RichProgress(console) if console.is_terminal else LineProgress()
+
+
+class ProgressSink(Protocol):
+    def start(self, total: int, cached: int) -> None: ...
+    def advance(self, completion: Completion) -> None: ...
+    def close(self) -> None: ...
+
+
+class NullProgress:
+    def start(self, total: int, cached: int) -> None: ...
+    def advance(self, completion: Completion) -> None: ...
+    def close(self) -> None: ...

@@ -10,200 +10,46 @@ transaction (see "Commits" below).
 Only successful answers are stored. A request that failed for good is not, so re-running the same
 command sends exactly the failed and never-sent prompts again.
 
-The key is a SHA-256 over everything that can change an answer — model, endpoint kind, rendered
-messages or prompt text, generation parameters — and nothing that cannot (the URL of the server:
-a restarted server on another port must not invalidate finished work).
-
 **The plan and the prompts.** The plan (table ``plan``) says which sample of which task (and prompt
 condition) asked which key, in evaluation order, and how many tokens budgeting cut from it; it is
 written before the first request, so ``evalpipe score`` works from the store alone. Each distinct
 prompt is stored once (table ``prompts``, by its key), *packed*: the text it shares with the other
 prompts of its plan — the few-shot prefix, the instructions — is kept once in table ``texts`` by its
-sha256 and referenced (:mod:`evalpipe.prompt_pack`). 47,000 5-shot NCBI prompts take ~15 MB instead
+sha256 and referenced (:mod:`evalpipe.store.prompt_pack`). 47,000 5-shot NCBI prompts take ~15 MB instead
 of ~130 MB, and ``samples.jsonl`` names each sample's key instead of repeating its prompt
 (:meth:`ResponseStore.prompts` gives them back). Stores written before (the whole prompt JSON in
 ``plan.prompt``) are read as they are.
 
 **Commits.** :meth:`ResponseStore.put_many` commits many answers in one transaction; the runner
-groups the answers that arrive together (:mod:`evalpipe.answer_writer`) and counts an answer only
+groups the answers that arrive together (:mod:`evalpipe.pipeline.answer_writer`) and counts an answer only
 once its group is committed, so grouping never weakens "stored on arrival".
 
 The same file keeps the replies of LLM judges (table ``judgements``, :mod:`evalpipe.judging`), one
 committed row per reply, keyed by judge model, rubric sha256, task, sample, the judged answer's
 sha256 and attempt — usable or not, so judging resumes without asking a judge twice.
 
-Text that UTF-8 cannot encode is stored losslessly. A JSON answer may carry a lone surrogate
-(``"\\udcff"`` is valid JSON, and ``json.loads`` gives a Python string holding U+DCFF); SQLite's
-driver refuses such a string, and one refused answer would stop every re-run at the same place.
-So a string that does not encode is stored as a BLOB of its ``surrogatepass`` UTF-8 bytes in the
-same column (SQLite keeps a BLOB as it is in a TEXT column; no schema change), and every read
-decodes a BLOB back to the very same string (:func:`to_db_text`, :func:`from_db_text`). Ordinary
-text keeps the TEXT storage class, byte for byte as before.
+The key (:mod:`evalpipe.store.keys`), the tables (:mod:`evalpipe.store.schema`), lossless text
+(:mod:`evalpipe.store.db_text`) and judge replies (:mod:`evalpipe.store.judgements`) are modules of
+their own.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 from evalpipe.endpoints import redact_url
-from evalpipe.prompt_pack import referenced, unpack
-from evalpipe.records import Completion, Prompt, Usage, to_jsonable
 from evalpipe.errors import RunDirProblem
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS responses (
-    key TEXT PRIMARY KEY,
-    model TEXT NOT NULL,
-    text TEXT NOT NULL,
-    finish_reason TEXT,
-    prompt_tokens INTEGER,
-    completion_tokens INTEGER,
-    latency_s REAL,
-    attempts INTEGER,
-    created REAL NOT NULL,
-    endpoint TEXT,
-    -- JSON: what only some answers have (cached/reasoning tokens, reasoning text, the batch); NULL = none
-    extra TEXT
-);
-CREATE TABLE IF NOT EXISTS vectors (
-    key TEXT PRIMARY KEY,
-    model TEXT NOT NULL,
-    data BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS judgements (
-    judge TEXT NOT NULL,
-    rubric_sha256 TEXT NOT NULL,
-    task TEXT NOT NULL,
-    sample_id TEXT NOT NULL,
-    answer_sha256 TEXT NOT NULL,
-    attempt INTEGER NOT NULL,
-    request_key TEXT NOT NULL,
-    text TEXT NOT NULL,
-    ratings TEXT,
-    problem TEXT,
-    prompt_tokens INTEGER,
-    completion_tokens INTEGER,
-    latency_s REAL,
-    created REAL NOT NULL,
-    endpoint TEXT,
-    PRIMARY KEY (judge, rubric_sha256, task, sample_id, answer_sha256, attempt)
-);
-CREATE TABLE IF NOT EXISTS plan (
-    task TEXT NOT NULL,
-    sample_id TEXT NOT NULL,
-    position INTEGER NOT NULL,
-    key TEXT NOT NULL,
-    -- '' since prompts are stored once in `prompts`; stores written before hold the prompt JSON here
-    prompt TEXT NOT NULL,
-    info TEXT NOT NULL DEFAULT '{}',
-    PRIMARY KEY (task, sample_id)
-);
-CREATE TABLE IF NOT EXISTS prompts (
-    key TEXT PRIMARY KEY,
-    prompt TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS texts (
-    key TEXT PRIMARY KEY,
-    text TEXT NOT NULL
-);
--- facts about the store as a whole, one JSON value each (key "endpoints": evalpipe.endpoint_identity)
-CREATE TABLE IF NOT EXISTS meta (
-    key TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-"""
-
-
-@overload
-def to_db_text(value: str) -> str | bytes: ...
-@overload
-def to_db_text(value: None) -> None: ...
-@overload
-def to_db_text(value: str | None) -> str | bytes | None: ...
-def to_db_text(value: str | None) -> str | bytes | None:
-    """``value`` as SQLite can store it: itself, or (when UTF-8 cannot encode it) its bytes.
-
-    The bytes are UTF-8 with lone surrogates written as their three-byte forms
-    (``surrogatepass``), so :func:`from_db_text` gives back exactly ``value``.
-    """
-    if value is None:
-        return None
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return value.encode("utf-8", "surrogatepass")
-    return value
-
-
-@overload
-def from_db_text(value: str | bytes) -> str: ...
-@overload
-def from_db_text(value: None) -> None: ...
-@overload
-def from_db_text(value: str | bytes | None) -> str | None: ...
-def from_db_text(value: str | bytes | None) -> str | None:
-    """The string :func:`to_db_text` stored (a BLOB is decoded with ``surrogatepass``)."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "surrogatepass")
-    return value
-
-
-@dataclass(frozen=True)
-class StoredJudgement:
-    """One judge reply as the store keeps it (see :meth:`ResponseStore.put_judgement`).
-
-    ``ratings`` is criterion → rating when the reply was usable, else None and ``problem`` says why.
-    """
-
-    judge: str
-    rubric_sha256: str
-    task: str
-    sample_id: str
-    answer_sha256: str
-    attempt: int
-    request_key: str
-    text: str
-    ratings: Mapping[str, int] | None
-    problem: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    latency_s: float = 0.0
-    endpoint: str | None = None
-
-
-def cache_key(model: str, prompt: Prompt) -> str:
-    payload = {
-        "model": model,
-        "endpoint": prompt.endpoint,
-        "messages": to_jsonable(prompt.messages) if prompt.messages is not None else None,
-        "text": prompt.text,
-        "params": _params_json(prompt),
-    }
-    if prompt.choices is not None:  # only then: keys of prompts without choices stay as they were
-        payload["choices"] = list(prompt.choices)
-    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    # surrogatepass: a prompt holding a lone surrogate gets a key too; other text encodes as before
-    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-#: generation parameters left out of the key when unset (added after keys existed: old keys stay)
-_OPTIONAL_PARAMS = ("reasoning_effort", "response_format")
-
-
-def _params_json(prompt: Prompt) -> dict[str, Any]:
-    params = to_jsonable(asdict(prompt.params))
-    for name in _OPTIONAL_PARAMS:
-        if params.get(name) is None:
-            params.pop(name, None)
-    return params
+from evalpipe.store.prompt_pack import referenced, unpack
+from evalpipe.records import Completion, Usage
+from evalpipe.store.db_text import from_db_text, to_db_text
+from evalpipe.store.judgements import StoredJudgement
+from evalpipe.store.schema import SCHEMA
 
 
 def _extra_json(completion: Completion) -> str | bytes | None:
@@ -337,7 +183,7 @@ class ResponseStore:
             self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def write_staged_plan(self, task: str, stage: Path, staged: str, texts: Mapping[str, str]) -> None:
-        """Record the plan of ``task`` from plan ``staged`` of a :class:`~evalpipe.plan_stage.PlanStage`
+        """Record the plan of ``task`` from plan ``staged`` of a :class:`~evalpipe.pipeline.stage.PlanStage`
         file (rows ``plan, position, sample_id, key, packed, info``), replacing an older plan, with
         each key's prompt (a key whose prompt the store holds already keeps it) and the shared
         ``texts`` of the prompts' packer. No sample is ever in Python: SQLite copies the rows across

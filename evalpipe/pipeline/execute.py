@@ -1,0 +1,239 @@
+"""TODO execute"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from evalpipe.store import endpoint_identity
+from evalpipe.pipeline.answer_writer import AnswerWriter
+from evalpipe.backends.base import Backend, BackendError
+from evalpipe.backends.factory import OnceFactory
+from evalpipe.backends.ranking import RankingBackend
+from evalpipe.store.answers import ResponseStore
+from evalpipe.config import RunConfig
+from evalpipe.cost import Prices, attach_costs
+from evalpipe.heap import frozen_heap
+from evalpipe.metrics.options import MetricOptions
+from evalpipe.outcome import RunOutcome, write_outcome
+from evalpipe.pipeline.budget import budget_all
+from evalpipe.pipeline.config_record import write_config
+from evalpipe.pipeline.endpoint_policy import check_endpoint_policy
+from evalpipe.pipeline.fetch import (
+    Answerer,
+    EmbedderFactory,
+    PromptSource,
+    answer_queue_by_batch,
+    answerer_backend,
+    check_choice_scoring,
+    embedder_for,
+    fetch_answers,
+    pending_queues,
+    queued_prompts,
+)
+from evalpipe.pipeline.prepare import prepare
+from evalpipe.pipeline.prepared import PreparedTask
+from evalpipe.pipeline.progress import NullProgress, ProgressSink
+from evalpipe.pipeline.render import check_unchanged
+from evalpipe.pipeline.stage import PlanStage
+from evalpipe.records import Completion
+from evalpipe.rescoring import plan_chunks
+from evalpipe.results import Budget, RunDir, RunDirError, RunInfo, os_problem
+from evalpipe.variants.robustness import ConditionOutcome, combine_tasks
+from evalpipe.scoring import answer_prefix, score_task_chunked
+from evalpipe.task_identity import definitions_tag
+from evalpipe.tasks.base import TaskSpec
+
+
+def run_dir_for(config: RunConfig, results_root: Path, specs: Sequence[TaskSpec] = ()) -> RunDir:
+    """The run's directory: ``--run-name``, else the default name and, for user task files, the
+    digest of their definitions (:mod:`evalpipe.task_identity`)."""
+    if config.run_name:
+        return RunDir(results_root / config.run_name)
+    tag = definitions_tag(specs)
+    return RunDir(results_root / (config.default_run_name() + (f"__{tag}" if tag else "")))
+
+
+async def execute(
+    config: RunConfig,
+    backend_factory: Callable[[RunConfig], Backend],
+    results_root: Path,
+    progress: ProgressSink | None = None,
+    on_prepared: Callable[[RunDir, int, int], None] | None = None,
+    embedder_factory: EmbedderFactory | None = None,
+) -> RunOutcome:
+    """Run (or resume) an evaluation and write its results. Raises RunError/BackendError early.
+
+    ``backend_factory`` makes the generating model's backend; ``embedder_factory`` the embedding
+    model of retrieval tasks (default: from the run's ``--embeddings-*`` options). Each is asked
+    for only when some of its prompts have no stored answer."""
+    progress = progress or NullProgress()
+    skipped: dict[str, str] = {}
+    notes: list[str] = []
+    try:
+        stage = PlanStage(results_root)  # beside the run directories: see evalpipe.pipeline.stage
+    except OSError as exc:
+        raise RunDirError(f"cannot create the run directory {run_dir_for(config, results_root).path}: "
+                          f"{os_problem(exc).split(': ', 1)[-1]}") from None
+    try:
+        prepared = prepare(config, skipped, notes, stage)
+        check_endpoint_policy(prepared, config)
+        run = run_dir_for(config, results_root, [p.spec for p in prepared])
+        previous_budget = run.read_config().get("budget") if run.exists() else None
+        shared = OnceFactory(backend_factory)  # budgeting and fetching share one backend
+        try:
+            prepared, budget_info = await budget_all(prepared, config, previous_budget, shared)
+            for p in prepared:
+                p.spec.scoring(config.compat)  # an unknown --compat fails before any request
+            with run.lock():
+                return await _execute_locked(config, run, prepared, skipped, budget_info, shared, progress,
+                                             on_prepared, embedder_factory or embedder_for, notes)
+        finally:
+            await shared.aclose()
+    finally:
+        stage.close()
+
+
+async def _execute_locked(
+    config: RunConfig,
+    run: RunDir,
+    prepared: list[PreparedTask],
+    skipped: dict[str, str],
+    budget_info: dict[str, Any],
+    backend_factory: Callable[[RunConfig], Backend],
+    progress: ProgressSink,
+    on_prepared: Callable[[RunDir, int, int], None] | None,
+    embedder_factory: EmbedderFactory,
+    prepare_notes: Sequence[str] = (),
+) -> RunOutcome:
+    store = ResponseStore(run.store_path)
+    invoked = time.time()  # answers stored from now on are this invocation's (evalpipe.cost)
+    backends: list[tuple[Backend, Answerer]] = []
+    notes: list[str] = list(prepare_notes)
+    heap = contextlib.ExitStack()
+    try:
+        # who answers: the store's answers must be this endpoint's (evalpipe.store.endpoint_identity)
+        identity = endpoint_identity.identity_of(config)
+        if identity is not None:
+            endpoint_identity.check(store, identity, config.reuse_answers_from_other_endpoint, notes)
+        # the prepared tasks live until the end: out of the garbage collector's sight (evalpipe.heap)
+        settle = heap.enter_context(frozen_heap())
+        for p in prepared:
+            before = store.plan_size(p.plan_name)
+            if before > p.size:
+                notes.append(f"{p.plan_name}: this run directory held {before} samples; its results now cover "
+                             f"{p.size} (--limit/--ids). All answers stay stored: run without them "
+                             "to restore the full results")
+            store.write_staged_plan(p.plan_name, p.stage.path, p.plan_name, p.packer.texts)
+        total = store.distinct_keys([p.plan_name for p in prepared])
+        queues = pending_queues(store, prepared)
+        pending = sum(q.pending for q in queues)
+        if on_prepared is not None:
+            on_prepared(run, total, pending)
+        if config.batch.get("export"):  # `run --batch-export FILE`: the requests written, nothing sent
+            return _export_only(config, run, prepared, skipped, budget_info, notes)
+        for queue in queues:
+            if not queue.pending:
+                continue
+            backend = answerer_backend(config, queue, store, backend_factory, embedder_factory)
+            backends.append((backend, queue))
+            await backend.preflight()
+            if identity is not None and not queue.prepared[0].pool:  # the generating model's server
+                identity = await _identified(backend, identity, store, config, notes)
+            if any(p.size and p.prompt(0).choices is not None and store.unanswered(p.plan_name)
+                   for p in queue.prepared):
+                await check_choice_scoring(backend)
+        write_config(run, config, prepared, [b for b, _ in backends], skipped, budget_info.get("budget"),
+                     endpoints=[i.to_json() for i in endpoint_identity.read(store)])
+        fetch_s = 0.0
+        stats: dict[str, Any] = {}
+        failures: dict[str, Completion] = {}
+        if pending:
+            progress.start(total=total, cached=total - pending)
+            fetch_started = time.monotonic()
+            try:
+                for backend, queue in backends:
+                    writer = AnswerWriter(store, backend.model)
+                    items: Iterable[tuple[str, PromptSource]] = queued_prompts(store, queue.queue, queue.texts())
+                    count = queue.pending
+                    if config.batch and not isinstance(backend, RankingBackend):
+                        items, count = await answer_queue_by_batch(config, items, backend, store, failures, stats, notes,
+                                                              progress)
+                    await fetch_answers(items, backend, store, progress,
+                                        writer=writer, count=count, failures=failures,
+                                        workers=2 * max(config.concurrency, 1) * (1 + len(config.replicas)))
+                    commits = stats.setdefault("store", {"answers": 0, "commits": 0, "longest_commit_ms": 0.0})
+                    commits["answers"] += writer.stats.answers
+                    commits["commits"] += writer.stats.commits
+                    commits["longest_commit_ms"] = round(max(commits["longest_commit_ms"],
+                                                             writer.stats.longest_commit_s * 1e3), 3)
+                    if isinstance(backend, RankingBackend):
+                        stats.setdefault("ranking", {}).update(backend.stats())
+                    else:
+                        stats.update(backend.stats())
+                        if identity is not None:
+                            endpoint_identity.add_fingerprints(store, identity,
+                                                               endpoint_identity.fingerprints_in(stats), notes)
+            finally:
+                progress.close()
+            fetch_s = time.monotonic() - fetch_started
+            settle()  # what fetching made lives until the end too
+        outcome = RunOutcome(run_dir=run, tasks=[], sent=pending, cached=total - pending,
+                             skipped=skipped, budget=Budget.from_json(budget_info.get("budget")), notes=notes)
+        options = MetricOptions.from_json(config.metric_options)
+        check_unchanged(prepared)
+        # one scored outcome per task and prompt condition; a task's conditions become one task (robustness)
+        outcome.tasks.extend(combine_tasks([ConditionOutcome(p.spec, p.condition, len(p.shots), score_task_chunked(
+            p.spec, functools.partial(plan_chunks, run.store_path, p.plan_name, p.examples, failures),
+            config.compat, options, answer_prefix(p.spec, config), scratch=p.stage.folder,
+        )) for p in prepared]))
+        plans: dict[str, list[str]] = {}
+        for p in prepared:
+            plans.setdefault(p.spec.name, []).append(p.plan_name)
+        cost = attach_costs(outcome.tasks, run.store_path, plans, Prices.from_json(config.prices), invoked)
+        outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
+        write_outcome(run, outcome, config.compat, RunInfo(
+            sent=outcome.sent, cached=outcome.cached, incomplete_suites=outcome.incomplete,
+            skipped_tasks=outcome.skipped, backend=dict(stats), fetch_seconds=fetch_s, budget=outcome.budget,
+            metric_options=options.to_json(), notes=list(notes), cost=cost))
+        return outcome
+    finally:
+        heap.close()
+        for backend, _ in backends:
+            await backend.aclose()
+        store.close()
+
+
+async def _identified(backend: Backend, identity: endpoint_identity.EndpointIdentity, store: ResponseStore,
+                      config: RunConfig, notes: list[str]) -> endpoint_identity.EndpointIdentity:
+    """``identity`` with the server's ``/v1/models`` entry for the model, checked against the store's
+    (the URL alone was checked before the plan was written)."""
+    try:
+        entry = endpoint_identity.entry_of(await backend.models(), config.model)
+    except (AttributeError, BackendError):  # a backend that lists no models: the URL is the identity
+        return identity
+    if entry is None:
+        return identity
+    identity = replace(identity, entry=entry)
+    endpoint_identity.check(store, identity, config.reuse_answers_from_other_endpoint, notes)
+    return identity
+
+
+def _export_only(config: RunConfig, run: RunDir, prepared: Sequence[PreparedTask], skipped: dict[str, str],
+                 budget_info: dict[str, Any], notes: list[str]) -> RunOutcome:
+    """Write the pending requests as Batch API lines (:mod:`evalpipe.backends.batch_files`) and stop:
+    no backend is built, no request sent; the run directory holds the plan for ``batch-import``."""
+    from evalpipe.backends.batch_files import export_pending
+
+    out = Path(config.batch["export"])
+    written = export_pending(run.store_path, config.model, out, config.batch.get("completion_tokens_field",
+                                                                                  "max_tokens"))
+    write_config(run, config, prepared, [], skipped, budget_info.get("budget"))
+    notes.append(f"wrote {written} request line(s) to {out}; answer them offline (e.g. vllm run-batch -i {out} "
+                 f"-o answers.jsonl), then: evalpipe batch-import {run.path} answers.jsonl")
+    return RunOutcome(run_dir=run, tasks=[], sent=0, cached=0, skipped=skipped, notes=notes)

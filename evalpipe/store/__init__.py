@@ -1,0 +1,1 @@
+"""The run directory's SQLite store: plan, answers, judgements and what gave them, on arrival."""
