@@ -1,4 +1,10 @@
-"""TODO budget"""
+"""Context budgeting of prepared tasks: fit long prompts to the model's context after the policy check.
+
+The mechanism — token counters, the context length, fitting one prompt by shortening its long field
+— is :mod:`evalpipe.context_fit` (tasks' loaders use it too, so it stays outside the pipeline). This
+module applies it to a run's prepared tasks: it finds the context and the counter, reloads a task
+``sized_by_context``, rewrites the staged rows of the prompts that changed, and says how.
+"""
 
 from __future__ import annotations
 
@@ -97,6 +103,27 @@ async def budget_all(
     source = ("--context-length" if config.context_length else "recorded by this run" if previous.get("context_length")
               else "the model's config.json" if in_process else "reported by the server's GET /models")
     check_context(context_length, source)
+    counter = await _counter_for(config, backend, in_process, previous)
+    measured = counter.kind == "server"
+    loop = asyncio.get_running_loop()
+    # the loader counts synchronously, in a worker thread; the counts run on this loop's client.
+    # LongHealth measures the same letters again and again (three tasks, many questions each)
+    count = functools.lru_cache(maxsize=None)(
+        lambda text: asyncio.run_coroutine_threadsafe(counter.count(text), loop).result()) if measured else None
+
+    async def sized(p: PreparedTask) -> PreparedTask:
+        if not p.spec.sized_by_context or (not measured and context_length == config.context_length):
+            return p
+        return await asyncio.to_thread(prepare_task, p.spec, config, context_length, count, p.condition, p.stage)
+
+    budgeted = [await apply_budget(await sized(p), context_length, counter, source) for p in prepared]
+    return budgeted, {"budget": _budget_info(counter, context_length)}
+
+
+async def _counter_for(config: RunConfig, backend: Backend | None, in_process: bool,
+                       previous: Mapping[str, Any]) -> TokenCounter:
+    """The token counter of a run: the model's own tokenizer where it can be had, else the estimate;
+    a run budgeted with the server's tokenizer must not resume with the estimate."""
     counter: TokenCounter
     if in_process:
         try:
@@ -111,23 +138,15 @@ async def budget_all(
             "resume when the server is up (with the estimate the prompts — and their stored answers — "
             "would not match)"
         )
-    measured = counter.kind == "server"
-    loop = asyncio.get_running_loop()
-    # the loader counts synchronously, in a worker thread; the counts run on this loop's client.
-    # LongHealth measures the same letters again and again (three tasks, many questions each)
-    count = functools.lru_cache(maxsize=None)(
-        lambda text: asyncio.run_coroutine_threadsafe(counter.count(text), loop).result()) if measured else None
+    return counter
 
-    async def sized(p: PreparedTask) -> PreparedTask:
-        if not p.spec.sized_by_context or (not measured and context_length == config.context_length):
-            return p
-        return await asyncio.to_thread(prepare_task, p.spec, config, context_length, count, p.condition, p.stage)
 
-    budgeted = [await apply_budget(await sized(p), context_length, counter, source) for p in prepared]
+def _budget_info(counter: TokenCounter, context_length: int) -> dict[str, Any]:
+    """How the run was budgeted, as ``config.json`` and the summary record it."""
     info: dict[str, Any] = {"context_length": context_length, "token_counter": counter.kind}
     if getattr(counter, "chat_template", False) is True:
         info["chat_counting"] = "template"
     fallbacks = getattr(counter, "fallbacks", 0)
     if fallbacks:
         info["estimated_counts"] = fallbacks
-    return budgeted, {"budget": info}
+    return info

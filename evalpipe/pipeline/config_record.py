@@ -1,4 +1,9 @@
-"""TODO config_record"""
+"""``config.json``: what the run was — its options, tasks, templates, data digests, backends, endpoints.
+
+Why written by the pipeline, before any request: everything downstream (``score``, the report,
+judging) reads only the run directory, so each task's kind, metrics, template and data must be
+recorded there (``docs/architecture.md``, "The run directory is the contract").
+"""
 
 from __future__ import annotations
 
@@ -16,10 +21,7 @@ from evalpipe.data.digest import file_sha256
 from evalpipe.endpoints import redact_url
 from evalpipe.paths import REPO_ROOT
 from evalpipe.pipeline.prepared import PreparedTask
-from evalpipe.prompting import (
-    template_path,
-    template_sha256,
-)
+from evalpipe.prompting import template_path, template_sha256
 from evalpipe.results import RunDir, git_commit
 from evalpipe.tasks.registry import boards, suite_records
 

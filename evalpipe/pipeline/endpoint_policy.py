@@ -1,4 +1,9 @@
-"""TODO endpoint_policy"""
+"""Where a run's data may be sent: credentialed data stays on loopback unless explicitly allowed.
+
+A module of its own because runs and the contamination probe (:mod:`evalpipe.contamination`) must be
+guarded by the very same rule, checked before anything is counted or sent (budgeting sends texts to
+the server's tokenizer).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,22 @@
-"""TODO execute"""
+"""Run (or resume) an evaluation: the stages wired together under the run directory's lock.
+
+Order of work is chosen so that mistakes cost nothing:
+
+1. prepare every task (:mod:`evalpipe.pipeline.prepare`: bad data or a broken template fails here,
+   before any request) into a stage on disk (:mod:`evalpipe.pipeline.stage`), check where the data
+   may go (:mod:`evalpipe.pipeline.endpoint_policy`), fit long prompts to the context
+   (:mod:`evalpipe.pipeline.budget`);
+2. under the run directory's lock, the store copies the staged plan (sample → cache key, each
+   distinct prompt once) and queues every key it has no answer for (that is resume);
+3. the queued prompts are sent concurrently (:mod:`evalpipe.pipeline.fetch`), each answer committed
+   to the store the moment it arrives;
+4. each task is parsed and scored — a page of the plan at a time, its examples read again from the
+   data (:func:`evalpipe.scoring.score_task_chunked`) — and ``samples.jsonl``, ``metrics.json`` and
+   ``summary.json`` are written.
+
+Memory is flat in the number of samples: no stage holds a sample from one stage to the next.
+``evalpipe score`` is step 4 without a backend (:mod:`evalpipe.rescoring`).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +24,7 @@ import contextlib
 import functools
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -111,25 +129,17 @@ async def _execute_locked(
     embedder_factory: EmbedderFactory,
     prepare_notes: Sequence[str] = (),
 ) -> RunOutcome:
+    """Steps 2–4 of the module docstring, under the run directory's lock: plan, fetch, score, write."""
     store = ResponseStore(run.store_path)
     invoked = time.time()  # answers stored from now on are this invocation's (evalpipe.cost)
     backends: list[tuple[Backend, Answerer]] = []
     notes: list[str] = list(prepare_notes)
     heap = contextlib.ExitStack()
     try:
-        # who answers: the store's answers must be this endpoint's (evalpipe.store.endpoint_identity)
-        identity = endpoint_identity.identity_of(config)
-        if identity is not None:
-            endpoint_identity.check(store, identity, config.reuse_answers_from_other_endpoint, notes)
+        identity = _checked_identity(config, store, notes)
         # the prepared tasks live until the end: out of the garbage collector's sight (evalpipe.heap)
         settle = heap.enter_context(frozen_heap())
-        for p in prepared:
-            before = store.plan_size(p.plan_name)
-            if before > p.size:
-                notes.append(f"{p.plan_name}: this run directory held {before} samples; its results now cover "
-                             f"{p.size} (--limit/--ids). All answers stay stored: run without them "
-                             "to restore the full results")
-            store.write_staged_plan(p.plan_name, p.stage.path, p.plan_name, p.packer.texts)
+        _store_plans(store, prepared, notes)
         total = store.distinct_keys([p.plan_name for p in prepared])
         queues = pending_queues(store, prepared)
         pending = sum(q.pending for q in queues)
@@ -137,76 +147,157 @@ async def _execute_locked(
             on_prepared(run, total, pending)
         if config.batch.get("export"):  # `run --batch-export FILE`: the requests written, nothing sent
             return _export_only(config, run, prepared, skipped, budget_info, notes)
-        for queue in queues:
-            if not queue.pending:
-                continue
-            backend = answerer_backend(config, queue, store, backend_factory, embedder_factory)
-            backends.append((backend, queue))
-            await backend.preflight()
-            if identity is not None and not queue.prepared[0].pool:  # the generating model's server
-                identity = await _identified(backend, identity, store, config, notes)
-            if any(p.size and p.prompt(0).choices is not None and store.unanswered(p.plan_name)
-                   for p in queue.prepared):
-                await check_choice_scoring(backend)
+        identity = await _start_backends(config, queues, store, backend_factory, embedder_factory, identity, notes,
+                                         backends)
         write_config(run, config, prepared, [b for b, _ in backends], skipped, budget_info.get("budget"),
                      endpoints=[i.to_json() for i in endpoint_identity.read(store)])
-        fetch_s = 0.0
-        stats: dict[str, Any] = {}
-        failures: dict[str, Completion] = {}
+        fetched = _Fetched()
         if pending:
-            progress.start(total=total, cached=total - pending)
-            fetch_started = time.monotonic()
-            try:
-                for backend, queue in backends:
-                    writer = AnswerWriter(store, backend.model)
-                    items: Iterable[tuple[str, PromptSource]] = queued_prompts(store, queue.queue, queue.texts())
-                    count = queue.pending
-                    if config.batch and not isinstance(backend, RankingBackend):
-                        items, count = await answer_queue_by_batch(config, items, backend, store, failures, stats, notes,
-                                                              progress)
-                    await fetch_answers(items, backend, store, progress,
-                                        writer=writer, count=count, failures=failures,
-                                        workers=2 * max(config.concurrency, 1) * (1 + len(config.replicas)))
-                    commits = stats.setdefault("store", {"answers": 0, "commits": 0, "longest_commit_ms": 0.0})
-                    commits["answers"] += writer.stats.answers
-                    commits["commits"] += writer.stats.commits
-                    commits["longest_commit_ms"] = round(max(commits["longest_commit_ms"],
-                                                             writer.stats.longest_commit_s * 1e3), 3)
-                    if isinstance(backend, RankingBackend):
-                        stats.setdefault("ranking", {}).update(backend.stats())
-                    else:
-                        stats.update(backend.stats())
-                        if identity is not None:
-                            endpoint_identity.add_fingerprints(store, identity,
-                                                               endpoint_identity.fingerprints_in(stats), notes)
-            finally:
-                progress.close()
-            fetch_s = time.monotonic() - fetch_started
+            fetched = await _fetch_all(config, backends, store, progress, identity, notes, total, pending)
             settle()  # what fetching made lives until the end too
         outcome = RunOutcome(run_dir=run, tasks=[], sent=pending, cached=total - pending,
                              skipped=skipped, budget=Budget.from_json(budget_info.get("budget")), notes=notes)
-        options = MetricOptions.from_json(config.metric_options)
-        check_unchanged(prepared)
-        # one scored outcome per task and prompt condition; a task's conditions become one task (robustness)
-        outcome.tasks.extend(combine_tasks([ConditionOutcome(p.spec, p.condition, len(p.shots), score_task_chunked(
-            p.spec, functools.partial(plan_chunks, run.store_path, p.plan_name, p.examples, failures),
-            config.compat, options, answer_prefix(p.spec, config), scratch=p.stage.folder,
-        )) for p in prepared]))
-        plans: dict[str, list[str]] = {}
-        for p in prepared:
-            plans.setdefault(p.spec.name, []).append(p.plan_name)
-        cost = attach_costs(outcome.tasks, run.store_path, plans, Prices.from_json(config.prices), invoked)
-        outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
-        write_outcome(run, outcome, config.compat, RunInfo(
-            sent=outcome.sent, cached=outcome.cached, incomplete_suites=outcome.incomplete,
-            skipped_tasks=outcome.skipped, backend=dict(stats), fetch_seconds=fetch_s, budget=outcome.budget,
-            metric_options=options.to_json(), notes=list(notes), cost=cost))
+        options = _score(config, run, prepared, fetched.failures, outcome)
+        _write_results(config, run, prepared, outcome, options, fetched, notes, invoked)
         return outcome
     finally:
         heap.close()
         for backend, _ in backends:
             await backend.aclose()
         store.close()
+
+
+@dataclass(frozen=True)
+class _Fetched:
+    """What fetching leaves for scoring and the summary: the backends' statistics, the requests that
+    failed for good (their samples are scored as failures; the good answers are in the store), and
+    how long fetching took."""
+
+    stats: dict[str, Any] = field(default_factory=dict)
+    failures: dict[str, Completion] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def _checked_identity(config: RunConfig, store: ResponseStore,
+                      notes: list[str]) -> endpoint_identity.EndpointIdentity | None:
+    """Who answers: the store's answers must be this endpoint's (evalpipe.store.endpoint_identity)."""
+    identity = endpoint_identity.identity_of(config)
+    if identity is not None:
+        endpoint_identity.check(store, identity, config.reuse_answers_from_other_endpoint, notes)
+    return identity
+
+
+def _store_plans(store: ResponseStore, prepared: Sequence[PreparedTask], notes: list[str]) -> None:
+    """Copy each staged plan into the store (a plan smaller than the stored one is said in a note)."""
+    for p in prepared:
+        before = store.plan_size(p.plan_name)
+        if before > p.size:
+            notes.append(f"{p.plan_name}: this run directory held {before} samples; its results now cover "
+                         f"{p.size} (--limit/--ids). All answers stay stored: run without them "
+                         "to restore the full results")
+        store.write_staged_plan(p.plan_name, p.stage.path, p.plan_name, p.packer.texts)
+
+
+async def _start_backends(config: RunConfig, queues: Sequence[Answerer], store: ResponseStore,
+                          backend_factory: Callable[[RunConfig], Backend], embedder_factory: EmbedderFactory,
+                          identity: endpoint_identity.EndpointIdentity | None, notes: list[str],
+                          backends: list[tuple[Backend, Answerer]]) -> endpoint_identity.EndpointIdentity | None:
+    """Build and check the backend of each queue with pending prompts, appended to ``backends`` as it
+    is built (so the caller closes every one, even when a later check fails); the endpoint's identity
+    with the server's model entry."""
+    for queue in queues:
+        if not queue.pending:
+            continue
+        backend = answerer_backend(config, queue, store, backend_factory, embedder_factory)
+        backends.append((backend, queue))
+        await backend.preflight()
+        if identity is not None and not queue.prepared[0].pool:  # the generating model's server
+            identity = await _identified(backend, identity, store, config, notes)
+        if any(p.size and p.prompt(0).choices is not None and store.unanswered(p.plan_name)
+               for p in queue.prepared):
+            await check_choice_scoring(backend)
+    return identity
+
+
+async def _fetch_all(config: RunConfig, backends: Sequence[tuple[Backend, Answerer]], store: ResponseStore,
+                     progress: ProgressSink, identity: endpoint_identity.EndpointIdentity | None,
+                     notes: list[str], total: int, pending: int) -> _Fetched:
+    """Answer every queue in turn, with the progress shown from the first request to the last."""
+    fetched = _Fetched()
+    progress.start(total=total, cached=total - pending)
+    started = time.monotonic()
+    try:
+        for backend, queue in backends:
+            writer = await _answer_queue(config, backend, queue, store, progress, fetched, notes)
+            _count_commits(fetched.stats, writer)
+            _keep_backend_stats(fetched.stats, backend, store, identity, notes)
+    finally:
+        progress.close()
+    return replace(fetched, seconds=time.monotonic() - started)
+
+
+async def _answer_queue(config: RunConfig, backend: Backend, queue: Answerer, store: ResponseStore,
+                        progress: ProgressSink, fetched: _Fetched, notes: list[str]) -> AnswerWriter:
+    """One queue's prompts answered (through the Batch API first with ``--batch``); the writer that
+    committed the answers, for its statistics."""
+    writer = AnswerWriter(store, backend.model)
+    items: Iterable[tuple[str, PromptSource]] = queued_prompts(store, queue.queue, queue.texts())
+    count = queue.pending
+    if config.batch and not isinstance(backend, RankingBackend):
+        items, count = await answer_queue_by_batch(config, items, backend, store, fetched.failures, fetched.stats,
+                                                   notes, progress)
+    await fetch_answers(items, backend, store, progress,
+                        writer=writer, count=count, failures=fetched.failures,
+                        workers=2 * max(config.concurrency, 1) * (1 + len(config.replicas)))
+    return writer
+
+
+def _count_commits(stats: dict[str, Any], writer: AnswerWriter) -> None:
+    """Add one writer's commits to the run's ``store`` statistics (summed over the queues)."""
+    commits = stats.setdefault("store", {"answers": 0, "commits": 0, "longest_commit_ms": 0.0})
+    commits["answers"] += writer.stats.answers
+    commits["commits"] += writer.stats.commits
+    commits["longest_commit_ms"] = round(max(commits["longest_commit_ms"],
+                                             writer.stats.longest_commit_s * 1e3), 3)
+
+
+def _keep_backend_stats(stats: dict[str, Any], backend: Backend, store: ResponseStore,
+                        identity: endpoint_identity.EndpointIdentity | None, notes: list[str]) -> None:
+    """A backend's statistics into the run's (a ranker's under ``ranking``); the generating model's
+    server fingerprints recorded with its identity."""
+    if isinstance(backend, RankingBackend):
+        stats.setdefault("ranking", {}).update(backend.stats())
+        return
+    stats.update(backend.stats())
+    if identity is not None:
+        endpoint_identity.add_fingerprints(store, identity, endpoint_identity.fingerprints_in(stats), notes)
+
+
+def _score(config: RunConfig, run: RunDir, prepared: Sequence[PreparedTask], failures: dict[str, Completion],
+           outcome: RunOutcome) -> MetricOptions:
+    """Score every task and prompt condition into ``outcome`` (a task's conditions become one task,
+    :mod:`evalpipe.variants.robustness`); the metric options they were scored with."""
+    options = MetricOptions.from_json(config.metric_options)
+    check_unchanged(prepared)
+    outcome.tasks.extend(combine_tasks([ConditionOutcome(p.spec, p.condition, len(p.shots), score_task_chunked(
+        p.spec, functools.partial(plan_chunks, run.store_path, p.plan_name, p.examples, failures),
+        config.compat, options, answer_prefix(p.spec, config), scratch=p.stage.folder,
+    )) for p in prepared]))
+    return options
+
+
+def _write_results(config: RunConfig, run: RunDir, prepared: Sequence[PreparedTask], outcome: RunOutcome,
+                   options: MetricOptions, fetched: _Fetched, notes: list[str], invoked: float) -> None:
+    """Costs, suite aggregates, and the run directory's results (samples, metrics, summary)."""
+    plans: dict[str, list[str]] = {}
+    for p in prepared:
+        plans.setdefault(p.spec.name, []).append(p.plan_name)
+    cost = attach_costs(outcome.tasks, run.store_path, plans, Prices.from_json(config.prices), invoked)
+    outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
+    write_outcome(run, outcome, config.compat, RunInfo(
+        sent=outcome.sent, cached=outcome.cached, incomplete_suites=outcome.incomplete,
+        skipped_tasks=outcome.skipped, backend=dict(fetched.stats), fetch_seconds=fetched.seconds,
+        budget=outcome.budget, metric_options=options.to_json(), notes=list(notes), cost=cost))
 
 
 async def _identified(backend: Backend, identity: endpoint_identity.EndpointIdentity, store: ResponseStore,

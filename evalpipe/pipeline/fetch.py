@@ -1,4 +1,10 @@
-"""TODO fetch"""
+"""Answer the pending prompts: the worker pool, the queues, who answers them, the Batch API route.
+
+Every answer is committed to the store the moment it arrives (in groups,
+:mod:`evalpipe.pipeline.answer_writer`); an answer is counted only once it is committed. The
+queued prompts are read from the store a page at a time and unpacked when sent, so only the
+requests in flight exist in memory.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,10 @@
-"""TODO prepare"""
+"""Load, subset and render every task of a run (once per prompt condition): the first stage of a run.
+
+Order of work is chosen so that mistakes cost nothing: every task's data is loaded and validated,
+shots selected and every prompt rendered into the stage (:mod:`evalpipe.pipeline.render`) before any
+request. Only the tasks' settings come back (:class:`~evalpipe.pipeline.prepared.PreparedTask`); the
+plans are on disk. A retrieval task is prepared here too: its pool, and one query per example.
+"""
 
 from __future__ import annotations
 
@@ -17,9 +23,7 @@ from evalpipe.pipeline.prepared import PreparedTask
 from evalpipe.pipeline.render import data_digests, render_task, run_shots, stage_all
 from evalpipe.pipeline.shots import shots_and_render
 from evalpipe.pipeline.stage import PlanStage
-from evalpipe.prompting import (
-    variant_templates,
-)
+from evalpipe.prompting import variant_templates
 from evalpipe.records import Example, GenerationParams, Prompt
 from evalpipe.structured import structured_spec
 from evalpipe.tasks.base import Examples, ExampleStream, LoadOptions, TaskData, TaskSpec

@@ -1,4 +1,12 @@
-"""TODO prepared"""
+"""The record a prepared task is: its settings, its shots, and where its rendered plan waits.
+
+Why a module of its own: every later stage (budget, execute, scoring) reads a :class:`PreparedTask`,
+and none of them should need to import how it was made (:mod:`evalpipe.pipeline.prepare`). Memory
+is flat in the number of samples: a prepared task keeps its settings, its shots and the text its
+prompts share; its examples are a stream read again where needed (a loader that cannot stream gives
+a tuple), its keys and packed prompts are on disk (stage, then store), and a prompt is unpacked when
+it is read (``docs/architecture.md``, "Memory flat in N").
+"""
 
 from __future__ import annotations
 
@@ -10,9 +18,7 @@ from typing import Any
 from evalpipe.variants.conditions import Condition, plan_name
 from evalpipe.pipeline.stage import PlanStage
 from evalpipe.store.prompt_pack import Packer, unpack
-from evalpipe.prompting import (
-    PromptRenderer,
-)
+from evalpipe.prompting import PromptRenderer
 from evalpipe.records import Example, Prompt
 from evalpipe.tasks.base import Examples, TaskData, TaskSpec
 

@@ -1,4 +1,11 @@
-"""TODO render"""
+"""Render every example's prompt and stage it, before anything is sent (a template error costs nothing).
+
+One task under one prompt condition becomes a plan on the stage (:mod:`evalpipe.pipeline.stage`):
+each sample's cache key and its prompt packed against the text the plan's prompts share
+(:mod:`evalpipe.store.prompt_pack`). The data files' digests are taken here too, since a streamed
+task's data is read again to score and must be the data its prompts came from
+(:func:`check_unchanged`).
+"""
 
 from __future__ import annotations
 
@@ -18,12 +25,7 @@ from evalpipe.outcome import RunError
 from evalpipe.pipeline.prepared import PreparedTask
 from evalpipe.pipeline.stage import DuplicateSample, PlanStage, info_json
 from evalpipe.store.prompt_pack import LEARN, Packer
-from evalpipe.prompting import (
-    DEFAULT_VARIANT,
-    PromptOptions,
-    PromptRenderer,
-    variant_templates,
-)
+from evalpipe.prompting import DEFAULT_VARIANT, PromptOptions, PromptRenderer, variant_templates
 from evalpipe.records import Example, GenerationParams, Prompt, to_jsonable
 from evalpipe.structured import structured_format
 from evalpipe.tasks.base import LOGLIKELIHOOD, Examples, ExampleStream, TaskData, TaskSpec

@@ -1,4 +1,9 @@
-"""TODO shots"""
+"""Few-shot examples chosen so that no shot is also an evaluated example, in as few passes as possible.
+
+A shot that is also a test item leaks its answer, so the pool's overlap with the evaluated examples
+(same id, or the same inputs) is learnt before the shots are final; where every example is rendered
+anyway the rendering pass learns it (:func:`shots_and_render`), so a large task is read once.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,7 @@ from collections.abc import Callable, Sequence
 from evalpipe.config import RunConfig
 from evalpipe.outcome import RunError
 from evalpipe.pipeline.prepared import PreparedTask
-from evalpipe.prompting import (
-    inputs_fingerprint,
-    select_shots,
-)
+from evalpipe.prompting import inputs_fingerprint, select_shots
 from evalpipe.records import Example
 from evalpipe.tasks.base import Examples, TaskData, TaskSpec
 
