@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from evalpipe.backends.base import Backend
+from evalpipe.config import RunConfig
 from evalpipe.context_fit import (
     ContextTooSmall,
     EstimateCounter,
@@ -26,14 +27,13 @@ from evalpipe.context_fit import (
     fit_prompt,
     model_context_length,
 )
-from evalpipe.store.keys import cache_key
-from evalpipe.config import RunConfig
 from evalpipe.outcome import RunError
 from evalpipe.pipeline.prepare import prepare_task
 from evalpipe.pipeline.prepared import PreparedTask
 from evalpipe.pipeline.render import dumps_packed
 from evalpipe.pipeline.stage import info_json
 from evalpipe.records import to_jsonable
+from evalpipe.store.keys import cache_key
 
 
 def _check_fitted(p: PreparedTask, fitted: Sequence[Fitted], context_length: int, source: str) -> None:

@@ -28,17 +28,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evalpipe.store import endpoint_identity
-from evalpipe.pipeline.answer_writer import AnswerWriter
 from evalpipe.backends.base import Backend, BackendError
 from evalpipe.backends.factory import OnceFactory
 from evalpipe.backends.ranking import RankingBackend
-from evalpipe.store.answers import ResponseStore
 from evalpipe.config import RunConfig
 from evalpipe.cost import Prices, attach_costs
 from evalpipe.heap import frozen_heap
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.outcome import RunOutcome, write_outcome
+from evalpipe.pipeline.answer_writer import AnswerWriter
 from evalpipe.pipeline.budget import budget_all
 from evalpipe.pipeline.config_record import write_config
 from evalpipe.pipeline.endpoint_policy import check_endpoint_policy
@@ -62,10 +60,12 @@ from evalpipe.pipeline.stage import PlanStage
 from evalpipe.records import Completion
 from evalpipe.rescoring import plan_chunks
 from evalpipe.results import Budget, RunDir, RunDirError, RunInfo, os_problem
-from evalpipe.variants.robustness import ConditionOutcome, combine_tasks
 from evalpipe.scoring import answer_prefix, score_task_chunked
+from evalpipe.store import endpoint_identity
+from evalpipe.store.answers import ResponseStore
 from evalpipe.task_identity import definitions_tag
 from evalpipe.tasks.base import TaskSpec
+from evalpipe.variants.robustness import ConditionOutcome, combine_tasks
 
 
 def run_dir_for(config: RunConfig, results_root: Path, specs: Sequence[TaskSpec] = ()) -> RunDir:

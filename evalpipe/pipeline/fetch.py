@@ -15,17 +15,17 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evalpipe.pipeline.answer_writer import AnswerWriter
 from evalpipe.backends.base import Backend
 from evalpipe.backends.embeddings import Embedder, make_embedder
 from evalpipe.backends.ranking import RankingBackend
-from evalpipe.store.answers import ResponseStore
 from evalpipe.config import RunConfig
 from evalpipe.outcome import RunError
+from evalpipe.pipeline.answer_writer import AnswerWriter
 from evalpipe.pipeline.prepared import PreparedTask
 from evalpipe.pipeline.progress import ProgressSink
-from evalpipe.store.prompt_pack import unpack
 from evalpipe.records import Completion, Prompt
+from evalpipe.store.answers import ResponseStore
+from evalpipe.store.prompt_pack import unpack
 
 #: a pending request: its prompt, rendered when it is sent
 PromptSource = Callable[[], Prompt]

@@ -15,7 +15,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from evalpipe.backends.ranking import pool_digest
-from evalpipe.variants.conditions import Condition, TaskConditions, plan_name, task_conditions
 from evalpipe.config import RunConfig, load_options, local_model_fingerprint, task_args_for
 from evalpipe.data.errors import DataError
 from evalpipe.outcome import RunError
@@ -28,6 +27,7 @@ from evalpipe.records import Example, GenerationParams, Prompt
 from evalpipe.structured import structured_spec
 from evalpipe.tasks.base import Examples, ExampleStream, LoadOptions, TaskData, TaskSpec
 from evalpipe.tasks.registry import get_task
+from evalpipe.variants.conditions import Condition, TaskConditions, plan_name, task_conditions
 
 
 def _subset(examples: Examples, config: RunConfig, task: str) -> Examples:

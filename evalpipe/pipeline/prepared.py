@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalpipe.variants.conditions import Condition, plan_name
 from evalpipe.pipeline.stage import PlanStage
-from evalpipe.store.prompt_pack import Packer, unpack
 from evalpipe.prompting import PromptRenderer
 from evalpipe.records import Example, Prompt
+from evalpipe.store.prompt_pack import Packer, unpack
 from evalpipe.tasks.base import Examples, TaskData, TaskSpec
+from evalpipe.variants.conditions import Condition, plan_name
 
 
 @dataclass(frozen=True)

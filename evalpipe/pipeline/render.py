@@ -17,18 +17,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from evalpipe.store.keys import cache_key
-from evalpipe.variants.conditions import Condition, plan_name, shot_permutation
 from evalpipe.config import RunConfig
 from evalpipe.data.digest import file_sha256
 from evalpipe.outcome import RunError
 from evalpipe.pipeline.prepared import PreparedTask
 from evalpipe.pipeline.stage import DuplicateSample, PlanStage, info_json
-from evalpipe.store.prompt_pack import LEARN, Packer
 from evalpipe.prompting import DEFAULT_VARIANT, PromptOptions, PromptRenderer, variant_templates
 from evalpipe.records import Example, GenerationParams, Prompt, to_jsonable
+from evalpipe.store.keys import cache_key
+from evalpipe.store.prompt_pack import LEARN, Packer
 from evalpipe.structured import structured_format
 from evalpipe.tasks.base import LOGLIKELIHOOD, Examples, ExampleStream, TaskData, TaskSpec
+from evalpipe.variants.conditions import Condition, plan_name, shot_permutation
 
 
 def run_shots(spec: TaskSpec, config: RunConfig) -> int:

@@ -45,10 +45,10 @@ from typing import Any
 
 from evalpipe.endpoints import redact_url
 from evalpipe.errors import RunDirProblem
-from evalpipe.store.prompt_pack import referenced, unpack
 from evalpipe.records import Completion, Usage
 from evalpipe.store.db_text import from_db_text, to_db_text
 from evalpipe.store.judgements import StoredJudgement
+from evalpipe.store.prompt_pack import referenced, unpack
 from evalpipe.store.schema import SCHEMA
 
 
