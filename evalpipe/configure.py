@@ -49,6 +49,7 @@ def build_config(
     embeddings_url: str | None = None,
     embeddings_model: str | None = None,
     embeddings_path: str | None = None,
+    needs_embeddings: bool = True,
     **fields: Any,
 ) -> RunConfig:
     """The run's config for ``specs`` (resolved tasks), or a :class:`UsageError` naming the option.
@@ -56,17 +57,20 @@ def build_config(
     ``base_urls``: the endpoint, then replicas of the same model. ``engine_settings``: vLLM's named
     settings (``VLLM_NAMED``; None = not given), ``engine_args``: ``KEY=VALUE`` pairs passed through.
     ``fields``: any other :class:`RunConfig` field, as it is stored (``data`` paths already resolved).
+    ``needs_embeddings=False``: the config does not answer the tasks the way a run does (the contamination
+    probe completes a retrieval task's text, it ranks nothing), so no embedding model is asked for.
     """
     if engine is not None and engine not in ENGINES:
         raise UsageError(f"--engine must be one of {', '.join(ENGINES)}", option="--engine")
     if engine == "llamacpp" and not model:
         model = "default"  # the bundled SmolLM2
-    if (embeddings_url is None) == (embeddings_path is None) and any(s.ranking for s in specs):
+    ranking = needs_embeddings and any(s.ranking for s in specs)
+    if (embeddings_url is None) == (embeddings_path is None) and ranking:
         raise UsageError("retrieval tasks need --embeddings-url URL --embeddings-model NAME, or "
                          "--embeddings-path DIR (not both)", option="--embeddings-url")
     if embeddings_url and not embeddings_model:
         raise UsageError("--embeddings-url needs --embeddings-model", option="--embeddings-model")
-    if not model and specs and all(s.ranking for s in specs):
+    if not model and needs_embeddings and specs and all(s.ranking for s in specs):
         # only retrieval tasks: the embedding model is the model of the run (it names the run directory)
         model = embeddings_model or Path(embeddings_path or "embedder").name
     if not model:

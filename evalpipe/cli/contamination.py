@@ -11,15 +11,17 @@ import typer
 
 from evalpipe.backends.factory import make_backend
 from evalpipe.config import RunConfig
-from evalpipe.engines.launch import ENGINES, VLLM_NAMED, engine_options
+from evalpipe.engines.launch import VLLM_NAMED
+from evalpipe.errors import UsageError
 from evalpipe.results import DEFAULT_ROOT, RunDir, RunDirError, os_problem
 
-from evalpipe.configure import default_concurrency
+from evalpipe.configure import build_config
 from evalpipe.engines.watch import run_watched
 
 from evalpipe.cli.common import key_env, AllowExternalOption, ApiKeyEnvOption, BaseUrlOption, ConcurrencyOption, DataDirOption, DataOption, DtypeOption, EndpointOption, EngineArgOption, EngineOption, EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, GpuMemoryOption, LimitOption, MaxRetriesOption, ModelOption, ResultsDirOption, RevisionOption, RunNameOption, SplitOption, StartupTimeoutOption, TaskArgOption, TaskFileOption, TasksDirOption, TensorParallelOption, TimeoutOption, USER_ERRORS, _fail, _user_tasks, app, console, err
 from evalpipe.cli.evaluate import _parse_data, _parse_task_args
 from evalpipe.execution import local_engine
+from evalpipe.tasks.registry import resolve
 
 
 @app.command()
@@ -70,42 +72,35 @@ def contamination(
     """
     from evalpipe.contamination.probe import ProbeOptions
 
-    if engine is not None and engine not in ENGINES:
-        raise typer.BadParameter(f"--engine must be one of {', '.join(ENGINES)}", param_hint="--engine")
     if not base_url and os.environ.get("EVALPIPE_BASE_URL") and engine is None:
         base_url = os.environ["EVALPIPE_BASE_URL"].split()
-    if engine == "llamacpp" and not model:
-        model = "default"
-    if not model:
-        raise typer.BadParameter("--model is required (or set EVALPIPE_MODEL)", param_hint="--model")
-    if engine and base_url:
-        raise typer.BadParameter("give either --engine (evalpipe starts the server) or --base-url", param_hint="--engine")
     if endpoint not in ("chat", "completions"):
         raise typer.BadParameter("--endpoint must be chat or completions", param_hint="--endpoint")
     if reference_text is not None and not reference_text.is_file():
         raise typer.BadParameter(f"{reference_text}: no such file", param_hint="--reference-text")
     try:
         names = [*([task] if task else []), *_user_tasks(task_file, tasks_dir)]
-        options = engine_options(engine, dict(zip(VLLM_NAMED, (tensor_parallel_size, dtype, gpu_memory_utilization,
-                                                               revision))), engine_arg)
+        if len(set(names)) != 1:
+            raise typer.BadParameter("the probe takes one task: --task NAME, or one --task-file", param_hint="--task")
+        specs = resolve(names[:1], [])
     except USER_ERRORS as exc:
         raise _fail(exc) from None
-    if len(set(names)) != 1:
-        raise typer.BadParameter("the probe takes one task: --task NAME, or one --task-file", param_hint="--task")
-    if concurrency is None:
-        concurrency = default_concurrency(engine)
     try:
-        config = RunConfig(
-            tasks=(names[0],), model=model, base_url=base_url[0] if base_url else None, replicas=tuple(base_url[1:]),
+        # the same config `evalpipe run` builds for these options, so the probe lands in the run's directory
+        config = build_config(
+            specs, model=model, base_urls=base_url, engine=engine,
+            engine_settings=dict(zip(VLLM_NAMED, (tensor_parallel_size, dtype, gpu_memory_utilization, revision))),
+            engine_args=engine_arg, concurrency=concurrency, needs_embeddings=False,
             endpoint="chat" if endpoint == "chat" else "completions",  # (checked above)
-            engine=engine, engine_options=options, api_key_env=key_env(api_key_env, "--api-key-env"),
-            temperature=temperature, seed=seed, split=split, limit=limit, data=_parse_data(data),
-            data_dir=str(Path(data_dir).resolve()) if data_dir else None, concurrency=concurrency,
+            api_key_env=key_env(api_key_env, "--api-key-env"), temperature=temperature, seed=seed, split=split,
+            limit=limit, data=_parse_data(data), data_dir=str(Path(data_dir).resolve()) if data_dir else None,
             timeout_s=timeout, max_retries=max_retries, allow_external_endpoint=allow_external_endpoint,
             run_name=run_name, task_args=_parse_task_args(task_arg))
         probe = ProbeOptions(field=field, min_tokens=min_tokens, max_tokens=max_tokens, resamples=resamples,
                              seed=bootstrap_seed, min_k=min_k,
                              reference_text=reference_text.resolve() if reference_text else None)
+    except UsageError as exc:  # an option or combination the probe cannot use: nothing written yet
+        raise typer.BadParameter(str(exc), param_hint=exc.option) from None
     except ValueError as exc:  # a number or name the probe cannot use: bad usage, nothing written yet
         raise typer.BadParameter(str(exc)) from None
     raise typer.Exit(_execute(config, probe, results_dir, startup_timeout))
