@@ -40,6 +40,7 @@ import pandas as pd
 from evalpipe.report.bootstrap import TaskBootstrap, percentile_interval
 from evalpipe.report.document import Cell, Table, fmt, fmt_interval
 from evalpipe.report.runs import RUNNER_METRICS, ReportRun, TaskInfo
+from evalpipe.report.suites import NO_SUITES_RECORDED, PREDATES_DECLARATIONS
 from evalpipe.metrics.names import metric_matches
 
 __all__ = ["BOOKKEEPING", "LOWER_IS_BETTER", "Column", "Entry", "Leaderboard", "build_leaderboard",
@@ -234,6 +235,15 @@ def _aggregate_replicates(suite: Suite, run: ReportRun, boots: Mapping[str, Task
     return {m: np.array(v) for m, v in out.items()}
 
 
+def _no_aggregate_interval(suite: Suite | None, run: ReportRun) -> str:
+    """Why an aggregate has no interval: the run predates declared aggregates (the report never asks
+    the task registry for a formula), or its declaration could not be evaluated on the resamples."""
+    if suite is None and "suites" not in run.config:
+        return NO_SUITES_RECORDED
+    undeclared = str(getattr(suite, "undeclared", "") or "")
+    return undeclared or "the suite aggregate could not be recomputed on resamples of its member tasks"
+
+
 def _partly_answered(run: ReportRun, task: str) -> bool:
     values = run.metrics.get(task, {})
     coverage = values.get("coverage")
@@ -324,7 +334,7 @@ def build_leaderboard(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str
                 bounds = percentile_interval(reps[column.metric], level) if reps and column.metric in reps else None
                 low, high = bounds or (None, None)
                 entries[(run.label, column.key)] = Entry(value, low, high, reason="" if bounds else (
-                    "the suite aggregate could not be recomputed on resamples of its member tasks"))
+                    _no_aggregate_interval(suites.get(column.group), run)))
             else:
                 members = suites[column.group].tasks
                 if not all(t in run.tasks for t in members):
@@ -345,5 +355,8 @@ def build_leaderboard(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str
                     "a member task's primary metric has no resamples"))
     notes = ("coverage: answered/evaluated samples of a task some run did not answer in full; its metrics are "
              "measured on the answered samples only (docs/coverage.md).",) if any(c.kind == "coverage" for c in columns) else ()
+    if any(e.reason in (NO_SUITES_RECORDED, PREDATES_DECLARATIONS) for e in entries.values()):
+        notes += ("A suite aggregate without an interval comes from a run that predates declared suite aggregates: "
+                  "its value is the run's own, and the report does not guess its formula.",)
     return Leaderboard(rows=tuple(r.label for r in runs), runs=tuple(r.path.name for r in runs),
                        columns=tuple(columns), entries=entries, notes=notes)
