@@ -55,7 +55,7 @@ def test_missing_tasks_and_metrics_are_named_with_their_reasons():
                                        Metric("c", "acc")))), name="the average", requires="a, b and c")
     with pytest.raises(IncompleteSuite) as missing:
         aggregate({"b": {"f1[s]_y": 1.0}, "c": {"acc": None}})  # None: not computed, i.e. absent
-    assert str(missing.value) == ("the average needs a, b and c; missing: a (not run), "
+    assert str(missing.value) == ("the average needs a, b and c; missing: a, "
                                   "b (no f1[*]_x: not computed here), c (no acc)")
 
 
@@ -77,11 +77,11 @@ def test_several_groups_report_the_complete_ones():
     assert both({"a": {"v": 1.0}, "b": {"v": 2.0}}) == {"x": 1.0, "y": 2.0}
     with pytest.raises(PartialSuite) as partial:
         both({"a": {"v": 1.0}})
-    assert partial.value.partial == {"x": 1.0} and str(partial.value) == "two needs b; missing: b (not run)"
+    assert partial.value.partial == {"x": 1.0} and str(partial.value) == "two needs b; missing: b"
     with pytest.raises(IncompleteSuite) as none:
         both({})
     assert not isinstance(none.value, PartialSuite)
-    assert str(none.value) == "one needs a; missing: a (not run); two needs b; missing: b (not run)"
+    assert str(none.value) == "one needs a; missing: a; two needs b; missing: b"
     assert both.tasks() == ("a", "b")
 
 

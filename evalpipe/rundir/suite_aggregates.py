@@ -183,7 +183,7 @@ class OutputGroup:
             else:
                 read[ref] = found
         if missing:
-            items = [f"{task} (no {'; no '.join(keys)})" if keys else f"{task} (not run)"
+            items = [f"{task} (no {'; no '.join(keys)})" if keys else task  # no keys: the task was not run
                      for task, keys in missing.items()]
             raise IncompleteSuite(f"{self.name} needs {self.requires}; missing: {', '.join(items)}")
         return read

@@ -130,7 +130,11 @@ def test_the_runs_record_the_board_and_the_suite_the_report_renders(cblue_runs):
 
     full, partial = (json.loads((p / "config.json").read_text(encoding="utf-8")) for p in cblue_runs)
     assert [ReferenceBoard.from_json(b) for b in full["boards"]] == [BOARD]
+    from evalpipe.rundir.suite_aggregates import SuiteAggregate
+    from evalpipe.tasks.cblue.suite import AGGREGATE
+
     assert full["suites"]["cblue"] == {"tasks": list(TASK_ORDER), "description": full["suites"]["cblue"]["description"],
-                                       "has_aggregate": True}
+                                       "has_aggregate": True, "aggregate": AGGREGATE.to_json()}
+    assert SuiteAggregate.from_json(full["suites"]["cblue"]["aggregate"]) == AGGREGATE
     assert full["tasks"]["cmeee"]["kind"] == "span_ner" and full["tasks"]["cmeie"]["kind"] == "relation_extraction"
     assert partial["boards"] == full["boards"]  # any CBLUE task brings the board
