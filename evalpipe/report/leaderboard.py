@@ -363,7 +363,7 @@ def build_leaderboard(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str
                 low, high = bounds or (None, None)
                 entries[(run.label, column.key)] = Entry(float(np.mean(values)), low, high, reason="" if bounds else (
                     "a member task's primary metric has no resamples"))
-    notes = ("coverage: answered/evaluated samples of a task some run did not answer in full; its metrics are "
+    notes: tuple[str, ...] = ("coverage: answered/evaluated samples of a task some run did not answer in full; its metrics are "
              "measured on the answered samples only (docs/coverage.md).",) if any(c.kind == "coverage" for c in columns) else ()
     if any(e.reason in (NO_SUITES_RECORDED, PREDATES_DECLARATIONS) for e in entries.values()):  # old run directories
         notes += ("A suite aggregate without an interval comes from a run that predates declared suite aggregates: "
