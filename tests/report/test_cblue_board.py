@@ -138,3 +138,11 @@ def test_the_runs_record_the_board_and_the_suite_the_report_renders(cblue_runs):
     assert SuiteAggregate.from_json(full["suites"]["cblue"]["aggregate"]) == AGGREGATE
     assert full["tasks"]["cmeee"]["kind"] == "span_ner" and full["tasks"]["cmeie"]["kind"] == "relation_extraction"
     assert partial["boards"] == full["boards"]  # any CBLUE task brings the board
+
+
+def test_the_cblue_average_interval_comes_from_the_recorded_declaration(cblue_report):
+    csv = pd.read_csv(cblue_report.csv)
+    full = csv[(csv["source"] == "run") & (csv["model"] == "full")].iloc[0]
+    # all eight perfect: the average and its resamples are 1.0 (recomputed from config.json's declaration)
+    assert (full["cblue:average"], full["cblue:average:ci_low"], full["cblue:average:ci_high"]) == (1.0, 1.0, 1.0)
+    assert full["cblue:kuake_qic:ci_low"] == 1.0  # each headline is an output of the declaration too
