@@ -8,19 +8,30 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from evalpipe.judging.attach import attach_to_outcome
 from evalpipe.results import Budget, RunDir, RunInfo, RunSummary
 from evalpipe.scoring import TaskOutcome, record_lines
-from evalpipe.tasks.base import IncompleteSuite, PartialSuite
-from evalpipe.tasks.registry import suites
+from evalpipe.rundir.suite_aggregates import IncompleteSuite, PartialSuite
 from evalpipe.errors import EvalpipeError
+
+if TYPE_CHECKING:
+    from evalpipe.tasks.base import SuiteSpec
 
 __all__ = ["RunError", "RunOutcome", "write_outcome"]
 
 
 class RunError(EvalpipeError, RuntimeError):
     """A user-facing problem that stops a run before (or instead of) sending requests."""
+
+
+def suites() -> dict[str, SuiteSpec]:
+    """The registered suites, imported when aggregates are computed: the report reaches this module
+    (through judging) and must never load the task registry."""
+    from evalpipe.tasks.registry import suites as registered
+
+    return registered()
 
 
 @dataclass

@@ -145,11 +145,6 @@ def test_listing_tasks_imports_no_heavy_library():
     assert out.stdout.strip() == "[]", out.stdout
 
 
-#: the one report module that may read the task registry (its docstring says why: a suite's Python
-#: aggregate on bootstrap replicates, and older run directories without recorded suites and boards)
-REPORT_REGISTRY_EXCEPTION = "evalpipe.report.registry_bridge"
-
-
 def _imported_names(path: Path) -> set[str]:
     """Every module named by an import statement or by an ``importlib.import_module``/``__import__``
     string in the file (relative imports resolved), whether or not it is an evalpipe module."""
@@ -190,12 +185,13 @@ def test_no_task_module_imports_the_report():
     assert not hits, "evalpipe/tasks imports the report:\n" + "\n".join(hits)
 
 
-def test_the_report_imports_no_task_module_but_its_one_documented_exception():
-    """The report renders from the run directory (config.json records kinds, suites, boards): it never
-    loads the task registry, statically or through importlib, except in REPORT_REGISTRY_EXCEPTION."""
-    hits = _reaching("report", "evalpipe.tasks", frozenset({REPORT_REGISTRY_EXCEPTION}))
+def test_the_report_imports_no_task_module():
+    """The report renders from the run directory (config.json records kinds, suites with their
+    aggregates' declarations, boards): no report module loads evalpipe.tasks, statically or through
+    importlib — there is no exception (the old registry bridge is gone)."""
+    hits = _reaching("report", "evalpipe.tasks")
     assert not hits, "evalpipe/report imports evalpipe.tasks:\n" + "\n".join(hits)
-    assert (PACKAGE / "report" / "registry_bridge.py").is_file(), "the exception names a module that is gone"
+    assert not (PACKAGE / "report" / "registry_bridge.py").exists()
 
 
 def test_the_import_checks_see_importlib_strings(tmp_path):

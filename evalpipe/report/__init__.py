@@ -5,8 +5,8 @@ Entry points (wired into the CLI as ``evalpipe report`` and ``evalpipe compare``
 :func:`evalpipe.report.compare.render_compare_terminal`. Modules, one concept each:
 ``bootstrap`` (intervals, paired test, from the per-sample parts and declared aggregations),
 ``runs`` (a run as the report reads it: its directory only), ``leaderboard``, ``suites`` (the
-suites the runs recorded), ``boards`` (a family's published rows, recorded as data, e.g. the CBLUE
-paper's), ``registry_bridge`` (the one documented reach into the task registry), ``operations`` (failures, tokens,
+suites the runs recorded, with their aggregates' declarations), ``boards`` (a family's published rows,
+recorded as data, e.g. the CBLUE paper's), ``operations`` (failures, tokens,
 latency), ``ner_errors``, ``compare``, ``variants`` (robustness across prompt conditions),
 ``judging`` (judges' ratings, agreement and bias checks), ``summary`` (the plain-language summary at the
 top), ``glossary`` (what each metric means), ``browser`` (the sample browser component) and

@@ -12,9 +12,8 @@ the same way, knowing none of them:
 * ``leaderboard.csv`` gets the reference rows back in the 0-1 scale, in the columns the runs' values
   have there (``<task>:<metric>``, ``<board>:<average_key>``), marked by ``source``.
 
-Which boards a report shows: those recorded by its runs (first recording wins, by name); a run
-directory written before boards were recorded falls back to the registered ones
-(:mod:`evalpipe.report.registry_bridge`).
+Which boards a report shows: those recorded by its runs (first recording wins, by name). A run
+directory written before boards were recorded shows none: the report never asks the task registry.
 """
 
 from __future__ import annotations
@@ -48,18 +47,11 @@ class BoardRow:
 
 
 def recorded_boards(runs: Sequence[ReportRun]) -> list[ReferenceBoard]:
-    """The boards the runs recorded (config.json ``boards``), in order of first appearance; for a run
-    written before boards were recorded, the registered boards (the documented fallback)."""
+    """The boards the runs recorded (config.json ``boards``), in order of first appearance (a run
+    written before boards were recorded contributes none)."""
     found: dict[str, ReferenceBoard] = {}
     for run in runs:
-        recorded = run.config.get("boards")
-        if recorded is None:
-            from evalpipe.report.registry_bridge import registered_boards
-
-            for board in registered_boards():
-                found.setdefault(board.name, board)
-            continue
-        for record in recorded:
+        for record in run.config.get("boards") or ():
             board = ReferenceBoard.from_json(record)
             found.setdefault(board.name, board)
     return [b for b in found.values() if any(b.applies(run.tasks) for run in runs)]

@@ -40,6 +40,7 @@ import pandas as pd
 from evalpipe.report.bootstrap import TaskBootstrap, percentile_interval
 from evalpipe.report.document import Cell, Table, fmt, fmt_interval
 from evalpipe.report.runs import RUNNER_METRICS, ReportRun, TaskInfo
+from evalpipe.report.suites import NO_SUITES_RECORDED, PREDATES_DECLARATIONS
 from evalpipe.metrics.names import metric_matches
 
 __all__ = ["BOOKKEEPING", "LOWER_IS_BETTER", "Column", "Entry", "Leaderboard", "build_leaderboard",
@@ -214,7 +215,8 @@ def _aggregate_replicates(suite: Suite, run: ReportRun, boots: Mapping[str, Task
                           ) -> dict[str, np.ndarray] | None:
     """The suite aggregate recomputed on replicate b of every member, for each b."""
     members = [t for t in suite.tasks if t in run.tasks]
-    if suite.aggregate is None or not members or any(t not in boots for t in members):
+    aggregate = _run_aggregate(suite, run)
+    if aggregate is None or not members or any(t not in boots for t in members):
         return None
     arrays = [a for t in members for a in boots[t].replicates.values.values() if a.size]
     count = _common(arrays)
@@ -226,12 +228,30 @@ def _aggregate_replicates(suite: Suite, run: ReportRun, boots: Mapping[str, Task
                        **{m: float(v[b]) for m, v in boots[t].replicates.values.items() if v.size}}
                    for t in members}
         try:
-            values = suite.aggregate(by_task)
+            values = aggregate(by_task)
         except (KeyError, TypeError, ValueError, ZeroDivisionError):  # IncompleteSuite is a ValueError
             return None
         for metric, value in values.items():
             out.setdefault(metric, []).append(float(value))
     return {m: np.array(v) for m, v in out.items()}
+
+
+def _run_aggregate(suite: Suite, run: ReportRun) -> Any:
+    """The aggregate recomputed for ``run``: the declaration its own config.json records (a recorded
+    :class:`~evalpipe.report.suites.ReportSuite`), or the aggregate of a suite given directly."""
+    aggregate_for = getattr(suite, "aggregate_for", None)
+    return aggregate_for(run) if aggregate_for is not None else suite.aggregate
+
+
+def _no_aggregate_interval(suite: Suite | None, run: ReportRun) -> str:
+    """Why an aggregate has no interval: the run predates declared aggregates (the report never asks
+    the task registry for a formula), or its declaration could not be evaluated on the resamples."""
+    undeclared = getattr(suite, "undeclared", None)
+    if (suite is None or undeclared is not None) and "suites" not in run.config:
+        return NO_SUITES_RECORDED
+    if undeclared and run.label in undeclared:
+        return str(undeclared[run.label])
+    return "the suite aggregate could not be recomputed on resamples of its member tasks"
 
 
 def _partly_answered(run: ReportRun, task: str) -> bool:
@@ -324,7 +344,7 @@ def build_leaderboard(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str
                 bounds = percentile_interval(reps[column.metric], level) if reps and column.metric in reps else None
                 low, high = bounds or (None, None)
                 entries[(run.label, column.key)] = Entry(value, low, high, reason="" if bounds else (
-                    "the suite aggregate could not be recomputed on resamples of its member tasks"))
+                    _no_aggregate_interval(suites.get(column.group), run)))
             else:
                 members = suites[column.group].tasks
                 if not all(t in run.tasks for t in members):
@@ -343,7 +363,10 @@ def build_leaderboard(runs: Sequence[ReportRun], boots: Mapping[str, Mapping[str
                 low, high = bounds or (None, None)
                 entries[(run.label, column.key)] = Entry(float(np.mean(values)), low, high, reason="" if bounds else (
                     "a member task's primary metric has no resamples"))
-    notes = ("coverage: answered/evaluated samples of a task some run did not answer in full; its metrics are "
+    notes: tuple[str, ...] = ("coverage: answered/evaluated samples of a task some run did not answer in full; its metrics are "
              "measured on the answered samples only (docs/coverage.md).",) if any(c.kind == "coverage" for c in columns) else ()
+    if any(e.reason in (NO_SUITES_RECORDED, PREDATES_DECLARATIONS) for e in entries.values()):  # old run directories
+        notes += ("A suite aggregate without an interval comes from a run that predates declared suite aggregates: "
+                  "its value is the run's own, and the report does not guess its formula.",)
     return Leaderboard(rows=tuple(r.label for r in runs), runs=tuple(r.path.name for r in runs),
                        columns=tuple(columns), entries=entries, notes=notes)

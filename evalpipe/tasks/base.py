@@ -20,6 +20,9 @@ from evalpipe.data.stream import materialize as materialize
 from evalpipe.metrics.names import metric_matches as metric_matches  # re-exported: where it was
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Example, Prediction, ScoreSheet
+from evalpipe.rundir.suite_aggregates import IncompleteSuite as IncompleteSuite  # re-exported: where it was
+from evalpipe.rundir.suite_aggregates import PartialSuite as PartialSuite
+from evalpipe.rundir.suite_aggregates import SuiteAggregate
 from evalpipe.errors import UsageError
 
 
@@ -355,24 +358,14 @@ class TaskSpec:
 class SuiteSpec:
     """A named group of tasks, optionally with an aggregate score over its members' metrics.
 
-    ``aggregate`` receives task name → metrics for the members that were run and returns the
-    suite's own metrics (e.g. CLUE's level score), or raises ``IncompleteSuite`` naming what is
-    missing when the aggregate is only defined over complete suites.
+    ``aggregate`` is a declaration (:class:`~evalpipe.rundir.suite_aggregates.SuiteAggregate`), not
+    Python: the run writes it into ``config.json`` and the report recomputes it from there on
+    bootstrap replicates. Called with task name → metrics for the members that were run, it returns
+    the suite's own metrics (e.g. CLUE's level score), or raises ``IncompleteSuite`` naming what is
+    missing (``PartialSuite`` with the outputs it could compute).
     """
 
     name: str
     tasks: tuple[str, ...]
     description: str = ""
-    aggregate: Callable[[Mapping[str, Mapping[str, float]]], dict[str, float]] | None = None
-
-
-class IncompleteSuite(ValueError):
-    """A suite aggregate cannot be computed because member tasks are missing."""
-
-
-class PartialSuite(IncompleteSuite):
-    """Some of a suite's aggregate could be computed: ``partial`` holds it, the message says what not."""
-
-    def __init__(self, message: str, partial: Mapping[str, float]) -> None:
-        super().__init__(message)
-        self.partial = dict(partial)
+    aggregate: SuiteAggregate | None = None

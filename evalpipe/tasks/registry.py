@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evalpipe.rundir.boards import ReferenceBoard
+from evalpipe.rundir.suite_aggregates import SuiteAggregate
 from evalpipe.rundir.suites import SuiteRecord
 from evalpipe.tasks.base import SuiteSpec, TaskSpec
 from evalpipe.errors import InputError, UnknownName
@@ -128,7 +129,13 @@ def register_tasks_dir(folder: str | Path) -> list[TaskSpec]:
 
 
 def register_suite(suite: SuiteSpec) -> SuiteSpec:
-    """Register a suite explicitly (needed only for an aggregate or a fixed member order)."""
+    """Register a suite explicitly (needed only for an aggregate or a fixed member order).
+
+    The aggregate must be a declaration (evalpipe.rundir.suite_aggregates), because the run records
+    it in config.json and the report recomputes it from there; a Python function cannot be recorded."""
+    if suite.aggregate is not None and not isinstance(suite.aggregate, SuiteAggregate):
+        raise TypeError(f"suite {suite.name!r}: the aggregate must be a SuiteAggregate declaration "
+                        f"(evalpipe.rundir.suite_aggregates), not {type(suite.aggregate).__name__}")
     if suite.name in _SUITES and _SUITES[suite.name] is not suite:
         raise ValueError(f"suite {suite.name!r} registered twice")
     _SUITES[suite.name] = suite
@@ -216,5 +223,5 @@ def resolve(tasks: list[str], suite_names: list[str]) -> list[TaskSpec]:
 
 def suite_records(tasks: Sequence[str]) -> dict[str, SuiteRecord]:
     """The suites with a member among ``tasks``, as a run directory records them (config.json ``suites``)."""
-    return {name: SuiteRecord(name, suite.tasks, suite.description, suite.aggregate is not None)
+    return {name: SuiteRecord(name, suite.tasks, suite.description, suite.aggregate is not None, suite.aggregate)
             for name, suite in suites().items() if any(t in suite.tasks for t in tasks)}

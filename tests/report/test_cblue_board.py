@@ -130,7 +130,19 @@ def test_the_runs_record_the_board_and_the_suite_the_report_renders(cblue_runs):
 
     full, partial = (json.loads((p / "config.json").read_text(encoding="utf-8")) for p in cblue_runs)
     assert [ReferenceBoard.from_json(b) for b in full["boards"]] == [BOARD]
+    from evalpipe.rundir.suite_aggregates import SuiteAggregate
+    from evalpipe.tasks.cblue.suite import AGGREGATE
+
     assert full["suites"]["cblue"] == {"tasks": list(TASK_ORDER), "description": full["suites"]["cblue"]["description"],
-                                       "has_aggregate": True}
+                                       "has_aggregate": True, "aggregate": AGGREGATE.to_json()}
+    assert SuiteAggregate.from_json(full["suites"]["cblue"]["aggregate"]) == AGGREGATE
     assert full["tasks"]["cmeee"]["kind"] == "span_ner" and full["tasks"]["cmeie"]["kind"] == "relation_extraction"
     assert partial["boards"] == full["boards"]  # any CBLUE task brings the board
+
+
+def test_the_cblue_average_interval_comes_from_the_recorded_declaration(cblue_report):
+    csv = pd.read_csv(cblue_report.csv)
+    full = csv[(csv["source"] == "run") & (csv["model"] == "full")].iloc[0]
+    # all eight perfect: the average and its resamples are 1.0 (recomputed from config.json's declaration)
+    assert (full["cblue:average"], full["cblue:average:ci_low"], full["cblue:average:ci_high"]) == (1.0, 1.0, 1.0)
+    assert full["cblue:kuake_qic:ci_low"] == 1.0  # each headline is an output of the declaration too

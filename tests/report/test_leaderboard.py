@@ -135,3 +135,36 @@ def test_declared_primary_metric_drives_averages_and_disagreement_ranking():
     assert _score_key("a", records, records, primary_metric(Spec(), corpus), corpus) == "accuracy"
     # without a declaration: the first F1-like metric
     assert _score_key("a", records, records, primary_metric(None, corpus), corpus) == "macro_f1"
+
+
+def _recorded(aggregate=None, has_aggregate=True):
+    from evalpipe.rundir.suites import SuiteRecord
+
+    return {"lvl": SuiteRecord("lvl", ("a", "b"), "", has_aggregate, aggregate).to_json()}
+
+
+def test_a_recorded_declaration_gives_the_aggregate_its_interval():
+    """The level of the first test, declared as data in config.json: the same value and interval."""
+    import json
+
+    from evalpipe.report.suites import report_suites
+    from evalpipe.rundir.suite_aggregates import Mean, Metric, Output, OutputGroup, SuiteAggregate
+
+    declared = SuiteAggregate((OutputGroup("lvl", "a and b", (
+        Output("level", Mean((Metric("a", "f1"), Metric("b", "acc")))),)),))
+    x = run("x", {"a": {"f1": 0.8}, "b": {"acc": 0.6}, "lvl": {"level": 0.7}})
+    x.config["suites"] = json.loads(json.dumps(_recorded(declared)))
+    older = run("old", {"a": {"f1": 0.8}, "b": {"acc": 0.6}, "lvl": {"level": 0.7}})
+    older.config["suites"] = _recorded()  # recorded before declarations: no formula
+    oldest = run("oldest", {"a": {"f1": 0.8}, "b": {"acc": 0.6}, "lvl": {"level": 0.7}})  # no suites at all
+    boots = {r: {"a": boot("a", f1=[0.7, 0.8, 0.9]), "b": boot("b", acc=[0.5, 0.6, 0.7])} for r in ("x", "old", "oldest")}
+    board = build_leaderboard([x, older, oldest], boots, report_suites([x, older, oldest]), {})
+    level = next(c for c in board.columns if c.kind == "aggregate")
+    e = board.entry("x", level)
+    assert e.value == 0.7 and (e.low, e.high) == pytest.approx((0.605, 0.795))
+    # the older runs keep their values, without an interval, and say why; the note says it once
+    assert board.entry("old", level).value == 0.7 and board.entry("old", level).low is None
+    assert "predates declared suite aggregates" in board.entry("old", level).reason
+    assert "predates recorded suites" in board.entry("oldest", level).reason
+    assert any("predates declared suite aggregates" in note for note in board.notes)
+    assert all(c.kind != "average" for c in board.columns)  # a suite with an aggregate gets no average

@@ -101,7 +101,7 @@ def test_the_report_renders_the_board_the_run_recorded(edited_board_run, tmp_pat
     assert reference["ncbi_disease:f1"] == pytest.approx(0.885) and reference["probe:average"] == pytest.approx(0.885)
 
 
-def test_recorded_suites_replace_the_registry(two_runs):
+def test_recorded_suites_are_the_only_suites(two_runs):
     runs = load_report_runs([two_runs[0]])
     from evalpipe.report.suites import report_suites
 
@@ -109,5 +109,66 @@ def test_recorded_suites_replace_the_registry(two_runs):
     suites = report_suites(runs)
     assert list(suites) == ["pair"] and suites["pair"].tasks == ("ncbi_disease", "other")
     assert suites["pair"].aggregate is None and not suites["pair"].has_aggregate
-    del runs[0].config["suites"]  # an older run: the registered suites stand in
-    assert "cblue" in report_suites(runs)
+    # a recorded declaration is read back; an older run records the suite without one
+    from evalpipe.rundir.suite_aggregates import Mean, Metric, Output, OutputGroup, SuiteAggregate
+
+    declared = SuiteAggregate((OutputGroup("pair", "both", (Output("mean", Mean((Metric("ncbi_disease", "f1"),))),)),))
+    runs[0].config["suites"]["pair"] = {"tasks": ["ncbi_disease"], "aggregate": declared.to_json()}
+    assert report_suites(runs)["pair"].aggregate == declared and report_suites(runs)["pair"].has_aggregate
+    runs[0].config["suites"]["pair"] = {"tasks": ["ncbi_disease"], "has_aggregate": True}
+    older = report_suites(runs)["pair"]
+    assert older.aggregate is None and older.has_aggregate and "predates declared suite aggregates" in older.undeclared[runs[0].label]
+    runs[0].config["suites"]["pair"] = {"tasks": ["ncbi_disease"], "aggregate": {"groups": "?"}}
+    assert "unreadable" in report_suites(runs)["pair"].undeclared[runs[0].label]  # never a failed report
+    del runs[0].config["suites"]  # a run from before suites were recorded: none, never the registry's
+    assert report_suites(runs) == {}
+
+
+@pytest.fixture(scope="module")
+def declared_suite_runs(two_runs, tmp_path_factory):
+    """The sloppy NCBI run with a suite aggregate recorded as data (its value in metrics.json, its
+    declaration in config.json), and the same run as an older evalpipe wrote it (no declaration)."""
+    from evalpipe.rundir.suite_aggregates import Mean, Metric, Output, OutputGroup, SuiteAggregate
+    from evalpipe.rundir.suites import SuiteRecord
+
+    declared = SuiteAggregate((OutputGroup("probe", "NCBI", (Output("f1_mean", Mean((Metric("ncbi_disease", "f1"),))),)),))
+    root = tmp_path_factory.mktemp("declared")
+    paths = []
+    for name, aggregate in (("declared", declared), ("older", None)):
+        path = root / name
+        shutil.copytree(two_runs[1], path)
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        config["suites"] = {"probe": SuiteRecord("probe", ("ncbi_disease",), "d", True, aggregate).to_json()}
+        (path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        metrics = json.loads((path / "metrics.json").read_text(encoding="utf-8"))
+        metrics["probe"] = declared(metrics)
+        (path / "metrics.json").write_text(json.dumps(metrics), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def test_the_report_recomputes_a_declared_aggregate_without_the_task_registry(declared_suite_runs, tmp_path):
+    """The report runs in a process where importing the task registry fails, and still gives the
+    recorded aggregate its bootstrap interval, from config.json alone."""
+    import subprocess
+    import sys
+
+    declared, older = declared_suite_runs
+    code = ("import sys; from pathlib import Path\n"
+            "sys.modules['evalpipe.tasks.registry'] = None  # any import of it raises ImportError\n"
+            "from evalpipe.report import build_report\n"
+            f"build_report([Path({str(declared)!r}), Path({str(older)!r})], Path({str(tmp_path)!r}), resamples=50)\n"
+            "assert sys.modules['evalpipe.tasks.registry'] is None\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    csv = pd.read_csv(tmp_path / "leaderboard.csv")
+    row = csv[csv["run"] == "declared"].iloc[0]
+    # the aggregate is the mean of one metric, so its replicates are the task's: the same interval
+    assert row["probe:f1_mean"] == row["ncbi_disease:f1"]
+    assert row["probe:f1_mean:ci_low"] == pytest.approx(row["ncbi_disease:f1:ci_low"], abs=1e-12)
+    assert row["probe:f1_mean:ci_high"] == pytest.approx(row["ncbi_disease:f1:ci_high"], abs=1e-12)
+    assert row["probe:f1_mean:ci_low"] < row["probe:f1_mean"] < row["probe:f1_mean:ci_high"]
+    # the older run: its value, no interval, and the leaderboard says why
+    old = csv[csv["run"] == "older"].iloc[0]
+    assert old["probe:f1_mean"] == row["probe:f1_mean"] and pd.isna(old["probe:f1_mean:ci_low"])
+    assert "predates declared suite aggregates" in (tmp_path / "report.md").read_text(encoding="utf-8")

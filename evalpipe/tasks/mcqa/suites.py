@@ -9,38 +9,38 @@ Two averages, because papers report both and they differ when subjects differ in
 
 Defined only when all six subjects were run: an average over a subset is not comparable with
 anything, so a partial run raises :class:`~evalpipe.tasks.base.IncompleteSuite` naming what is missing.
+
+The aggregate is a declaration (:mod:`evalpipe.rundir.suite_aggregates`), so a run records it in
+``config.json`` and the report recomputes it on bootstrap replicates without this module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from evalpipe.tasks.base import IncompleteSuite, SuiteSpec
+from evalpipe.rundir.suite_aggregates import Mean, Metric, Output, OutputGroup, SuiteAggregate, WeightedMean
+from evalpipe.tasks.base import SuiteSpec
 from evalpipe.tasks.registry import register_suite
 
 SUBJECTS = ("anatomy", "clinical_knowledge", "college_biology", "college_medicine", "medical_genetics",
             "professional_medicine")
 TASKS = tuple(f"mmlu_{subject}" for subject in SUBJECTS)
 
+_ACCURACY = tuple(Metric(t, "accuracy") for t in TASKS)
+#: the samples each accuracy is measured on: the answered ones (evalpipe.coverage; ``n`` in runs before it)
+_ANSWERED = tuple(Metric(t, "answered", otherwise=("n",), default=0.0) for t in TASKS)
 
-def aggregate(metrics_by_task: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    missing = [t for t in TASKS if "accuracy" not in metrics_by_task.get(t, {})]
-    if missing:
-        raise IncompleteSuite(f"the mmlu_medical average needs all six subjects; missing: {', '.join(missing)}")
-    accuracies = [float(metrics_by_task[t]["accuracy"]) for t in TASKS]
-    # weighted by the samples each accuracy is measured on: the answered ones (evalpipe.coverage; n before)
-    sizes = [float(metrics_by_task[t].get("answered", metrics_by_task[t].get("n", 0))) for t in TASKS]
-    total = sum(sizes)
-    return {
-        "accuracy_macro": sum(accuracies) / len(accuracies),
-        "accuracy_micro": sum(a * n for a, n in zip(accuracies, sizes)) / total if total else 0.0,
-    }
-
+#: the suite's aggregate, as data (config.json records it; the report recomputes it from there)
+AGGREGATE = SuiteAggregate((OutputGroup(
+    name="the mmlu_medical average", requires="all six subjects", outputs=(
+        Output("accuracy_macro", Mean(_ACCURACY)),
+        Output("accuracy_micro", WeightedMean(_ACCURACY, _ANSWERED, if_no_weight=0.0)),
+    )),))
+#: called like the Python function it replaced: task → metrics → {accuracy_macro, accuracy_micro}
+aggregate = AGGREGATE
 
 SUITE = register_suite(SuiteSpec(
     name="mmlu_medical",
     tasks=TASKS,
     description="MMLU's six medical subjects (anatomy, clinical knowledge, college biology, college medicine, "
     "medical genetics, professional medicine); macro and micro average accuracy.",
-    aggregate=aggregate,
+    aggregate=AGGREGATE,
 ))
