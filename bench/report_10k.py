@@ -63,7 +63,7 @@ from evalpipe.report.bootstrap import bootstrap_task  # noqa: E402
 from evalpipe.report.browser import render_sample_browser  # noqa: E402
 from evalpipe.report.browser_data import browser_data  # noqa: E402
 from evalpipe.report.runs import load_report_runs  # noqa: E402
-from evalpipe.runner import execute  # noqa: E402
+from evalpipe.pipeline.execute import execute  # noqa: E402
 from evalpipe.tasks.base import LoadOptions  # noqa: E402
 from evalpipe.tasks.registry import get_task  # noqa: E402
 from scripts.report_screenshots import chromium_args, find_chromium  # noqa: E402

@@ -1,14 +1,14 @@
 """What grouping the store's commits buys: the runner's fetch loop with answers committed one
-transaction each (as before) and in groups (evalpipe.answer_writer), side by side.
+transaction each (as before) and in groups (evalpipe.pipeline.answer_writer), side by side.
 
-The loop is the runner's own :func:`evalpipe.runner.fetch_answers` — worker pool, store, progress —
+The loop is the runner's own :func:`evalpipe.pipeline.fetch.fetch_answers` — worker pool, store, progress —
 with an in-process backend that answers in *waves*, as a server with a fixed latency does: C
 requests in flight, all answered at once every ``--latency`` seconds, each answer a real NCBI
 answer (~130 characters, usage, latency, endpoint). So the figures are the client's CPU per answer
 for storing and counting, without HTTP. Variants, interleaved over ``--repeat`` rounds:
 
 ``per-answer``  one committed transaction per answer, on arrival (``ResponseStore.put`` in the worker)
-``grouped``     :class:`~evalpipe.answer_writer.AnswerWriter`: the answers that arrive together share
+``grouped``     :class:`~evalpipe.pipeline.answer_writer.AnswerWriter`: the answers that arrive together share
                 one transaction; each is counted once its group is committed
 
 Printed per variant: answers/s, CPU per answer, transactions, the longest a commit held the event
@@ -32,10 +32,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evalpipe.answer_writer import AnswerWriter  # noqa: E402
-from evalpipe.cache import ResponseStore  # noqa: E402
+from evalpipe.pipeline.answer_writer import AnswerWriter  # noqa: E402
+from evalpipe.store.answers import ResponseStore  # noqa: E402
 from evalpipe.records import Completion, GenerationParams, Prompt, Usage  # noqa: E402
-from evalpipe.runner import NullProgress, fetch_answers  # noqa: E402
+from evalpipe.pipeline.progress import NullProgress  # noqa: E402
+from evalpipe.pipeline.fetch import fetch_answers  # noqa: E402
 
 ANSWER = ("<response>In <disease>colon carcinoma</disease> cells , loss of APC leads to the accumulation of "
           "betacatenin in the nucleus .</response>")

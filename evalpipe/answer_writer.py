@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from evalpipe.cache import ResponseStore
+from evalpipe.store.answers import ResponseStore
 from evalpipe.records import Completion
 
 __all__ = ["MAX_GROUP", "YIELDS", "AnswerWriter", "WriterStats"]

@@ -163,7 +163,7 @@ def evaluate(
 def _stderr_progress() -> Any:
     from rich.console import Console
 
-    from evalpipe.progress import make_progress
+    from evalpipe.pipeline.progress import make_progress
 
     return make_progress(Console(stderr=True))
 

@@ -19,13 +19,13 @@ condition) asked which key, in evaluation order, and how many tokens budgeting c
 written before the first request, so ``evalpipe score`` works from the store alone. Each distinct
 prompt is stored once (table ``prompts``, by its key), *packed*: the text it shares with the other
 prompts of its plan — the few-shot prefix, the instructions — is kept once in table ``texts`` by its
-sha256 and referenced (:mod:`evalpipe.prompt_pack`). 47,000 5-shot NCBI prompts take ~15 MB instead
+sha256 and referenced (:mod:`evalpipe.store.prompt_pack`). 47,000 5-shot NCBI prompts take ~15 MB instead
 of ~130 MB, and ``samples.jsonl`` names each sample's key instead of repeating its prompt
 (:meth:`ResponseStore.prompts` gives them back). Stores written before (the whole prompt JSON in
 ``plan.prompt``) are read as they are.
 
 **Commits.** :meth:`ResponseStore.put_many` commits many answers in one transaction; the runner
-groups the answers that arrive together (:mod:`evalpipe.answer_writer`) and counts an answer only
+groups the answers that arrive together (:mod:`evalpipe.pipeline.answer_writer`) and counts an answer only
 once its group is committed, so grouping never weakens "stored on arrival".
 
 The same file keeps the replies of LLM judges (table ``judgements``, :mod:`evalpipe.judging`), one
@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from evalpipe.endpoints import redact_url
-from evalpipe.prompt_pack import referenced, unpack
+from evalpipe.store.prompt_pack import referenced, unpack
 from evalpipe.records import Completion, Prompt, Usage, to_jsonable
 from evalpipe.errors import RunDirProblem
 
@@ -114,7 +114,7 @@ CREATE TABLE IF NOT EXISTS texts (
     key TEXT PRIMARY KEY,
     text TEXT NOT NULL
 );
--- facts about the store as a whole, one JSON value each (key "endpoints": evalpipe.endpoint_identity)
+-- facts about the store as a whole, one JSON value each (key "endpoints": evalpipe.store.endpoint_identity)
 CREATE TABLE IF NOT EXISTS meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -337,7 +337,7 @@ class ResponseStore:
             self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def write_staged_plan(self, task: str, stage: Path, staged: str, texts: Mapping[str, str]) -> None:
-        """Record the plan of ``task`` from plan ``staged`` of a :class:`~evalpipe.plan_stage.PlanStage`
+        """Record the plan of ``task`` from plan ``staged`` of a :class:`~evalpipe.pipeline.stage.PlanStage`
         file (rows ``plan, position, sample_id, key, packed, info``), replacing an older plan, with
         each key's prompt (a key whose prompt the store holds already keeps it) and the shared
         ``texts`` of the prompts' packer. No sample is ever in Python: SQLite copies the rows across

@@ -14,7 +14,7 @@ selected. ``run --prompt-variants``, ``--shot-orders K`` and ``--shots-sweep`` a
 Every condition renders every evaluated sample. A condition's prompts are keyed like any prompt
 (the cache key is a hash of the prompt), so a prompt two conditions share is asked once, and a
 resumed run asks only for what no condition has stored yet. How the results of the conditions
-become one task's results is :mod:`evalpipe.robustness`.
+become one task's results is :mod:`evalpipe.variants.robustness`.
 
 **Identity.** A condition's ``id`` names only what differs from the canonical run: ``default``,
 ``terse``, ``terse/3-shot``, ``default/order-2``. The store's plan of a condition is kept under

@@ -62,7 +62,7 @@ class RunConfig:
     #: stop the run when the endpoint accepted no connection for this long, 0 = never
     #: (evalpipe.backends.liveness); how requests are sent, not what they are answered: no identity
     unreachable_after_s: float = 30.0
-    #: answer from a store whose answers another endpoint gave (evalpipe.endpoint_identity), deliberately
+    #: answer from a store whose answers another endpoint gave (evalpipe.store.endpoint_identity), deliberately
     reuse_answers_from_other_endpoint: bool = False
     #: the largest reply body read from an endpoint (``--max-answer-bytes``; see evalpipe.backends.client)
     max_answer_bytes: int = 16 * 1024 * 1024
@@ -85,7 +85,7 @@ class RunConfig:
     #: log-likelihood; :class:`~evalpipe.tasks.base.PromptForm`); part of the run's identity
     prompt_form: str | None = None
 
-    #: prompt conditions (evalpipe.conditions): ``--prompt-variants`` names (or ``all``), ``--shot-orders``
+    #: prompt conditions (evalpipe.variants.conditions): ``--prompt-variants`` names (or ``all``), ``--shot-orders``
     #: and ``--shots-sweep``. Not part of the run's identity, like ``--limit``: they choose which
     #: prompts are asked, never how a prompt is answered, so adding variants to a command extends its
     #: run directory and reuses every answer already stored

@@ -131,7 +131,7 @@ def same(recorded: EndpointIdentity, current: EndpointIdentity) -> bool:
 
 
 def read(store: Any) -> list[EndpointIdentity]:
-    """The identities recorded in a :class:`~evalpipe.cache.ResponseStore`."""
+    """The identities recorded in a :class:`~evalpipe.store.answers.ResponseStore`."""
     return [EndpointIdentity.from_json(item) for item in store.read_meta(META_KEY) or []]
 
 

@@ -20,13 +20,14 @@ from typing import Any, TypeVar
 
 from evalpipe.backends.factory import make_backend
 from evalpipe.config import RunConfig, local_model_fingerprint
-from evalpipe.diskfull import disk_full_message, is_disk_full
+from evalpipe.store.diskfull import disk_full_message, is_disk_full
 from evalpipe.engines.launch import server_spec
 from evalpipe.engines.server import ManagedServer
 from evalpipe.engines.watch import run_watched
 from evalpipe.outcome import RunOutcome
 from evalpipe.results import RunDir, RunDirError, os_problem
-from evalpipe.runner import ProgressSink, execute, run_dir_for
+from evalpipe.pipeline.progress import ProgressSink
+from evalpipe.pipeline.execute import execute, run_dir_for
 
 __all__ = ["local_engine", "run_config", "run_sync"]
 

@@ -1,6 +1,6 @@
 """What a run (or a re-scoring) produced, and how it is written into the run directory.
 
-Shared by :mod:`evalpipe.runner` and :mod:`evalpipe.rescoring`, which must write the very same
+Shared by :mod:`evalpipe.pipeline` and :mod:`evalpipe.rescoring`, which must write the very same
 files from the same scored tasks — and re-scoring must never need the runner (or a model).
 """
 
@@ -81,7 +81,7 @@ class RunOutcome:
 
 def write_outcome(run: RunDir, outcome: RunOutcome, compat: str | None, info: RunInfo) -> None:
     """``samples.jsonl``, ``metrics.json`` and ``summary.json`` (or their ``.COMPAT`` forms), and
-    ``variants.json`` when tasks ran under prompt conditions (evalpipe.robustness) — removed when
+    ``variants.json`` when tasks ran under prompt conditions (evalpipe.variants.robustness) — removed when
     they no longer do, so it never describes another invocation than metrics.json.
 
     A judged run keeps its judge metrics: they are merged in from the stored judgements first

@@ -6,12 +6,12 @@ is taken after. Holding each sample's cache key and packed prompt in Python unti
 ~400 bytes a sample (47,000 NCBI samples: ~19 MB of strings), so a run's memory would grow with N.
 The stage is a SQLite file beside the run directories (same filesystem as the store, never a
 ``/tmp`` that may be RAM): rendering appends rows to it in batches, and once the lock is held the
-store copies a staged plan in one ``INSERT … SELECT`` (:meth:`evalpipe.cache.ResponseStore.write_staged_plan`),
+store copies a staged plan in one ``INSERT … SELECT`` (:meth:`evalpipe.store.answers.ResponseStore.write_staged_plan`),
 so no sample of a plan is a Python object at any time. The stage is deleted when the run ends
 (or when it fails: nothing of it is ever read again); a stage left by a killed process (its folder
 names its pid) is deleted by the next run in the same results folder.
 
-A staged plan is named by the plan it will become (:func:`evalpipe.conditions.plan_name`); its rows
+A staged plan is named by the plan it will become (:func:`evalpipe.variants.conditions.plan_name`); its rows
 are ``(position, sample id, key, packed prompt, info)``, in evaluation order. Rows are written in
 one transaction per plan: a plan that failed half-way (a bad record at line 40,000) leaves nothing.
 """
@@ -28,7 +28,7 @@ import weakref
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from evalpipe.cache import from_db_text, to_db_text
+from evalpipe.store.db_text import from_db_text, to_db_text
 from evalpipe.errors import InputError
 
 _SCHEMA = """
@@ -184,5 +184,5 @@ def _remove(db: sqlite3.Connection, folder: Path) -> None:
 
 
 def info_json(truncated_tokens: int) -> str:
-    """A row's info as the store spells it (:meth:`evalpipe.cache.ResponseStore.read_plan`)."""
+    """A row's info as the store spells it (:meth:`evalpipe.store.answers.ResponseStore.read_plan`)."""
     return json.dumps({"truncated_tokens": truncated_tokens})

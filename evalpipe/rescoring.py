@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from evalpipe.cache import ResponseStore
-from evalpipe.conditions import Condition, plan_name
+from evalpipe.store.answers import ResponseStore
+from evalpipe.variants.conditions import Condition, plan_name
 from evalpipe.config import RunConfig, load_options, task_args_for
 from evalpipe.data.digest import file_sha256
 from evalpipe.data.errors import DataError
@@ -23,9 +23,9 @@ from evalpipe.heap import frozen_heap
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Completion, Example
 from evalpipe.outcome import RunError, RunOutcome, write_outcome
-from evalpipe.plan_stage import scratch_folder
+from evalpipe.pipeline.stage import scratch_folder
 from evalpipe.results import RunDir, RunInfo
-from evalpipe.robustness import ConditionOutcome, combine_tasks
+from evalpipe.variants.robustness import ConditionOutcome, combine_tasks
 from evalpipe.cost import Prices, attach_costs
 from evalpipe.structured import structured_spec
 from evalpipe.scoring import ScoringChunk, answer_prefix, score_task_chunked
@@ -48,7 +48,7 @@ class StoredTask:
     answered: int
     #: what the user should know about how the task was rebuilt (e.g. its task file changed)
     note: str | None = None
-    #: the prompt condition (evalpipe.conditions) these answers were asked under; None = none asked
+    #: the prompt condition (evalpipe.variants.conditions) these answers were asked under; None = none asked
     condition: Condition | None = None
     #: the number of shots the condition's prompts showed
     shots: int = 0
@@ -123,7 +123,7 @@ def load_stored(run_path: Path) -> tuple[RunConfig, list[StoredTask]]:
                 if file_sha256(path) not in recorded_digests:
                     raise DataError(path, None, None, "changed since the run (its sha256 is not one the run "
                                     "recorded); re-scoring would compare answers against different gold")
-            # one plan per prompt condition the run recorded (evalpipe.conditions), else the task's own
+            # one plan per prompt condition the run recorded (evalpipe.variants.conditions), else the task's own
             recorded_conditions = task_info.get("conditions") or [None]
             for recorded_condition in recorded_conditions:
                 condition = Condition.from_json(recorded_condition) if recorded_condition is not None else None

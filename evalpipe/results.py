@@ -1,13 +1,13 @@
 """A run directory on disk: ``results/<run>/``.
 
 ``config.json``      resolved options, package version, git commit, template and data sha256, seeds
-``responses.sqlite`` every answer, committed as it arrives (see :mod:`evalpipe.cache`)
+``responses.sqlite`` every answer, committed as it arrives (see :mod:`evalpipe.store.answers`)
 ``samples.jsonl``    one record per evaluated sample: inputs, request key, answer, prediction, gold, scores, …
                      (the prompt is in the store, once: ``read_samples(prompts=True)`` adds it back)
 ``metrics.json``     task → metric → number (null: not computed, e.g. no answered sample; see evalpipe.coverage)
 ``summary.json``     diagnostics, token usage, latency percentiles, backend counters
 ``variants.json``    only for runs with prompt conditions: per task, every condition's metrics, the
-                     spread along each varied axis, per-sample consistency (evalpipe.robustness)
+                     spread along each varied axis, per-sample consistency (evalpipe.variants.robustness)
 
 A compatibility scoring (``--compat NAME``) writes ``samples.NAME.jsonl`` / ``metrics.NAME.json``
 / ``summary.NAME.json`` beside the default files, so both views of one run stay available.
@@ -28,20 +28,20 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from evalpipe.cache import ResponseStore
+from evalpipe.store.answers import ResponseStore
 from evalpipe.errors import InputError, RunDirProblem
 
 DEFAULT_ROOT = Path("results")
 #: summary.json layout version: 2 = ``{"format", "run", "tasks"}``; files without ``format`` are the
 #: older layout (task names at the top level beside a reserved ``"_run"`` key), still read
 SUMMARY_FORMAT = 2
-#: variants.json layout version (evalpipe.robustness)
+#: variants.json layout version (evalpipe.variants.robustness)
 VARIANTS_FORMAT = 1
 
 
 @dataclass(frozen=True)
 class Budget:
-    """How long inputs were fitted to the model's context (see :mod:`evalpipe.budget`)."""
+    """How long inputs were fitted to the model's context (see :mod:`evalpipe.context_fit`)."""
 
     context_length: int | None = None
     #: ``server`` (the model's tokenizer), ``estimate`` (characters / 3.5), ``hf`` …

@@ -1,7 +1,7 @@
 """One task's results across its prompt conditions: the reference's numbers, each condition's, the
 spread along each axis, and how consistent each sample's answers are.
 
-A run with prompt conditions (:mod:`evalpipe.conditions`) scores every condition of a task on its
+A run with prompt conditions (:mod:`evalpipe.variants.conditions`) scores every condition of a task on its
 own, exactly as a run without them scores the task (:func:`evalpipe.scoring.score_task`: same
 parser, metrics, declared aggregations). :func:`combine` then makes them one task again:
 
@@ -49,7 +49,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from evalpipe.conditions import Condition
+from evalpipe.variants.conditions import Condition
 from evalpipe.metrics.spread import agreement, correct_share, flipped, spread_stats
 from evalpipe.scoring import TaskOutcome
 from evalpipe.tasks.base import TaskSpec, metric_matches

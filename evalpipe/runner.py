@@ -4,11 +4,11 @@ The runner knows no task by name; everything task-specific comes from the :class
 Order of work is chosen so that mistakes cost nothing:
 
 1. load and validate every task's data, select shots, render every prompt (bad data or a broken
-   template fails here, before any request) into a stage on disk (:mod:`evalpipe.plan_stage`);
+   template fails here, before any request) into a stage on disk (:mod:`evalpipe.pipeline.stage`);
 2. under the run directory's lock, the store copies the staged plan (sample → cache key, each
    distinct prompt once) and queues every key it has no answer for (that is resume);
 3. the queued prompts are sent concurrently, read from the queue a page at a time; each answer is
-   committed to the store the moment it arrives (in groups, :mod:`evalpipe.answer_writer`: an
+   committed to the store the moment it arrives (in groups, :mod:`evalpipe.pipeline.answer_writer`: an
    answer is counted only once it is committed);
 4. each task is parsed and scored — a samplewise scoring a page of the plan at a time, its
    examples read again from the data (:func:`evalpipe.scoring.score_task_chunked`) — and
@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from evalpipe import __version__
-from evalpipe import endpoint_identity
+from evalpipe.store import endpoint_identity
 from evalpipe.backends.base import Backend, BackendError
 from evalpipe.backends.factory import OnceFactory
-from evalpipe.budget import (
+from evalpipe.context_fit import (
     ContextTooSmall,
     EstimateCounter,
     Fitted,
@@ -53,13 +53,14 @@ from evalpipe.budget import (
     fit_prompt,
     model_context_length,
 )
-from evalpipe.answer_writer import AnswerWriter
+from evalpipe.pipeline.answer_writer import AnswerWriter
 from evalpipe.heap import frozen_heap
-from evalpipe.plan_stage import DuplicateSample, PlanStage, info_json
-from evalpipe.prompt_pack import LEARN, Packer, unpack
-from evalpipe.cache import ResponseStore, cache_key
+from evalpipe.pipeline.stage import DuplicateSample, PlanStage, info_json
+from evalpipe.store.prompt_pack import LEARN, Packer, unpack
+from evalpipe.store.answers import ResponseStore
+from evalpipe.store.keys import cache_key
 from evalpipe.cost import Prices, attach_costs
-from evalpipe.conditions import Condition, TaskConditions, plan_name, shot_permutation, task_conditions
+from evalpipe.variants.conditions import Condition, TaskConditions, plan_name, shot_permutation, task_conditions
 from evalpipe.config import RunConfig, load_options, local_model_fingerprint, task_args_for
 from evalpipe.data.digest import file_sha256
 from evalpipe.task_identity import definitions_tag
@@ -82,7 +83,7 @@ from evalpipe.records import Completion, Example, GenerationParams, Prompt, to_j
 from evalpipe.outcome import RunError, RunOutcome, write_outcome
 from evalpipe.results import Budget, RunDir, RunDirError, RunInfo, git_commit, os_problem
 from evalpipe.rescoring import plan_chunks
-from evalpipe.robustness import ConditionOutcome, combine_tasks
+from evalpipe.variants.robustness import ConditionOutcome, combine_tasks
 from evalpipe.scoring import answer_prefix, score_task_chunked
 from evalpipe.structured import structured_format, structured_spec
 from evalpipe.tasks.base import LOGLIKELIHOOD, Examples, ExampleStream, LoadOptions, TaskData, TaskSpec
@@ -314,7 +315,7 @@ def _render_task(spec: TaskSpec, config: RunConfig, data: TaskData, examples: Ex
     sees each example as it is rendered. ``digests``: the data files' sha256 if already taken (a
     task's conditions share one load)."""
     template = None
-    if condition is not None:  # ---- prompt conditions (evalpipe.conditions) ----
+    if condition is not None:  # ---- prompt conditions (evalpipe.variants.conditions) ----
         k = _run_shots(spec, config) if condition.shots is None else condition.shots
         seed = config.fewshot_seed if config.fewshot_seed is not None else spec.fewshot_seed
         shots = tuple(shots[i] for i in shot_permutation(k, condition.order, seed))
@@ -377,7 +378,7 @@ def check_unchanged(prepared: Sequence[PreparedTask]) -> None:
 def _stage_all(stage: PlanStage, plan: str, model: str, examples: Examples,
                make_prompt: Callable[[Example], Prompt],
                watch: Callable[[Example], None] | None = None) -> tuple[int, Packer]:
-    """Render every example's prompt once (the first :data:`~evalpipe.prompt_pack.LEARN` twice: the
+    """Render every example's prompt once (the first :data:`~evalpipe.store.prompt_pack.LEARN` twice: the
     text they share is learnt from them) and stage its cache key and packed form as plan ``plan``;
     the number of samples and the packer (its shared texts)."""
     packer = Packer()
@@ -411,7 +412,7 @@ def _ranking_query(params: GenerationParams, query: Callable[[Example], str], ex
     return Prompt(params=params, text=query(example))
 
 
-# ---- prompt conditions (evalpipe.conditions): variants × shot counts × shot orders ----------
+# ---- prompt conditions (evalpipe.variants.conditions): variants × shot counts × shot orders ----------
 
 def _run_shots(spec: TaskSpec, config: RunConfig) -> int:
     return spec.default_shots if config.shots is None else config.shots
@@ -488,7 +489,7 @@ def _prepare_ranking(spec: TaskSpec, config: RunConfig, data: TaskData, examples
 
 def _check_fitted(p: PreparedTask, fitted: Sequence[Fitted], context_length: int, source: str) -> None:
     """A prompt longer than the whole context with its long field emptied cannot be answered at all:
-    stop (evalpipe.budget). One that fits but leaves less than max_tokens is sent, as before: the
+    stop (evalpipe.context_fit). One that fits but leaves less than max_tokens is sent, as before: the
     counts may be estimates, and the server's own verdict is recorded on the sample."""
     assert p.spec.long_field is not None
     for f in fitted:
@@ -501,7 +502,7 @@ def _check_fitted(p: PreparedTask, fitted: Sequence[Fitted], context_length: int
 
 async def apply_budget(p: PreparedTask, context_length: int, counter: TokenCounter,
                        source: str = "--context-length") -> PreparedTask:
-    """Shorten the task's long field where a prompt would not fit the context (see evalpipe.budget).
+    """Shorten the task's long field where a prompt would not fit the context (see evalpipe.context_fit).
 
     The task's examples are held here (tasks with a long field are documents: few, and each
     fitted example replaces its original); the staged rows of the prompts that changed are
@@ -624,7 +625,7 @@ def prepare(config: RunConfig, skipped: dict[str, str] | None = None,
     reason put in ``skipped`` — users rarely hold every credentialed data set. A file that exists
     but is malformed is always an error, and so is a missing file for a task asked for alone.
 
-    The rendered plans go to ``stage`` (:mod:`evalpipe.plan_stage`; a new one in the temporary
+    The rendered plans go to ``stage`` (:mod:`evalpipe.pipeline.stage`; a new one in the temporary
     folder if None), never into Python: only the tasks' settings are returned.
     """
     if not config.tasks:
@@ -759,7 +760,7 @@ def write_config(run: RunDir, config: RunConfig, prepared: Sequence[PreparedTask
                         previous.get("backend")),
         "rankers": [dict(b.describe()) for b in backends if isinstance(b, RankingBackend)] or previous.get("rankers"),
         "allow_external_endpoint": config.allow_external_endpoint,
-        # what gave the stored answers, as the store records it (evalpipe.endpoint_identity)
+        # what gave the stored answers, as the store records it (evalpipe.store.endpoint_identity)
         "endpoints": list(endpoints) if endpoints else previous.get("endpoints"),
         # the judges and rubrics of `evalpipe judge` (written by evalpipe.judging), kept across re-runs
         **({"judging": previous["judging"]} if previous.get("judging") else {}),
@@ -810,7 +811,7 @@ async def fetch_answers(
     ``pending`` is a mapping key → prompt source, or ``(key, source)`` pairs read as they are
     needed (the runner's queue in the store: ``count`` says how many). An answer is counted — in
     the results, and by ``progress`` — only once it is committed (``writer`` groups the commits of
-    answers that arrive together: :mod:`evalpipe.answer_writer`). A fixed pool of worker coroutines
+    answers that arrive together: :mod:`evalpipe.pipeline.answer_writer`). A fixed pool of worker coroutines
     (not one task per prompt) pulls prompts from a shared iterator: with tens of thousands of
     prompts, one task each makes every garbage collection walk them all (measured: ~20 % more
     client CPU per request). The backend still decides how many requests are really in flight;
@@ -882,7 +883,7 @@ async def execute(
     skipped: dict[str, str] = {}
     notes: list[str] = []
     try:
-        stage = PlanStage(results_root)  # beside the run directories: see evalpipe.plan_stage
+        stage = PlanStage(results_root)  # beside the run directories: see evalpipe.pipeline.stage
     except OSError as exc:
         raise RunDirError(f"cannot create the run directory {run_dir_for(config, results_root).path}: "
                           f"{os_problem(exc).split(': ', 1)[-1]}") from None
@@ -951,7 +952,7 @@ async def _execute_locked(
     notes: list[str] = list(prepare_notes)
     heap = contextlib.ExitStack()
     try:
-        # who answers: the store's answers must be this endpoint's (evalpipe.endpoint_identity)
+        # who answers: the store's answers must be this endpoint's (evalpipe.store.endpoint_identity)
         identity = endpoint_identity.identity_of(config)
         if identity is not None:
             endpoint_identity.check(store, identity, config.reuse_answers_from_other_endpoint, notes)

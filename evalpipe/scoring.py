@@ -20,7 +20,7 @@ Each sample record carries ``parts``: the additive statistics the task's declare
 sum (:mod:`evalpipe.metrics.aggregation`), so intervals and comparisons need only the run directory.
 
 A record names its request ``key`` rather than repeating its prompt: prompts are stored once in the
-run's store (:meth:`evalpipe.cache.ResponseStore.prompts`; ``RunDir.read_samples(prompts=True)`` and
+run's store (:meth:`evalpipe.store.answers.ResponseStore.prompts`; ``RunDir.read_samples(prompts=True)`` and
 ``frames.load_samples`` give them back).
 
 **Records are built when read.** The corpus scorer sees every example and prediction at once (a
@@ -179,7 +179,7 @@ class TaskOutcome:
     #: one record per sample (:class:`SampleRecords` or, scored chunk by chunk, :class:`ChunkedRecords`:
     #: built when read; a list where a caller changed them)
     records: Sequence[dict[str, Any]] = field(repr=False)
-    #: a task scored under several prompt conditions: its entry of variants.json (evalpipe.robustness)
+    #: a task scored under several prompt conditions: its entry of variants.json (evalpipe.variants.robustness)
     robustness: dict[str, Any] | None = field(default=None, repr=False)
 
 

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from evalpipe.coverage import Coverage
 from evalpipe.results import RunSummary, TaskSummary
-from evalpipe.robustness import AXIS_LABELS, level_label
+from evalpipe.variants.robustness import AXIS_LABELS, level_label
 
 #: metrics that are counts: printed as integers, not as 0.0000-style fractions
 COUNT_METRICS = {"n", "errors", "answered", "tp", "fp", "fn", "pool_size", "datasets"}

@@ -7,8 +7,8 @@ import sqlite3
 
 import pytest
 
-from evalpipe.answer_writer import AnswerWriter
-from evalpipe.cache import ResponseStore
+from evalpipe.pipeline.answer_writer import AnswerWriter
+from evalpipe.store.answers import ResponseStore
 from evalpipe.records import Completion
 
 

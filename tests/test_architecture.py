@@ -118,7 +118,7 @@ def test_rescoring_and_the_report_never_reach_the_runner():
     graph = {_module_name(p): _imports(p, modules) for p in files}
     graph = {m: {t for t in deps if not t.startswith(m + ".")} for m, deps in graph.items()}
     offline = ["evalpipe.rescoring", "evalpipe.scoring"] + sorted(m for m in modules if m.startswith("evalpipe.report"))
-    bad = {m: sorted(d for d in _reaches(graph, m) if d == "evalpipe.runner" or d.startswith("evalpipe.backends"))
+    bad = {m: sorted(d for d in _reaches(graph, m) if d == "evalpipe.pipeline" or d.startswith("evalpipe.backends"))
            for m in offline}
     assert not {m: d for m, d in bad.items() if d}, bad
 

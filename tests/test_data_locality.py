@@ -20,7 +20,8 @@ from evalpipe.cli import app
 from evalpipe.config import RunConfig
 from evalpipe.endpoints import proxy_for, route_problem, route_record
 from evalpipe.records import GenerationParams, Message, Prompt
-from evalpipe.runner import RunError, execute
+from evalpipe.outcome import RunError
+from evalpipe.pipeline.execute import execute
 from tests.clue.conftest import FIXTURES
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hostile_server import HostileServer, connections_recorded

@@ -11,13 +11,13 @@ import pytest
 from typer.testing import CliRunner
 
 from evalpipe.backends.factory import make_backend
-from evalpipe.cache import ResponseStore
+from evalpipe.store.answers import ResponseStore
 from evalpipe.cli import app
 from evalpipe.config import RunConfig
-from evalpipe.endpoint_identity import (EndpointIdentity, OtherEndpoint, check, entry_of, fingerprints_in,
+from evalpipe.store.endpoint_identity import (EndpointIdentity, OtherEndpoint, check, entry_of, fingerprints_in,
                                         identity_of, read, same)
 from evalpipe.records import Completion
-from evalpipe.runner import execute, run_dir_for
+from evalpipe.pipeline.execute import execute, run_dir_for
 from tests.support.fake_openai import FakeOpenAIServer
 
 

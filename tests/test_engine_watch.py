@@ -189,9 +189,9 @@ def dying_inprocess_vllm(monkeypatch):
 
 def test_inprocess_vllm_engine_dead_error_stops_the_run_with_the_same_line(tmp_path, dying_inprocess_vllm):
     from evalpipe.backends.vllm_inprocess import VLLMBackend, VLLMConfig
-    from evalpipe.cache import ResponseStore
+    from evalpipe.store.answers import ResponseStore
     from evalpipe.config import RunConfig
-    from evalpipe.runner import execute, run_dir_for
+    from evalpipe.pipeline.execute import execute, run_dir_for
 
     backend = VLLMBackend(VLLMConfig(model="fake", max_batch=4))
     config = RunConfig(tasks=("ncbi_disease",), model="fake", limit=12, concurrency=2)

@@ -78,12 +78,12 @@ def _run_in_process(server: FakeOpenAIServer, results: Path, capsys) -> tuple[in
 def test_a_bug_deep_in_a_run_shows_its_traceback_and_asks_for_a_report(server, tmp_path, capsys, monkeypatch,
                                                                        error):
     """Raised after every answer arrived (before scoring): the answers stay stored."""
-    import evalpipe.runner
+    import evalpipe.pipeline.execute
 
     def broken(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(evalpipe.runner, "check_unchanged", broken)
+    monkeypatch.setattr(evalpipe.pipeline.execute, "check_unchanged", broken)
     code, stderr = _run_in_process(server, tmp_path, capsys)
     assert code == EXIT_BUG
     assert "Traceback (most recent call last)" in stderr and f"{type(error).__name__}: " in stderr
@@ -99,13 +99,13 @@ def test_a_bug_deep_in_a_run_shows_its_traceback_and_asks_for_a_report(server, t
 
 
 def test_a_user_error_raised_deep_in_a_run_keeps_its_own_exit_code(server, tmp_path, capsys, monkeypatch):
-    import evalpipe.runner
+    import evalpipe.pipeline.execute
     from evalpipe.backends.liveness import EndpointGone
 
     def gone(*args, **kwargs):
         raise EndpointGone("http://127.0.0.1:1/v1 stopped answering; answers so far are stored")
 
-    monkeypatch.setattr(evalpipe.runner, "check_endpoint_policy", gone)
+    monkeypatch.setattr(evalpipe.pipeline.execute, "check_endpoint_policy", gone)
     code, stderr = _run_in_process(server, tmp_path, capsys)
     assert code == EXIT_ENDPOINT_GONE
     assert stderr.strip().splitlines() == ["error: http://127.0.0.1:1/v1 stopped answering; answers so far are stored"]
@@ -122,8 +122,8 @@ def _classes() -> list[tuple[type, type, type]]:
     """(class, the EvalpipeError kind it is, the base it had before and keeps)."""
     from evalpipe.backends.base import BackendError
     from evalpipe.backends.liveness import EndpointGone
-    from evalpipe.budget import ContextTooSmall
-    from evalpipe.cache import StoreError
+    from evalpipe.context_fit import ContextTooSmall
+    from evalpipe.store.answers import StoreError
     from evalpipe.data.errors import DataError
     from evalpipe.engines.llamacpp import EngineUnavailable
     from evalpipe.engines.server import ServerStartError

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from evalpipe.data import records as records_module
+from evalpipe.data import file_records as records_module
 from evalpipe.data.errors import DataError
-from evalpipe.data.records import UniqueIds, check_unique_ids, iter_lines, read_table, read_text, text_blocks
+from evalpipe.data.file_records import UniqueIds, check_unique_ids, iter_lines, read_table, read_text, text_blocks
 from evalpipe.data.stream import ExampleStream, map_examples, materialize
 from evalpipe.records import Example
 from evalpipe.tasks.base import LoadOptions

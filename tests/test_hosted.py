@@ -13,11 +13,11 @@ import pytest
 from evalpipe.backends.factory import make_backend
 from evalpipe.backends.openai_compat import OpenAICompatBackend, OpenAICompatConfig
 from evalpipe.backends.wire import read_answer
-from evalpipe.cache import cache_key
+from evalpipe.store.keys import cache_key
 from evalpipe.config import RunConfig
 from evalpipe.cost import PriceError, Prices, resolve_prices
 from evalpipe.records import Example, GenerationParams, Message, Prompt
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from evalpipe.structured import SCHEMA_CONFORMANCE, structured_spec, validate
 from evalpipe.tasks.registry import get_task
 from tests.support.fake_batch import FakeBatchServer, tagging_responder

@@ -16,13 +16,13 @@ from aiohttp import web
 from typer.testing import CliRunner
 
 from evalpipe.backends.openai_compat import OpenAICompatBackend, OpenAICompatConfig, usage_of
-from evalpipe.budget import ContextTooSmall
+from evalpipe.context_fit import ContextTooSmall
 from evalpipe.cli import app
 from evalpipe.config import RunConfig
 from evalpipe.jsonlimits import MAX_JSON_DEPTH, TooDeep, check_depth, loads
 from evalpipe.judging.parse import parse_judgement
 from evalpipe.records import GenerationParams, Message, Prompt, Usage
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from tests.clue.conftest import FIXTURES
 from tests.support.fake_openai import FakeOpenAIServer, TEXT_MARKER
 from tests.support.hostile_server import HostileServer, chat_reply, connections_recorded
@@ -308,7 +308,7 @@ def test_the_default_key_variable_unset_still_sends_empty_to_a_local_server(monk
 @pytest.mark.parametrize("failure", [sqlite3.OperationalError("database or disk is full"),
                                      OSError(28, "No space left on device")])
 def test_disk_full_while_storing_answers_is_one_line_and_a_rerun_resumes(monkeypatch, tmp_path, failure):
-    from evalpipe.cache import ResponseStore
+    from evalpipe.store.answers import ResponseStore
 
     original = ResponseStore.put_many
     calls = [0]

@@ -284,7 +284,7 @@ def test_report_out_in_a_read_only_place_is_one_line(tmp_path):
 # ---- lower-severity readers and task files (item 13) ----------------------------------------------
 
 from evalpipe.data.conll import read_conll  # noqa: E402
-from evalpipe.data.records import read_records  # noqa: E402
+from evalpipe.data.file_records import read_records  # noqa: E402
 from evalpipe.results import RunDir  # noqa: E402
 
 

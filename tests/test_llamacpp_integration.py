@@ -13,7 +13,7 @@ import pytest
 from evalpipe.config import RunConfig
 from evalpipe.engines.llamacpp import EngineUnavailable, llamacpp_available, llamacpp_server, smollm2_path
 from evalpipe.engines.server import ManagedServer, ServerStartError
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 
 
 def _skip_reason() -> str | None:
@@ -57,7 +57,7 @@ def test_ncbi_through_the_embedded_server(smollm2, tmp_path):
 def test_server_tokenizer_is_used_for_budgeting(smollm2):
     """llama.cpp's /extras/tokenize/count is found and used through the backend; it has no chat form."""
     from evalpipe.backends.openai_compat import OpenAICompatBackend, OpenAICompatConfig
-    from evalpipe.budget import detect_counter
+    from evalpipe.context_fit import detect_counter
     from evalpipe.records import Message
 
     spec, _ = smollm2

@@ -1,4 +1,4 @@
-"""The staged plan (evalpipe.plan_stage) and how the store takes it over and queues what is pending."""
+"""The staged plan (evalpipe.pipeline.stage) and how the store takes it over and queues what is pending."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from evalpipe.cache import ResponseStore
+from evalpipe.store.answers import ResponseStore
 from evalpipe.config import RunConfig
-from evalpipe.plan_stage import PREFIX, DuplicateSample, PlanStage, info_json, remove_stale
+from evalpipe.pipeline.stage import PREFIX, DuplicateSample, PlanStage, info_json, remove_stale
 from evalpipe.records import Completion, Usage
 from evalpipe.outcome import RunError
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from evalpipe.tasks import registry
 from tests.support.scripted_backend import ScriptedBackend
 

@@ -2,7 +2,7 @@
 
 import io
 
-from evalpipe.progress import LineProgress
+from evalpipe.pipeline.progress import LineProgress
 from evalpipe.records import Completion
 
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from evalpipe.prompt_pack import MIN_SHARED, PIECES, Packer, referenced, text_key, unpack
+from evalpipe.store.prompt_pack import MIN_SHARED, PIECES, Packer, referenced, text_key, unpack
 from evalpipe.records import GenerationParams, Message, Prompt, to_jsonable
-from evalpipe.runner import prepare
+from evalpipe.pipeline.prepare import prepare
 from evalpipe.config import RunConfig
 
 PREFIX = "Here are some examples:\n" + "Input: a sentence\nOutput: <response>a sentence</response>\n" * 40

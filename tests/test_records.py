@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from evalpipe.data import records as records_module
+from evalpipe.data import file_records as records_module
 from evalpipe.data.errors import DataError
-from evalpipe.data.records import read_json_object, read_records, read_table, read_values
+from evalpipe.data.file_records import read_json_object, read_records, read_table, read_values
 
 
 def test_json_lines_keep_unicode_line_separators_inside_strings(tmp_path):

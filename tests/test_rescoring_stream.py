@@ -10,7 +10,7 @@ import pytest
 
 from evalpipe.config import RunConfig
 from evalpipe.rescoring import load_stored, rescore
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from tests.support.scripted_backend import ScriptedBackend, last_user_text
 
 
@@ -53,7 +53,7 @@ def test_a_run_of_chosen_ids_rescores_in_its_own_order(tmp_path):
 
 
 def test_a_data_file_changed_while_the_run_goes_stops_it_before_scoring_with_every_answer_kept(tmp_path):
-    from evalpipe.cache import ResponseStore
+    from evalpipe.store.answers import ResponseStore
     from evalpipe.outcome import RunError
 
     data = _data(tmp_path, 30)

@@ -7,13 +7,18 @@ from dataclasses import replace
 
 import pytest
 
-from evalpipe.cache import ResponseStore, cache_key
+from evalpipe.store.answers import ResponseStore
+from evalpipe.store.keys import cache_key
 from evalpipe.config import RunConfig
 from evalpipe.data.errors import DataError
-from evalpipe.prompt_pack import Packer
+from evalpipe.store.prompt_pack import Packer
 from evalpipe.records import GenerationParams, Message, Prompt
 from evalpipe.rescoring import rescore
-from evalpipe.runner import RunError, check_endpoint_policy, execute, load_options, prepare
+from evalpipe.outcome import RunError
+from evalpipe.pipeline.endpoint_policy import check_endpoint_policy
+from evalpipe.pipeline.execute import execute
+from evalpipe.config import load_options
+from evalpipe.pipeline.prepare import prepare
 from evalpipe.tasks.base import LoadOptions
 from evalpipe.tasks.registry import get_task
 from tests.support.scripted_backend import ScriptedBackend, query_text
@@ -178,7 +183,7 @@ class CheckingProgress:
 
 
 def test_an_answer_is_durable_before_the_run_counts_it(tmp_path):
-    """Commits are grouped (evalpipe.answer_writer), but every answer is committed — visible to another
+    """Commits are grouped (evalpipe.pipeline.answer_writer), but every answer is committed — visible to another
     connection — before the run counts it: a run killed at any moment loses only uncounted answers."""
     progress = CheckingProgress(tmp_path)
     outcome = asyncio.run(execute(config(limit=30, concurrency=8), lambda _: ScriptedBackend(perfect), tmp_path,
@@ -236,7 +241,7 @@ def test_redact_url_removes_user_info_and_query():
 
 def test_a_run_directory_in_use_is_refused(tmp_path):
     from evalpipe.results import RunDirBusy
-    from evalpipe.runner import run_dir_for
+    from evalpipe.pipeline.execute import run_dir_for
 
     cfg = config(limit=2)
     with run_dir_for(cfg, tmp_path).lock():

@@ -6,9 +6,9 @@ import json
 import re
 
 from evalpipe.config import RunConfig
-from evalpipe.plan_stage import PlanStage
+from evalpipe.pipeline.stage import PlanStage
 from evalpipe.records import to_jsonable
-from evalpipe.runner import prepare
+from evalpipe.pipeline.prepare import prepare
 
 
 def _sentence(i: int) -> str:

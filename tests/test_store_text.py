@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalpipe.cache import ResponseStore, cache_key
-from evalpipe.prompt_pack import Packer
+from evalpipe.store.answers import ResponseStore
+from evalpipe.store.keys import cache_key
+from evalpipe.store.prompt_pack import Packer
 from evalpipe.records import Completion, GenerationParams, Message, Prediction, Prompt, Usage
 from evalpipe.results import RunDir
 from tests.fuzz.strategies import fuzz_settings
@@ -187,7 +188,7 @@ def test_a_run_with_a_surrogate_answer_finishes_and_resumes_without_asking_again
 
     from evalpipe.config import RunConfig
     from evalpipe.rescoring import rescore
-    from evalpipe.runner import execute
+    from evalpipe.pipeline.execute import execute
     from tests.support.scripted_backend import ScriptedBackend
 
     sent = []

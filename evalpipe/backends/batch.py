@@ -39,7 +39,7 @@ from typing import Any
 from evalpipe.backends.base import BackendError, Credentials
 from evalpipe.backends.batch_ledger import BatchLedger, BatchRow
 from evalpipe.backends.batch_lines import BatchLineError, lines_of, read_output_line, request_line, url_of
-from evalpipe.cache import ResponseStore
+from evalpipe.store.answers import ResponseStore
 from evalpipe.records import Completion, Prompt
 
 log = logging.getLogger(__name__)

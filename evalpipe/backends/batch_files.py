@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalpipe.backends.batch_lines import BatchLineError, lines_of, read_output_line, request_line
-from evalpipe.cache import ResponseStore
+from evalpipe.store.answers import ResponseStore
 from evalpipe.records import Completion, Prompt
 
 __all__ = ["BatchImportError", "Imported", "export_pending", "import_answers"]

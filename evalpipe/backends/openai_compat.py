@@ -232,7 +232,7 @@ class OpenAICompatBackend:
         async def attempt() -> Answer:
             data = await self._send(url, payload)
             fingerprint = data.get("system_fingerprint") if isinstance(data, dict) else None
-            if isinstance(fingerprint, str) and fingerprint:  # what served it (evalpipe.endpoint_identity)
+            if isinstance(fingerprint, str) and fingerprint:  # what served it (evalpipe.store.endpoint_identity)
                 self._fingerprints[fingerprint] += 1
             try:
                 answer = read_answer(data, chat=chat)

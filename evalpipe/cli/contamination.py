@@ -113,7 +113,7 @@ def contamination(
 
 def _execute(config: RunConfig, probe: Any, results_dir: Path, startup_timeout: float) -> int:
     from evalpipe.contamination.probe import execute_probe
-    from evalpipe.progress import make_progress
+    from evalpipe.pipeline.progress import make_progress
 
     def announce(run: RunDir, total: int, pending: int) -> None:
         err.print(f"contamination probe {run.path}: {total} requests, {total - pending} already answered, "

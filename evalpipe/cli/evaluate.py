@@ -18,7 +18,7 @@ from evalpipe.execution import run_config
 from evalpipe.rescoring import rescore
 from evalpipe.outcome import RunOutcome
 from evalpipe.tasks.registry import resolve
-from evalpipe.robustness import plain_metrics
+from evalpipe.variants.robustness import plain_metrics
 from evalpipe.terminal import metrics_table, robustness_table, summary_lines
 
 from evalpipe.cli.common import AllowExternalOption, ApiKeyEnvOption, BaseUrlOption, ConcurrencyOption, DataDirOption, DataOption, EndpointOption, EngineOption, LimitOption, MaxAnswerBytesOption, MaxRetriesOption, ModelOption, ResultsDirOption, ReuseOtherEndpointOption, RunNameOption, SplitOption, TaskArgOption, TimeoutOption, UnreachableAfterOption
@@ -262,7 +262,7 @@ def _prices(model: str, price_input: float | None, price_output: float | None, p
 
 
 def _condition_options(prompt_variants: str | None, shot_orders: int, shots_sweep: str | None) -> dict:
-    """``--prompt-variants``, ``--shot-orders``, ``--shots-sweep`` as RunConfig fields (evalpipe.conditions);
+    """``--prompt-variants``, ``--shot-orders``, ``--shots-sweep`` as RunConfig fields (evalpipe.variants.conditions);
     their ranges are RunConfig's to check."""
     variants = tuple(v.strip() for v in (prompt_variants or "").split(",") if v.strip())
     if prompt_variants is not None and not variants:
@@ -296,7 +296,7 @@ def execute_run(config: RunConfig, results_dir: Path, startup_timeout: float = 6
 
     Returns the exit code and the outcome (None when interrupted).
     """
-    from evalpipe.progress import make_progress
+    from evalpipe.pipeline.progress import make_progress
 
     def announce(run: RunDir, total: int, pending: int) -> None:
         err.print(f"run {run.path}: {total} prompts, {total - pending} already answered, {pending} to send",

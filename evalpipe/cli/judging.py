@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from evalpipe.diskfull import disk_full_message, is_disk_full
+from evalpipe.store.diskfull import disk_full_message, is_disk_full
 from evalpipe.engines.launch import server_spec
 from evalpipe.outcome import RunError
 from evalpipe.engines.server import ManagedServer
@@ -49,7 +49,7 @@ def judge_run(run_path: Path, panel: list[Any], engine: str | None, options: Any
     """Judge a run (starting and stopping a local judge engine if asked) and print what came of it."""
     from evalpipe.judging.panel import Judge
     from evalpipe.judging.run import execute_judging, judge_backend
-    from evalpipe.progress import make_progress
+    from evalpipe.pipeline.progress import make_progress
 
     server: ManagedServer | None = None
     started: list[ManagedServer] = []

@@ -1,15 +1,15 @@
 """The probe from data to ``contamination.json``: load, guard, stage, ask (resumably), score, write.
 
-Order of work, as a run's (:mod:`evalpipe.runner`), so mistakes cost nothing and nothing is lost:
+Order of work, as a run's (:mod:`evalpipe.pipeline`), so mistakes cost nothing and nothing is lost:
 
 1. the task's data is loaded (``--limit``: the first N samples in file order) and every sample's
    first input field cut in two (:mod:`evalpipe.contamination.halves`); every prompt is rendered
    before anything is sent (a template error costs nothing);
-2. the credentialed-data guard of runs (:func:`evalpipe.runner.check_specs_endpoint_policy`);
+2. the credentialed-data guard of runs (:func:`evalpipe.pipeline.endpoint_policy.check_specs_endpoint_policy`);
 3. under the run directory's lock, the store (``responses.sqlite``) records the probe's plans —
    ``contamination:<task>:guided`` and ``…:general`` (completions), ``…:min_k`` and
    ``…:min_k_reference`` (prompt log-probabilities) — and queues every key it has no answer for;
-4. the queued prompts are sent (:func:`evalpipe.runner.fetch_answers`): each answer committed to
+4. the queued prompts are sent (:func:`evalpipe.pipeline.fetch.fetch_answers`): each answer committed to
    the store on arrival, so a killed probe resumes by asking only what is missing;
 5. everything is scored from the store and ``contamination.json`` written.
 
@@ -32,10 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe import __version__
-from evalpipe.answer_writer import AnswerWriter
+from evalpipe.pipeline.answer_writer import AnswerWriter
 from evalpipe.backends.base import Backend
 from evalpipe.backends.factory import OnceFactory
-from evalpipe.cache import ResponseStore, cache_key
+from evalpipe.store.answers import ResponseStore
+from evalpipe.store.keys import cache_key
 from evalpipe.config import RunConfig, load_options, task_args_for
 from evalpipe.contamination import halves as cut
 from evalpipe.contamination import logprobs as lp
@@ -45,11 +46,14 @@ from evalpipe.contamination.result import RESULT_FILE, read_result
 from evalpipe.data.digest import file_sha256
 from evalpipe.endpoints import redact_url
 from evalpipe.outcome import RunError
-from evalpipe.plan_stage import PlanStage, info_json
-from evalpipe.prompt_pack import LEARN, Packer, unpack
+from evalpipe.pipeline.stage import PlanStage, info_json
+from evalpipe.store.prompt_pack import LEARN, Packer, unpack
 from evalpipe.records import Completion, GenerationParams, Prompt, to_jsonable
 from evalpipe.results import RunDir
-from evalpipe.runner import NullProgress, ProgressSink, check_data_options, check_specs_endpoint_policy, fetch_answers
+from evalpipe.pipeline.progress import NullProgress, ProgressSink
+from evalpipe.pipeline.prepare import check_data_options
+from evalpipe.pipeline.endpoint_policy import check_specs_endpoint_policy
+from evalpipe.pipeline.fetch import fetch_answers
 from evalpipe.tasks.registry import get_task
 
 #: new tokens a completion may have: twice the true second half's whitespace tokens plus this, capped

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalpipe.data.errors import DataError
-from evalpipe.data.records import iter_lines
+from evalpipe.data.file_records import iter_lines
 
 
 @dataclass(frozen=True)

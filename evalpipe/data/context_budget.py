@@ -2,7 +2,7 @@
 
 The budget is measured by a :class:`Measure`: characters (:data:`CHARACTERS`, the default), or
 tokens through :class:`CountedMeasure` wrapping any token counter (e.g. the counters in
-``evalpipe.budget``) — which is why the fitting rule takes the measure as an argument instead of
+``evalpipe.context_fit``) — which is why the fitting rule takes the measure as an argument instead of
 hard-coding ``len``.
 
 Rule (:func:`fit_documents`):
@@ -51,7 +51,7 @@ CHARACTERS = CharacterMeasure()
 
 
 class CountedMeasure:
-    """A Measure from any ``count(text) -> int`` (e.g. a tokenizer, ``evalpipe.budget``'s counters).
+    """A Measure from any ``count(text) -> int`` (e.g. a tokenizer, ``evalpipe.context_fit``'s counters).
 
     Lengths are cached per text (LongHealth measures the same letters many times); truncation keeps
     the longest prefix whose count fits, found by bisection over characters (a few counts).

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from evalpipe.cache import StoredJudgement
+from evalpipe.store.judgements import StoredJudgement
 from evalpipe.judging.agreement import KrippendorffAlpha, krippendorff_alpha, unit_coincidences
 from evalpipe.judging.items import TaskToJudge
 from evalpipe.judging.parse import parse_judgement

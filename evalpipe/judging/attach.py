@@ -2,7 +2,7 @@
 
 What is judged, by whom and with which rubric is recorded in ``config.json`` under ``judging``
 (written by the judge run); the judges' replies are in the run's store (table ``judgements``). From
-those two, :func:`task_sheets` rebuilds every judged task's :class:`~evalpipe.judging.aggregate.JudgeSheet`
+those two, :func:`task_sheets` rebuilds every judged task's :class:`~evalpipe.judging.judge_metrics.JudgeSheet`
 without a model or a judge, and the results are merged into the task's entries:
 
 * ``metrics.json`` — the judge metrics under the task, after the task's own;
@@ -27,8 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from evalpipe.cache import ResponseStore, StoredJudgement
-from evalpipe.judging.aggregate import JudgeSheet, Verdict, judge_sheet, verdict
+from evalpipe.store.answers import ResponseStore
+from evalpipe.store.judgements import StoredJudgement
+from evalpipe.judging.judge_metrics import JudgeSheet, Verdict, judge_sheet, verdict
 from evalpipe.judging.humans import add_human_metrics, load_human_ratings
 from evalpipe.judging.items import judgeable_tasks
 from evalpipe.results import RunDir, TaskSummary

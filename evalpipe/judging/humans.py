@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from evalpipe.judging.agreement import KrippendorffAlpha, krippendorff_alpha, unit_coincidences
-from evalpipe.judging.aggregate import JudgeSheet, RatingMean
+from evalpipe.judging.judge_metrics import JudgeSheet, RatingMean
 from evalpipe.judging.items import TaskToJudge
 from evalpipe.metrics.aggregation import check_reproduces
 

@@ -54,11 +54,13 @@ from typing import Any, ClassVar
 
 import jinja2
 
-from evalpipe.cache import ResponseStore, StoredJudgement, cache_key
+from evalpipe.store.answers import ResponseStore
+from evalpipe.store.judgements import StoredJudgement
+from evalpipe.store.keys import cache_key
 from evalpipe.judging.items import JudgedItem, TaskToJudge, judgeable_tasks
 from evalpipe.judging.parse import _objects
 from evalpipe.judging.rubric import _describe, _resolve
-from evalpipe.judging.aggregate import RatingMean
+from evalpipe.judging.judge_metrics import RatingMean
 from evalpipe.metrics.aggregation import Total, evaluate
 from evalpipe.prompting import TemplateError, sandboxed_environment
 from evalpipe.records import GenerationParams, Message, Prompt

@@ -17,7 +17,8 @@ from typing import Any
 
 from evalpipe import __version__
 from evalpipe.backends.base import Backend
-from evalpipe.cache import ResponseStore, StoredJudgement
+from evalpipe.store.answers import ResponseStore
+from evalpipe.store.judgements import StoredJudgement
 from evalpipe.judging.pairwise import (
     DEFAULT_RUBRIC, ORDERS, PairwiseOutcome, _Pair, load_pairwise_rubric, pairwise_dir, pairwise_sheet,
     parse_verdict, read_verdicts, request_key, shared_pairs,

@@ -1,6 +1,6 @@
 """The judge run: rate a finished run's free-text answers with a panel of judges, resumably.
 
-Order of work, chosen (as in :mod:`evalpipe.runner`) so that mistakes cost nothing:
+Order of work, chosen (as in :mod:`evalpipe.pipeline`) so that mistakes cost nothing:
 
 1. read the run directory (``config.json``, ``samples.jsonl``) — no data file, no task code needed,
    and the evaluated model is never contacted;
@@ -33,7 +33,9 @@ from typing import Any, Protocol
 
 from evalpipe import __version__
 from evalpipe.backends.base import Backend
-from evalpipe.cache import ResponseStore, StoredJudgement, cache_key
+from evalpipe.store.answers import ResponseStore
+from evalpipe.store.judgements import StoredJudgement
+from evalpipe.store.keys import cache_key
 from evalpipe.config import RunConfig
 from evalpipe.judging.attach import attach_to_files
 from evalpipe.judging.human_file import read_human_ratings

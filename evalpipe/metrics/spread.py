@@ -1,6 +1,6 @@
 """How much a score moves across prompt conditions, and how consistent answers are across them.
 
-Pure functions over numbers and hashable values; :mod:`evalpipe.robustness` applies them to a
+Pure functions over numbers and hashable values; :mod:`evalpipe.variants.robustness` applies them to a
 run's conditions and the report (:mod:`evalpipe.report.variants`) to several runs.
 
 * :func:`spread_stats` — a metric's values under several conditions (levels): their mean, their

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from evalpipe.judging import aggregate as _aggregate  # noqa: F401  (registers the rating_mean aggregation)
+from evalpipe.judging import judge_metrics as _aggregate  # noqa: F401  (registers the rating_mean aggregation)
 from evalpipe.judging import agreement as _agreement  # noqa: F401  (registers the krippendorff_alpha aggregation)
 from evalpipe.judging.panel import model_key
 from evalpipe.report.bootstrap import TaskBootstrap, percentile_interval, resample_indices

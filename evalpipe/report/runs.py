@@ -44,7 +44,7 @@ from evalpipe.metrics.aggregation import Aggregation, aggregation_from_json
 from evalpipe.report.bootstrap import ResampleTask
 from evalpipe.report.ner_errors import SampleOutcomes, classify, gold_spans, is_span_kind, prediction_spans
 from evalpipe.results import RunDir, RunSummary, TaskSummary
-from evalpipe.robustness import plain_metrics
+from evalpipe.variants.robustness import plain_metrics
 
 __all__ = ["FRAME_COLUMNS", "RUNNER_METRICS", "ReportRun", "TaskInfo", "full_samples_frame", "load_report_runs",
            "resample_task"]

@@ -2,7 +2,7 @@
 and shot counts, and whether a ranking of models survives them.
 
 Reads only the run directories: ``variants.json`` (each condition's metrics, the spread along each
-axis) and the records of every condition in ``samples.jsonl`` (see :mod:`evalpipe.robustness`).
+axis) and the records of every condition in ``samples.jsonl`` (see :mod:`evalpipe.variants.robustness`).
 For each task and each axis a run varied — ``variant``, ``order`` (shot orders), ``shots`` (shot
 counts) — it shows, for the task's headline metric:
 
@@ -44,7 +44,7 @@ from evalpipe.report.leaderboard import Column, Entry, Leaderboard, lower_is_bet
 from evalpipe.report.plots import to_svg
 from evalpipe.report.runs import ReportRun, resample_task
 from evalpipe.results import TaskSummary
-from evalpipe.robustness import AXES, AXIS_LABELS, level_label
+from evalpipe.variants.robustness import AXES, AXIS_LABELS, level_label
 
 __all__ = ["AxisView", "add_rank_stability", "axis_views", "rank_stability", "robustness_section"]
 

@@ -240,7 +240,7 @@ class TaskSpec:
     #: static values every render sees as ``task.*`` (entity descriptions, label lists)
     template_vars: Mapping[str, Any] = field(default_factory=dict)
     #: the input field that may be shortened (from the end) to fit the model's context, e.g. a
-    #: discharge letter; never the instructions or the question (see evalpipe.budget)
+    #: discharge letter; never the instructions or the question (see evalpipe.context_fit)
     long_field: str | None = None
     #: the loader itself decides how much text goes in, by ``LoadOptions.context_length`` and
     #: ``token_counter`` (LongHealth picks whole letters): the runner reloads it once the model's
@@ -294,7 +294,7 @@ class TaskSpec:
 
     #: prompt variants: name → template path under ``prompts/`` (the same macro contract as
     #: ``template``), beside those found in ``prompts/<task>/variants/<name>.j2``; the canonical
-    #: ``template`` is always variant ``default`` (``run --prompt-variants``, evalpipe.conditions)
+    #: ``template`` is always variant ``default`` (``run --prompt-variants``, evalpipe.variants.conditions)
     variants: Mapping[str, str] = field(default_factory=dict)
 
     #: generation caps for a quick look (the demo); None = the task's own settings

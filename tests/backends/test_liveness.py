@@ -14,12 +14,12 @@ from typer.testing import CliRunner
 
 from evalpipe.backends.factory import make_backend
 from evalpipe.backends.liveness import EndpointGone, Liveness
-from evalpipe.cache import ResponseStore
+from evalpipe.store.answers import ResponseStore
 from evalpipe.cli import app
 from evalpipe.cli.common import EXIT_ENDPOINT_GONE
 from evalpipe.config import RunConfig
 from evalpipe.engines.server import free_port
-from evalpipe.runner import execute, run_dir_for
+from evalpipe.pipeline.execute import execute, run_dir_for
 from tests.support.fake_openai import FakeOpenAIServer, echo_responder
 
 

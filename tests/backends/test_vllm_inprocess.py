@@ -11,7 +11,7 @@ import pytest
 
 from evalpipe.backends.base import BackendError
 from evalpipe.config import RunConfig
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 
 STANDIN = Path(__file__).resolve().parents[1] / "support" / "standin_vllm" / "vllm" / "__init__.py"
 

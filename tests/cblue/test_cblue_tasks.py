@@ -9,7 +9,7 @@ import pytest
 
 from evalpipe.config import RunConfig
 from evalpipe.records import Completion
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from evalpipe.scoring import score_task
 from evalpipe.tasks.base import IncompleteSuite, LoadOptions
 from evalpipe.tasks.cblue.reference import BEST_BASELINE, HUMAN, HUMAN_AVERAGE, TASK_ORDER

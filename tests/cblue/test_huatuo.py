@@ -21,7 +21,7 @@ from evalpipe.backends.embeddings import (
 from evalpipe.config import RunConfig
 from evalpipe.metrics.chinese_text import bleu4, rouge_l
 from evalpipe.records import Example
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from evalpipe.backends.ranking import normalised, rank_pool
 from evalpipe.rescoring import rescore
 from evalpipe.tasks.kinds.retrieval import POOL_NOTE, build_pool

@@ -9,7 +9,7 @@ import pytest
 from evalpipe.compat.promptcblue import bert_basic_tokens, rouge_chinese_l
 from evalpipe.config import RunConfig
 from evalpipe.records import Completion
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from evalpipe.scoring import score_task
 from evalpipe.tasks.base import LoadOptions
 from evalpipe.tasks.registry import get_task

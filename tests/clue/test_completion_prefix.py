@@ -4,7 +4,7 @@ from pathlib import Path
 
 from evalpipe.config import RunConfig
 from evalpipe.records import Completion
-from evalpipe.runner import load_options
+from evalpipe.config import load_options
 from evalpipe.scoring import answer_prefix as _answer_prefix, score_task
 from evalpipe.tasks.registry import get_task
 

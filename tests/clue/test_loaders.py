@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from evalpipe.data.records import read_records as read_json_or_jsonl
+from evalpipe.data.file_records import read_records as read_json_or_jsonl
 from evalpipe.data.context_budget import Document, fit_documents
 from evalpipe.data.errors import DataError
 from evalpipe.tasks.base import LoadOptions

@@ -8,7 +8,9 @@ import pytest
 from evalpipe.config import RunConfig
 from evalpipe.records import Completion
 from evalpipe.rescoring import rescore
-from evalpipe.runner import RunError, execute, prepare_task
+from evalpipe.outcome import RunError
+from evalpipe.pipeline.execute import execute
+from evalpipe.pipeline.prepare import prepare_task
 from evalpipe.scoring import score_task
 from evalpipe.tasks.registry import get_task, suites
 from tests.clue.conftest import FIXTURES

@@ -6,7 +6,7 @@ with lone surrogates and control characters, tag soup, huge repeats, JSON shapes
 tests/fuzz/strategies.py) and a fault of the loopback server (none, or one of its plans: 429 with
 Retry-After, 5xx, a reply slower than the timeout, malformed JSON, empty or null content, a dropped
 connection, a lone surrogate, a reply of the wrong shape, a 400, a 401 …) that hits the sample's
-first request or all of its requests. The run is ``runner.execute`` with the real OpenAI-compatible
+first request or all of its requests. The run is ``pipeline.execute.execute`` with the real OpenAI-compatible
 backend (small concurrency, a short timeout, one retry, fast backoff). Properties:
 
 * the run finishes, with the exit code the README's table gives (0 done; 3 some requests failed
@@ -45,11 +45,11 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from evalpipe.backends.openai_compat import OpenAICompatBackend, OpenAICompatConfig
-from evalpipe.cache import ResponseStore
+from evalpipe.store.answers import ResponseStore
 from evalpipe.cli.evaluate import _report
 from evalpipe.config import RunConfig
 from evalpipe.rescoring import rescore
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from evalpipe.results import RunDir
 from tests.cblue import synthetic as cblue_synthetic
 from tests.fuzz.strategies import answers, fuzz_settings, short_answers

@@ -14,7 +14,7 @@ the time, else a perturbed gold answer (an item dropped or altered, text cut sho
 example's gold (a wrong label), the gold wrapped in chatty prose, a refusal, an empty answer, or a
 failed request.
 
-It uses as little of evalpipe's internals as it can — ``runner.execute``, ``rescoring.rescore``,
+It uses as little of evalpipe's internals as it can — ``pipeline.execute.execute``, ``rescoring.rescore``,
 the registry and ``TaskSpec.load``/``shot_target`` — so a refactor of the core touches little here.
 
 Regenerate the golden files (only for an intentional, documented change; see README.md)::
@@ -46,7 +46,7 @@ from evalpipe.metrics import concepts
 from evalpipe.records import Example, Prompt
 from evalpipe.rescoring import rescore
 from evalpipe.results import RunDir
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from evalpipe.tasks.base import LoadOptions
 from evalpipe.tasks.registry import get_task, suites
 from tests.cblue import synthetic as syn

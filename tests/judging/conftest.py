@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from evalpipe.config import RunConfig
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from tests.judging import scripted
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.scripted_backend import ScriptedBackend

@@ -123,7 +123,7 @@ def test_a_file_without_the_columns_names_the_missing_one(run_copy, server, tmp_
 
 
 def test_a_sample_answered_anew_since_the_humans_rated_it_is_left_out():
-    from evalpipe.judging.aggregate import Verdict, judge_sheet
+    from evalpipe.judging.judge_metrics import Verdict, judge_sheet
     from evalpipe.judging.humans import HumanRatings, add_human_metrics
     from evalpipe.judging.items import JudgedItem, TaskToJudge
 

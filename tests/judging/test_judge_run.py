@@ -17,7 +17,7 @@ from evalpipe.judging.panel import Judge
 from evalpipe.judging.run import JudgeOptions, execute_judging
 from evalpipe.outcome import RunError
 from evalpipe.prompting import TemplateError
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from tests.judging import scripted
 from tests.support.scripted_backend import ScriptedBackend
 

@@ -14,7 +14,7 @@ import pytest
 
 from evalpipe.config import RunConfig
 from evalpipe.judging.pairwise import FIRST, SECOND, TIE, pair_parts, pairwise_dir, parse_verdict
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from tests.judging import scripted
 from tests.judging.conftest import evalpipe
 from tests.support.fake_openai import FakeOpenAIServer

@@ -19,7 +19,7 @@ from evalpipe.report.build import build_document
 from evalpipe.report.judging import judged_tasks, judging_section, spearman, spearman_interval
 from evalpipe.report.leaderboard import build_leaderboard
 from evalpipe.report.runs import load_report_runs
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from evalpipe.tasks.registry import suites
 from tests.support.scripted_backend import ScriptedBackend, last_user_text
 

@@ -7,7 +7,8 @@ import json
 import sqlite3
 from pathlib import Path
 
-from evalpipe.cache import ResponseStore, StoredJudgement
+from evalpipe.store.answers import ResponseStore
+from evalpipe.store.judgements import StoredJudgement
 from evalpipe.judging.items import FREE_TEXT, JudgedItem, TaskToJudge, judgeable_tasks, judged_text
 from evalpipe.judging.rubric import load_rubric, rubric_for
 from evalpipe.records import GenerationParams

@@ -11,7 +11,7 @@ import zlib
 from pathlib import Path
 
 from evalpipe.config import RunConfig
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from evalpipe.tasks.base import LoadOptions
 from evalpipe.tasks.registry import get_task
 from tests.support.scripted_backend import ScriptedBackend, query_text

@@ -217,7 +217,7 @@ def test_finish_reason_recorded_by_the_runner_feeds_hit_max_tokens(tmp_path):
     from dataclasses import replace
 
     from evalpipe.config import RunConfig
-    from evalpipe.runner import execute
+    from evalpipe.pipeline.execute import execute
     from tests.support.scripted_backend import ScriptedBackend
 
     gold = gold_answers()

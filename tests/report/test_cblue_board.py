@@ -10,7 +10,7 @@ from evalpipe.report import build_report
 from evalpipe.report.boards import board_rows, split_label
 from evalpipe.tasks.cblue.board import BOARD, REFERENCE_SOURCE
 from evalpipe.report.runs import load_report_runs
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from evalpipe.tasks.cblue.reference import BEST_BASELINE, HUMAN, TASK_ORDER
 from tests.cblue import synthetic as syn
 from tests.cblue.test_cblue_tasks import answers_by_text, first_field

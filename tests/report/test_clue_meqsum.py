@@ -17,7 +17,7 @@ from evalpipe.frames import load_samples
 from evalpipe.report import build_report
 from evalpipe.report.bootstrap import resample_indices, restrict
 from evalpipe.report.runs import load_report_runs
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from tests.support.scripted_backend import ScriptedBackend, last_user_text
 
 LIMIT = 8

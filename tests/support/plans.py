@@ -6,8 +6,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evalpipe.cache import ResponseStore
-from evalpipe.plan_stage import PlanStage
+from evalpipe.store.answers import ResponseStore
+from evalpipe.pipeline.stage import PlanStage
 
 
 def write_plan(store: ResponseStore, task: str, rows: Sequence[tuple[str, str]], packed: Sequence[str],

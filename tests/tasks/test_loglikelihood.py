@@ -18,7 +18,7 @@ from evalpipe.config import RunConfig
 from evalpipe.outcome import RunError
 from evalpipe.records import Example, GenerationParams, Prompt
 from evalpipe.results import RunDir
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from evalpipe.tasks.kinds.multiple_choice import parse_logprobs
 from evalpipe.tasks.registry import get_task
 from tests.support.fake_openai import FakeOpenAIProcess, FakeOpenAIServer, ScriptedResponder

@@ -11,7 +11,7 @@ import pytest
 from evalpipe.config import RunConfig
 from evalpipe.data.errors import DataError
 from evalpipe.parsers.letter import parse_letter
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from evalpipe.tasks.base import IncompleteSuite, LoadOptions
 from evalpipe.tasks.registry import get_task, suites
 from tests.support.fake_openai import FakeOpenAIProcess

@@ -9,7 +9,7 @@ import pytest
 
 from evalpipe.config import RunConfig
 from evalpipe.data.errors import DataError
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from evalpipe.tasks.base import LoadOptions
 from evalpipe.tasks.registry import get_task
 from tests.support.scripted_backend import ScriptedBackend, last_user_text

@@ -13,7 +13,7 @@ import pytest
 
 from evalpipe.config import RunConfig
 from evalpipe.data.errors import DataError
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from evalpipe.tasks.base import LoadOptions
 from evalpipe.tasks import registry
 from evalpipe.tasks.taskfile.scaffold import ScaffoldError, identifier, new_task

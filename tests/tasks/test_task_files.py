@@ -16,7 +16,7 @@ from evalpipe.data.errors import DataError
 from evalpipe.outcome import RunError
 from evalpipe.report.runs import load_report_runs
 from evalpipe.rescoring import rescore
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from evalpipe.tasks import registry
 from evalpipe.tasks.base import LoadOptions
 from evalpipe.tasks.taskfile.build import json_schema, load_task_file

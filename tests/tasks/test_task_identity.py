@@ -65,7 +65,7 @@ def test_two_definitions_of_one_name_never_share_a_run_directory(tmp_path):
 
 
 def test_shipped_tasks_keep_their_run_names():
-    from evalpipe.runner import run_dir_for
+    from evalpipe.pipeline.execute import run_dir_for
     from evalpipe.tasks.registry import get_task
 
     config = RunConfig(tasks=("ncbi_disease",), model="m")

@@ -14,7 +14,7 @@ from pathlib import Path
 from evalpipe.config import RunConfig
 from evalpipe.outcome import RunOutcome
 from evalpipe.records import Prompt
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from evalpipe.tasks.base import LoadOptions
 from evalpipe.tasks.registry import get_task
 from tests.support.scripted_backend import ScriptedBackend, last_user_text

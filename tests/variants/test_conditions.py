@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from evalpipe.conditions import CANONICAL, Condition, plan_name, shot_permutation, task_conditions
+from evalpipe.variants.conditions import CANONICAL, Condition, plan_name, shot_permutation, task_conditions
 from evalpipe.config import RunConfig
 
 AVAILABLE = ["default", "concise", "guidelines"]

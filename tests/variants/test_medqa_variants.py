@@ -18,7 +18,7 @@ from evalpipe.config import RunConfig, load_options
 from evalpipe.parsers.letter import parse_letter
 from evalpipe.prompting import DEFAULT_VARIANT, PromptRenderer, select_shots, variant_templates
 from evalpipe.records import GenerationParams
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from evalpipe.tasks.registry import get_task
 from tests.support.fake_openai import FakeOpenAIServer, request_text
 from tests.support.scripted_backend import ScriptedBackend

@@ -13,7 +13,7 @@ import pytest
 
 from evalpipe.rescoring import rescore
 from evalpipe.results import RunDir
-from evalpipe.runner import RunError
+from evalpipe.outcome import RunError
 from tests.variants.support import EXAMPLES, answer, config, run
 
 VARIANTS = ["default", "concise", "guidelines", "instructions_first", "system_role"]
@@ -237,7 +237,7 @@ def test_an_unknown_variant_or_a_bad_count_fails_before_any_request(tmp_path):
 def test_displayed_and_headline_metrics_are_the_leaderboards(task, metrics):
     from evalpipe.report.leaderboard import primary_metric, shown_metrics
     from evalpipe.report.runs import TaskInfo
-    from evalpipe.robustness import displayed_metrics, headline_metric
+    from evalpipe.variants.robustness import displayed_metrics, headline_metric
     from evalpipe.tasks.registry import get_task
     spec = get_task(task)
     info = TaskInfo(name=task, metrics=spec.metrics, primary_metric=spec.primary_metric)

@@ -30,7 +30,7 @@ from evalpipe.prompting import (
     variant_templates,
 )
 from evalpipe.records import GenerationParams
-from evalpipe.runner import execute
+from evalpipe.pipeline.execute import execute
 from evalpipe.tasks import registry
 from evalpipe.tasks.base import LoadOptions
 from evalpipe.tasks.registry import all_tasks, get_task

@@ -30,7 +30,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 from evalpipe.data.errors import DataError
-from evalpipe.data.records import Record, read_values
+from evalpipe.data.file_records import Record, read_values
 from evalpipe.parsers.triples import Triple
 from evalpipe.records import Span
 from evalpipe.tasks.base import LoadOptions

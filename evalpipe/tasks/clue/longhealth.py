@@ -18,7 +18,7 @@ The budget (:func:`document_budget`) is the model's context less ``PROMPT_RESERV
 instructions, question, options and answer, counted with the model's tokenizer when one answers
 (``LoadOptions.token_counter``: vLLM's or llama.cpp's tokenize endpoint, an in-process engine's
 tokenizer); without a tokenizer it is converted to characters with the 3.5 characters/token
-estimate of :mod:`evalpipe.budget`. With no known context it is ``DEFAULT_CONTEXT_CHARS``
+estimate of :mod:`evalpipe.context_fit`. With no known context it is ``DEFAULT_CONTEXT_CHARS``
 characters of documents (separators included) — about 7k tokens, the reference's 8k-token setting
 less the prompt around the documents. The task is ``sized_by_context``: the runner reloads it once
 the server has told the context length and the tokenizer answers. Each sample's meta records the
@@ -45,7 +45,7 @@ from pathlib import Path
 
 from evalpipe.compat.clue import stated_letter, substring_gold_letter
 from evalpipe.tasks.clue.files import DataFile
-from evalpipe.budget import CHARS_PER_TOKEN_ESTIMATE
+from evalpipe.context_fit import CHARS_PER_TOKEN_ESTIMATE
 from evalpipe.data.context_budget import CHARACTERS, CountedMeasure, Document, Measure, fit_documents
 from evalpipe.data.errors import DataError
 from evalpipe.tasks.clue.longhealth_data import Patient, read_longhealth
@@ -147,7 +147,7 @@ def document_budget(options: LoadOptions) -> tuple[int, Measure]:
 
     With a context of C tokens the documents get ``C - PROMPT_RESERVE_TOKENS`` tokens, counted with
     ``options.token_counter`` when there is one; without a tokenizer, ``(C - PROMPT_RESERVE_TOKENS)
-    × 3.5`` characters — the same conservative estimate as :mod:`evalpipe.budget` — so a prompt fits
+    × 3.5`` characters — the same conservative estimate as :mod:`evalpipe.context_fit` — so a prompt fits
     without cutting a letter in half. With no known context: ``DEFAULT_CONTEXT_CHARS`` characters.
     """
     if not options.context_length:

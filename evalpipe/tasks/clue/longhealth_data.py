@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalpipe.data.records import read_json_object
+from evalpipe.data.file_records import read_json_object
 from evalpipe.data.errors import DataError
 
 OPTION_LETTERS = ("A", "B", "C", "D", "E")

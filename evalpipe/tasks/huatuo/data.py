@@ -11,7 +11,7 @@ one thing both files' ``hook`` adds (:func:`hook`), through the loader's record 
 
 from __future__ import annotations
 
-from evalpipe.data.records import Record
+from evalpipe.data.file_records import Record
 from evalpipe.tasks.base import TaskSpec
 
 FIELDS = ("questions", "answers")

@@ -28,7 +28,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from evalpipe.data.records import Record
+from evalpipe.data.file_records import Record
 from evalpipe.metrics.aggregation import MacroF1, Mean
 from evalpipe.metrics.classification import accuracy, class_parts, macro_f1
 from evalpipe.metrics.options import MetricOptions

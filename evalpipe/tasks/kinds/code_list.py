@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from evalpipe.data.records import Record
+from evalpipe.data.file_records import Record
 from evalpipe.metrics.icd10 import icd_score_sheet
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.parsers.icd10 import normalise_code, parse_icd10_codes

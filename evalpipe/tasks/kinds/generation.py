@@ -26,7 +26,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from evalpipe.data.records import Record
+from evalpipe.data.file_records import Record
 from evalpipe.metrics.aggregation import Mean
 from evalpipe.metrics.bertscore import bertscore_per_sample, resolve_settings
 from evalpipe.metrics.chinese_text import text_score_sheet

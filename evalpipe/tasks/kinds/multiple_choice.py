@@ -48,7 +48,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from evalpipe.data.errors import DataError
-from evalpipe.data.records import Record
+from evalpipe.data.file_records import Record
 from evalpipe.text.distinct import distinct_problem
 from evalpipe.metrics.aggregation import Mean, evaluate
 from evalpipe.metrics.calibration import ExpectedCalibrationError, MeanOverScored, calibration_parts, option_probabilities

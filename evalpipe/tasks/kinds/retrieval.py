@@ -28,7 +28,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from evalpipe.data.records import Record
+from evalpipe.data.file_records import Record
 from evalpipe.metrics.aggregation import Mean
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.metrics.retrieval import mrr_at_k, per_query, recall_at_k

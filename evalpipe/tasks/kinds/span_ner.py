@@ -27,7 +27,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from evalpipe.data.records import Record
+from evalpipe.data.file_records import Record
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.metrics.spans import TOKEN_ACCURACY, bio_to_spans, span_score_sheet, spans_to_bio, token_accuracy, token_counts
 from evalpipe.parsers.xml_tags import char_spans_to_token_spans, parse_tagged_answer, token_offsets

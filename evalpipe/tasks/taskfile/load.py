@@ -1,6 +1,6 @@
 """A task file's data as examples: read the files, map the fields, let the kind read the gold.
 
-* **Reading** goes through :mod:`evalpipe.data.records` (JSON lines or array, a JSON object of
+* **Reading** goes through :mod:`evalpipe.data.file_records` (JSON lines or array, a JSON object of
   records keyed by id, CSV/TSV with or without a header row, parquet) or :mod:`evalpipe.data.conll`
   (CoNLL: one record per sentence, fields ``tokens`` and ``tags``), so every error reads
   ``FILE:LINE: FIELD: what is wrong``, before any request is sent.
@@ -37,7 +37,7 @@ from typing import Any
 
 from evalpipe.data.conll import iter_conll
 from evalpipe.data.errors import DataError
-from evalpipe.data.records import Record, UniqueIds, check_unique_ids, iter_records, read_keyed_records
+from evalpipe.data.file_records import Record, UniqueIds, check_unique_ids, iter_records, read_keyed_records
 from evalpipe.data.stream import Examples, ExampleStream, materialize
 from evalpipe.records import Example
 from evalpipe.tasks.base import LoadOptions, TaskData
@@ -72,7 +72,7 @@ def read_file(task: TaskFile, path: Path) -> list[Record]:
 
 def iter_file(task: TaskFile, path: Path) -> Iterator[Record]:
     """The records of ``path`` in the task's format, one at a time (read a block at a time where the
-    format allows: :func:`~evalpipe.data.records.iter_records`, :func:`~evalpipe.data.conll.iter_conll`)."""
+    format allows: :func:`~evalpipe.data.file_records.iter_records`, :func:`~evalpipe.data.conll.iter_conll`)."""
     fmt = file_format(task, path)
     if fmt == "conll":
         return (Record({"tokens": s.tokens, "tags": s.tags}, s.line, path) for s in iter_conll(path))

@@ -28,7 +28,7 @@ from types import SimpleNamespace
 import yaml
 
 from evalpipe.data.errors import DataError
-from evalpipe.data.records import Record
+from evalpipe.data.file_records import Record
 from evalpipe.tasks.taskfile.load import read_file
 from evalpipe.tasks.taskfile.schema import NAME_PATTERN, DataSpec
 from evalpipe.errors import InputError
