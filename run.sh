@@ -54,10 +54,36 @@ bootstrap() {
 bootstrap
 export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
 
+# pytest-xdist options for `./run.sh test ARGS`: the whole suite runs on one worker per CPU (at most 4;
+# EVALPIPE_TEST_WORKERS=N sets N, 0 or 1 runs serially), each test file on one worker (--dist loadfile:
+# module fixtures such as the golden runs are made once). Nothing is added when ARGS name test paths
+# (a subset is usually small, or a debugging session: a worker per core costs more than it saves there)
+# or choose xdist settings themselves (-n, --dist, -p no:xdist).
+parallel_args() {
+    local arg
+    for arg in "$@"; do
+        case "$arg" in
+            -n|-n*|--numprocesses*|--dist*|no:xdist) return 0 ;;
+        esac
+        if [[ "$arg" != -* ]] && [ -e "${arg%%::*}" ]; then
+            return 0
+        fi
+    done
+    local workers="${EVALPIPE_TEST_WORKERS:-}"
+    if [ -z "$workers" ]; then
+        workers="$(nproc 2>/dev/null || echo 1)"
+        [ "$workers" -gt 4 ] && workers=4
+    fi
+    if [ "$workers" -gt 1 ] && "$venv/bin/python" -c 'import xdist' 2>/dev/null; then
+        echo "-n $workers --dist loadfile"
+    fi
+}
+
 if [ "${1:-}" = "test" ]; then
     shift
     set +e
-    "$venv/bin/python" -m pytest "$@"
+    # shellcheck disable=SC2046  # word splitting of the options is intended
+    "$venv/bin/python" -m pytest $(parallel_args "$@") "$@"
     rc=$?
     set -e
     if [ "$rc" -eq 5 ]; then
