@@ -33,7 +33,34 @@ Findings
 ========
 
 Phase 1, main as of 9efd4ba (2026-12-02, 2 cores shared with other engineers):
-(filled in below once measured)
+one round, load average 5.5-5.7 throughout (llama.cpp builds and other suites on the 2 cores), so the
+seconds are ~8x issue 28's quiet-machine figures; the shares and the profile are what carry over.
+
+- big, N = 94,000, L = 50 ms, C = 256: run 467.7 s = before 122.0 s + sending 261.5 s + after 84.2 s;
+  run / sending x1.79 (issue 28 on a quiet machine: 79 / 31 = x2.5); peak RSS 120 MB; CPU 156.5 s.
+- small, N = 940, L = 1 s: run 14.6 s, sending 5.1 s, efficiency 0.789 at this load (0.95 quiet).
+
+Profiled (cProfile, same load; shares of 843 s): imports + start-up 0.5 %, prepare 29.8 %, store
+copy + queue 0.5 %, sending 41.1 %, scoring 27.5 %, writing 0.2 %. So the time outside sending is
+rendering/staging and scoring, almost nothing else:
+
+- prepare (251 s profiled): NCBI read and validated (``conll._sentences`` 41 s cumulative,
+  ``span_ner.read`` 18 s), the Jinja macro 93 s of which the sandbox/``template_limits`` getattr
+  and tick guards ~42 s (the 5 shots are rendered again for every sentence), ``to_jsonable`` /
+  ``dataclasses.asdict`` 15 s and ``json`` encoding 14 s (a prompt is turned to JSON twice: once
+  for ``cache_key``, once to pack it).
+- scoring (232 s profiled): the answer parser 126 s, of which ``xml_tags._keys`` 94 s (called
+  twice per answer, ``_norm`` 24 million times: a per-character normalisation redone for the
+  text and for the answer); the data read a second time 45 s (``plan_chunks`` → ``_next_planned``
+  → the loader); record lines' JSON 6 s.
+- sending: the client is CPU-bound (aiohttp request path, tenacity, ``prompt_pack`` unpacking a
+  dict comprehension per request 24 s profiled): the sending phase already uses the one core the
+  GIL allows, so overlapping render/score *in the same thread* cannot shorten the run; they must
+  first shrink (``_keys``/``_norm``, the shots rendered once, one JSON pass per prompt, the data
+  read once for scoring) and then run beside the sender in a second process.
+
+Phase 2 (the overlap in ``evalpipe/pipeline/``) was not started: the pipeline split had not been
+merged (``/work/notes/pipeline-merged`` absent) when the session's deadline passed.
 """
 
 from __future__ import annotations
@@ -57,12 +84,16 @@ REPO = Path(__file__).resolve().parents[1]
 MODEL = "bench-model"
 #: the runner's stage functions whose calls mark the phases of a profiled child: (module, function,
 #: phase while it runs, phase after it returns); names a checkout lacks are skipped
-PHASE_MARKS: tuple[tuple[str, str, str, str], ...] = (
-    ("evalpipe.runner", "prepare", "prepare (load, render, stage)", "lock, store copy, queue"),
-    ("evalpipe.runner", "fetch_answers", "sending", "after sending"),
-    ("evalpipe.runner", "check_unchanged", "after sending: data re-hashed", "after sending"),
-    ("evalpipe.runner", "score_task_chunked", "scoring", "after scoring"),
-    ("evalpipe.runner", "write_outcome", "writing", "after writing (table, exit)"),
+PHASE_MARKS: tuple[tuple[str, str, str, str], ...] = tuple(
+    (module, function, during, after)
+    for module in ("evalpipe.runner", "evalpipe.pipeline.execute")  # before and after the split into pipeline/
+    for function, during, after in (
+        ("prepare", "prepare (load, render, stage)", "lock, store copy, queue"),
+        ("fetch_answers", "sending", "after sending"),
+        ("check_unchanged", "after sending: data re-hashed", "after sending"),
+        ("score_task_chunked", "scoring", "after scoring"),
+        ("write_outcome", "writing", "after writing (table, exit)"),
+    )
 )
 
 
