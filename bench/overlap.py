@@ -81,6 +81,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.memory import load, write_unique_sentences  # noqa: E402  (the same corpus and load reading)
 MODEL = "bench-model"
 #: the runner's stage functions whose calls mark the phases of a profiled child: (module, function,
 #: phase while it runs, phase after it returns); names a checkout lacks are skipped
@@ -95,19 +98,6 @@ PHASE_MARKS: tuple[tuple[str, str, str, str], ...] = tuple(
         ("write_outcome", "writing", "after writing (table, exit)"),
     )
 )
-
-
-def load() -> float:
-    return os.getloadavg()[0]
-
-
-def write_unique_sentences(path: Path, n: int, source: Path) -> None:
-    """``n`` CoNLL sentences: the test split cycled, sentence i ending with the token ``[i]`` (tag O)."""
-    sentences = source.read_text(encoding="utf-8").strip().split("\n\n")
-    with path.open("w", encoding="utf-8") as out:
-        for i in range(n):
-            out.write(sentences[i % len(sentences)])
-            out.write(f"\n[{i}]\tO\n\n")
 
 
 # --------------------------------------------------------------------------------------------
@@ -377,7 +367,6 @@ def main(argv: list[str] | None = None) -> int:
     if args_in[:1] == ["--child-profile"]:
         rest = args_in[2:]
         return child_profile(Path(args_in[1]), rest[1:] if rest[:1] == ["--"] else rest)
-    sys.path.insert(0, str(REPO))
     from tests.support.fake_openai import FakeOpenAIProcess
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

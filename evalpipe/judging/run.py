@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from evalpipe import __version__
 from evalpipe.backends.base import Backend
@@ -46,6 +46,7 @@ from evalpipe.judging.parse import parse_judgement
 from evalpipe.judging.rubric import Rubric, rubric_for
 from evalpipe.outcome import RunError
 from evalpipe.paths import REPO_ROOT
+from evalpipe.pipeline.progress import NullProgress, ProgressSink
 from evalpipe.records import Completion, GenerationParams, Prompt
 from evalpipe.results import RunDir, git_commit
 
@@ -84,18 +85,9 @@ class JudgeOutcome:
     notes: list[str] = field(default_factory=list)
 
 
-class JudgeProgress(Protocol):
-    """What the judge run reports as it goes: (sample, judge) pairs done (the CLI's progress bar)."""
-
-    def start(self, total: int, cached: int) -> None: ...
-    def advance(self, completion: Completion) -> None: ...
-    def close(self) -> None: ...
-
-
-class _Silent:
-    def start(self, total: int, cached: int) -> None: ...
-    def advance(self, completion: Completion) -> None: ...
-    def close(self) -> None: ...
+#: what the judge run reports as it goes: (sample, judge) pairs done (the CLI's progress bar) — the
+#: run's own progress protocol, told the same three things
+JudgeProgress = ProgressSink
 
 
 def judge_backend(judge: Judge, options: JudgeOptions) -> Backend:
@@ -267,7 +259,7 @@ async def execute_judging(run_path: Path, judges: Sequence[Judge], options: Judg
                           progress: JudgeProgress | None = None) -> JudgeOutcome:
     """Judge a run's free-text answers (or resume judging them) and write the results into it."""
     run = RunDir(run_path)
-    progress = progress or _Silent()
+    progress = progress or NullProgress()
     config, tasks, rubrics, requests, humans = _prepare(run, judges, options)
     outcome = JudgeOutcome(run_dir=run, metrics={}, notes=self_judging_notes(config, judges))
     with run.lock():
