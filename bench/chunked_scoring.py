@@ -6,7 +6,7 @@ process, side by side:
 
 - ``whole``          ``score_task`` on every sample at once (today's path);
 - ``whole records``  building every record of that outcome (``samples.jsonl``'s lines);
-- ``chunked``        ``score_task_chunked`` in chunks of ``--chunk`` samples (the samplewise pass);
+- ``chunked``        ``score_chunks`` in chunks of ``--chunk`` samples (the samplewise pass);
 - ``chunked records`` reading every record of the chunked outcome: the chunks are parsed and scored
                      again — the price of not holding predictions and scores.
 
@@ -23,7 +23,7 @@ import time
 from dataclasses import replace
 
 from evalpipe.records import Completion, Usage
-from evalpipe.scoring import ScoringChunk, score_task, score_task_chunked
+from evalpipe.scoring import ScoringChunk, score_task, score_chunks
 from evalpipe.tasks.base import LoadOptions
 from evalpipe.tasks.registry import get_task
 
@@ -59,7 +59,7 @@ def main() -> None:
     print(f"N = {args.n}, chunks of {args.chunk}, load average {os.getloadavg()[0]:.1f}")
     whole = timed("whole", lambda: score_task(spec, examples, keys, answers, None))
     timed("whole records", lambda: sum(1 for _ in whole.records))
-    chunked = timed("chunked", lambda: score_task_chunked(spec, chunks, None))
+    chunked = timed("chunked", lambda: score_chunks(spec, chunks, None))
     timed("chunked records", lambda: sum(1 for _ in chunked.records))
     assert json.dumps(chunked.metrics) == json.dumps(whole.metrics)
     print(f"load average {os.getloadavg()[0]:.1f}; metrics identical: f1 = {chunked.metrics['f1']:.4f}")

@@ -94,7 +94,7 @@ PHASE_MARKS: tuple[tuple[str, str, str, str], ...] = tuple(
         ("prepare", "prepare (load, render, stage)", "lock, store copy, queue"),
         ("fetch_answers", "sending", "after sending"),
         ("check_unchanged", "after sending: data re-hashed", "after sending"),
-        ("score_task_chunked", "scoring", "after scoring"),
+        ("score_chunks", "scoring", "after scoring"),
         ("write_outcome", "writing", "after writing (table, exit)"),
     )
 )

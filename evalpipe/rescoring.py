@@ -28,7 +28,7 @@ from evalpipe.results import RunDir, RunInfo
 from evalpipe.variants.robustness import ConditionOutcome, combine_tasks
 from evalpipe.cost import Prices, attach_costs
 from evalpipe.structured import structured_spec
-from evalpipe.scoring import ScoringChunk, answer_prefix, score_task_chunked
+from evalpipe.scoring import ScoringChunk, answer_prefix, score_chunks
 from evalpipe.tasks.base import Examples, TaskSpec
 from evalpipe.tasks.registry import task_of_run
 
@@ -173,7 +173,7 @@ def rescore(run_path: Path, compat: str | None = None, metric_options: Mapping[s
 
 def _rescore_locked(run: RunDir, compat: str | None, metric_options: Mapping[str, Any] | None) -> RunOutcome:
     config, tasks = load_stored(run.path)
-    # the records' lines wait in a scratch folder beside the run (evalpipe.scoring.score_task_chunked)
+    # the records' lines wait in a scratch folder beside the run (evalpipe.scoring.score_chunks)
     with frozen_heap(), scratch_folder(run.path.parent) as scratch:
         return _rescore_loaded(run, config, tasks, compat, metric_options, scratch)
 
@@ -187,7 +187,7 @@ def _rescore_loaded(run: RunDir, config: RunConfig, tasks: list[StoredTask], com
     scored = []
     for task in tasks:
         outcome.cached += task.answered
-        scored.append(ConditionOutcome(task.spec, task.condition, task.shots, score_task_chunked(
+        scored.append(ConditionOutcome(task.spec, task.condition, task.shots, score_chunks(
             task.spec, task.chunks, compat, options, answer_prefix(task.spec, config), scratch=scratch,
         )))
     outcome.tasks.extend(combine_tasks(scored))  # a task's prompt conditions become one task again

@@ -15,7 +15,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "evalpipe"
 #: the code that must stay generic (docstrings and comments may cite examples)
-GENERIC = ["pipeline", "store", "variants", "scoring.py", "rescoring.py", "cli", "results.py", "outcome.py",
+GENERIC = ["pipeline", "store", "variants", "scoring", "rescoring.py", "cli", "results.py", "outcome.py",
            "frames.py", "terminal.py", "report"]
 TASK_NAMES = re.compile(r"ncbi|clue_|cblue|chip_|cmeee|cmeie|kuake|huatuo|promptcblue|longhealth|medisum|mednli|"
                         r"meqsum|cdn_terms", re.IGNORECASE)

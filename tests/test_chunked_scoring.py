@@ -1,6 +1,6 @@
 """Scoring a task chunk by chunk (issue 15): the very numbers, summary and records of the whole-corpus path.
 
-For every registered task and every scoring declared samplewise, ``score_task_chunked`` at chunk
+For every registered task and every scoring declared samplewise, ``score_chunks`` at chunk
 sizes 1, 7 and "all in one" must give ``score_task``'s metrics bit for bit (their JSON), its
 summary and its records, on the golden fixtures' examples with scripted answers (right, perturbed,
 wrong, chatty, refused, empty, failed, never sent, unparseable). Which scorings are samplewise is
@@ -22,7 +22,7 @@ from evalpipe.metrics.aggregation import MacroF1, evaluate
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Completion, Example, Span, Usage
 from evalpipe.results import record_line
-from evalpipe.scoring import ChunkedRecords, ScoringChunk, record_lines, score_task, score_task_chunked
+from evalpipe.scoring import ChunkedRecords, ScoringChunk, record_lines, score_task, score_chunks
 from evalpipe.tasks.kinds.span_ner import NerGold
 from evalpipe.tasks.registry import all_tasks, get_task
 from evalpipe.tasks.taskfile.build import load_task_file
@@ -74,7 +74,7 @@ def assert_identical(samples: TaskSamples, compat: str | None, options: MetricOp
     expected_records = list(whole.records)
     for size in (1, 7, len(samples.examples)):
         chunks = chunks_of(samples, size)
-        out = score_task_chunked(samples.spec, chunks, compat, options)
+        out = score_chunks(samples.spec, chunks, compat, options)
         assert isinstance(out.records, ChunkedRecords), "a samplewise scoring must not fall back to the whole path"
         assert chunks.reads == 1, "scoring reads the chunks once"
         assert json.dumps(out.metrics) == json.dumps(whole.metrics), size
@@ -95,7 +95,7 @@ def assert_spilled_lines_identical(samples: TaskSamples, compat: str | None, opt
     for size in (1, 7, len(samples.examples)):
         with tempfile.TemporaryDirectory() as scratch:
             chunks = chunks_of(samples, size)
-            out = score_task_chunked(samples.spec, chunks, compat, options, scratch=Path(scratch))
+            out = score_chunks(samples.spec, chunks, compat, options, scratch=Path(scratch))
             assert isinstance(out.records, ChunkedRecords)
             kept = out.records.spill is not None
             assert list(record_lines(out.records)) == expected, size
@@ -115,7 +115,7 @@ def test_ncbi_record_lines_are_copied_from_the_spill() -> None:
     samples = TaskSamples(spec, examples, tuple(f"k{i}" for i in range(30)), answers, (0,) * 30)
     with tempfile.TemporaryDirectory() as scratch:
         chunks = chunks_of(samples, 7)
-        out = score_task_chunked(spec, chunks, None, MetricOptions(), scratch=Path(scratch))
+        out = score_chunks(spec, chunks, None, MetricOptions(), scratch=Path(scratch))
         assert out.records.spill is not None and out.records.spill.parent == Path(scratch)
         whole = score_task(spec, examples, samples.keys, answers, None, MetricOptions(), samples.truncated)
         assert list(record_lines(out.records)) == [record_line(r) for r in whole.records]
@@ -172,7 +172,7 @@ def test_english_generation_without_bertscore_is_samplewise(tmp_path: Path, root
                           scripted_answers(spec, examples), tuple(i % 3 for i in range(len(examples))))
     options = MetricOptions(umls_extractor=golden.UMLS_EXTRACTOR)
     assert_identical(samples, None, options)
-    assert any(k.startswith("umls[") for k in score_task_chunked(spec, chunks_of(samples, 4), None, options).metrics)
+    assert any(k.startswith("umls[") for k in score_chunks(spec, chunks_of(samples, 4), None, options).metrics)
 
 
 def test_whole_corpus_scorings_are_scored_whole(root: Path) -> None:
@@ -180,7 +180,7 @@ def test_whole_corpus_scorings_are_scored_whole(root: Path) -> None:
     samples = load_samples(root, "ncbi_disease")
     whole = score_task(samples.spec, samples.examples, samples.keys, samples.answers, "evalscope",
                        MetricOptions(), samples.truncated)
-    out = score_task_chunked(samples.spec, chunks_of(samples, 7), "evalscope")
+    out = score_chunks(samples.spec, chunks_of(samples, 7), "evalscope")
     assert not isinstance(out.records, ChunkedRecords)
     assert json.dumps(out.metrics) == json.dumps(whole.metrics) and out.summary == whole.summary
     assert list(out.records) == list(whole.records)
@@ -226,7 +226,7 @@ def test_three_ner_samples_in_two_chunks_by_hand() -> None:
         yield ScoringChunk(examples[:2], keys[:2], answers[:2], (0, 4))
         yield ScoringChunk(examples[2:], keys[2:], answers[2:], (0,))
 
-    out = score_task_chunked(spec, chunks, None)
+    out = score_chunks(spec, chunks, None)
     m = out.metrics
     assert (m["tp"], m["fp"], m["fn"]) == (1.0, 2.0, 2.0)
     assert m["precision"] == m["recall"] == m["f1"] == pytest.approx(1 / 3)
@@ -302,7 +302,7 @@ def test_chunked_ner_scoring_keeps_far_less_than_the_whole_corpus() -> None:
 
         tracemalloc.start()
         try:
-            out = score_task_chunked(spec, chunks, None) if chunked else score_task(spec, examples, keys, answers, None)
+            out = score_chunks(spec, chunks, None) if chunked else score_task(spec, examples, keys, answers, None)
             return tracemalloc.get_traced_memory()[1], out.metrics
         finally:
             tracemalloc.stop()

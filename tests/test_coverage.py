@@ -20,7 +20,7 @@ import pytest
 
 from evalpipe.coverage import Coverage, spread
 from evalpipe.records import Completion, Example, Span, Usage
-from evalpipe.scoring import ScoringChunk, score_task, score_task_chunked
+from evalpipe.scoring import ScoringChunk, score_task, score_chunks
 from evalpipe.tasks.base import LoadOptions
 from evalpipe.tasks.registry import get_task
 from evalpipe.terminal import summary_lines
@@ -122,7 +122,7 @@ def test_no_metric_over_zero_answered_samples_in_either_scoring_path():
         yield ScoringChunk(examples[:2], keys[:2], answers[:2])
         yield ScoringChunk(examples[2:], keys[2:], answers[2:])
 
-    chunked = score_task_chunked(get_task("ncbi_disease"), chunks, None)
+    chunked = score_chunks(get_task("ncbi_disease"), chunks, None)
     for out in (whole, chunked):
         m = out.metrics
         assert m["f1"] is None and m["accuracy"] is None and m["parse_failure_rate"] is None

@@ -112,7 +112,7 @@ class Aggregation(ABC):
 
     def merge(self, other: Aggregation) -> Aggregation | None:
         """One declaration for a metric that a scorer declared as ``self`` on one part of a corpus and
-        as ``other`` on another (a task scored a chunk at a time, :func:`evalpipe.scoring.score_task_chunked`),
+        as ``other`` on another (a task scored a chunk at a time, :func:`evalpipe.scoring.score_chunks`),
         valid on both together; None when the two cannot be reconciled. Equal declarations merge to
         themselves, which is all most kinds need: their declaration does not depend on the samples."""
         return self if self == other else None

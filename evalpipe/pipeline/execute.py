@@ -11,7 +11,7 @@ Order of work is chosen so that mistakes cost nothing:
 3. the queued prompts are sent concurrently (:mod:`evalpipe.pipeline.fetch`), each answer committed
    to the store the moment it arrives;
 4. each task is parsed and scored — a page of the plan at a time, its examples read again from the
-   data (:func:`evalpipe.scoring.score_task_chunked`) — and ``samples.jsonl``, ``metrics.json`` and
+   data (:func:`evalpipe.scoring.score_chunks`) — and ``samples.jsonl``, ``metrics.json`` and
    ``summary.json`` are written.
 
 Memory is flat in the number of samples: no stage holds a sample from one stage to the next.
@@ -60,7 +60,7 @@ from evalpipe.pipeline.stage import PlanStage
 from evalpipe.records import Completion
 from evalpipe.rescoring import plan_chunks
 from evalpipe.results import Budget, RunDir, RunDirError, RunInfo, os_problem
-from evalpipe.scoring import answer_prefix, score_task_chunked
+from evalpipe.scoring import answer_prefix, score_chunks
 from evalpipe.store import endpoint_identity
 from evalpipe.store.answers import ResponseStore
 from evalpipe.task_identity import definitions_tag
@@ -279,7 +279,7 @@ def _score(config: RunConfig, run: RunDir, prepared: Sequence[PreparedTask], fai
     :mod:`evalpipe.variants.robustness`); the metric options they were scored with."""
     options = MetricOptions.from_json(config.metric_options)
     check_unchanged(prepared)
-    outcome.tasks.extend(combine_tasks([ConditionOutcome(p.spec, p.condition, len(p.shots), score_task_chunked(
+    outcome.tasks.extend(combine_tasks([ConditionOutcome(p.spec, p.condition, len(p.shots), score_chunks(
         p.spec, functools.partial(plan_chunks, run.store_path, p.plan_name, p.examples, failures),
         config.compat, options, answer_prefix(p.spec, config), scratch=p.stage.folder,
     )) for p in prepared]))

@@ -119,7 +119,7 @@ class Scoring:
     #: corpus metric is its declared aggregation of the parts summed over samples (with the scorer's
     #: own arithmetic: integer counts, or float sums added in sample order) — so the task can be
     #: scored a chunk at a time, keeping only the summed parts, with the very same numbers
-    #: (:func:`evalpipe.scoring.score_task_chunked`; ``tests/test_chunked_scoring.py`` checks every
+    #: (:func:`evalpipe.scoring.score_chunks`; ``tests/test_chunked_scoring.py`` checks every
     #: scoring that says so, bit for bit). False for anything that looks across samples: BERTScore
     #: (idf over the corpus; bert-score batches 16 samples together), a reference implementation's
     #: corpus arithmetic, a pool, metrics per dataset found in the data.
