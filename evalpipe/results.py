@@ -97,6 +97,10 @@ class TaskSummary:
     #: how many samples were answered, and why the others were not (:meth:`evalpipe.coverage.Coverage.to_json`;
     #: empty in a summary written before coverage was recorded)
     coverage: dict[str, Any] = field(default_factory=dict)
+    #: how the task's metrics were valued (:mod:`evalpipe.scoring.fold`): ``{"path": "summed parts", …}``
+    #: or ``{"path": "whole corpus", "why": …}`` — the scoring's stated reason, or why its samplewise
+    #: declaration failed (empty in a summary written before it was recorded)
+    valuation: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TaskSummary:

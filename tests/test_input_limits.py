@@ -172,7 +172,7 @@ def _spec(template: str) -> TaskSpec:
         raise AssertionError
 
     return TaskSpec(name="t", description="", template=template, load=load, shot_target=str,
-                    scorings={"default": Scoring(parse=None, score=None, empty=None)},  # type: ignore[arg-type]
+                    scorings={"default": Scoring(parse=None, score=None, empty=None, samplewise=True)},  # type: ignore[arg-type]
                     metrics=(), max_tokens=8, kind="custom")
 
 

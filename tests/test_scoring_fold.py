@@ -31,7 +31,8 @@ def _score(examples: Sequence[Example], predictions: Sequence[Prediction], optio
 
 def _spec(samplewise: bool):  # a real task's spec with the hand-made scoring as its default
     scoring = Scoring(parse=lambda text, ex: Prediction(float(text)), score=_score,
-                      empty=lambda ex: Prediction(0.0, failed=True), samplewise=samplewise)
+                      empty=lambda ex: Prediction(0.0, failed=True), samplewise=samplewise,
+                      corpus_reason="" if samplewise else "a median")
     return dataclasses.replace(get_task("medqa"), scorings={"default": scoring})
 
 
@@ -102,3 +103,29 @@ def test_pushed_chunks_give_what_score_task_gives_on_the_whole():
                                          for i in (0, 2)), None)
     assert isinstance(pulled.records, ChunkedRecords) and list(pulled.records) == list(whole.records)
     assert pulled.metrics == whole.metrics
+
+
+def test_every_scoring_says_how_its_metrics_are_valued():
+    """A scoring that is not samplewise must say why it needs the whole corpus; summary.json records it."""
+    with pytest.raises(TypeError, match="corpus_reason"):
+        Scoring(parse=lambda text, ex: Prediction(text), score=_score, empty=lambda ex: Prediction(""))
+    for name, spec in __import__("evalpipe.tasks.registry", fromlist=["all_tasks"]).all_tasks().items():
+        for mode, scoring in spec.scorings.items():
+            assert scoring.samplewise or len(scoring.corpus_reason) > 20, (name, mode)
+    assert score_chunks(_spec(False), lambda: _chunks(2), None).summary.valuation == {
+        "path": "whole corpus", "why": "a median"}
+    summed = score_task(get_task("ncbi_disease"), *_three(), None).summary.valuation
+    assert summed["path"] == "summed parts"
+
+
+def test_a_failed_samplewise_declaration_is_recorded_as_the_valuation(monkeypatch):
+    monkeypatch.delenv("EVALPIPE_STRICT_AGGREGATIONS", raising=False)
+    valuation = score_chunks(_spec(True), lambda: _chunks(3), None).summary.valuation
+    assert valuation["path"] == "whole corpus" and valuation["why"].startswith("declared samplewise, but on a chunk of 3")
+
+
+def _three():
+    from tests.test_coverage import _ner_three
+
+    examples, answers = _ner_three()
+    return examples, ("k0", "k1", "k2"), answers

@@ -205,6 +205,8 @@ class TaskFold:
         self.spill_ok = True
         #: fell back from samplewise with a source: the chunks are read and parsed again by finish
         self.reread = False
+        #: why a scoring declared samplewise was valued whole (its declaration failed on a chunk)
+        self.fell_back: str | None = None
         self.first: ScoringChunk | None = None
         self.finished = False
 
@@ -236,6 +238,7 @@ class TaskFold:
         log.warning("task %s (%s) is declared samplewise, but %s: scored as a whole", self.spec.name,
                     self.compat or "default", problem)
         self.samplewise = False
+        self.fell_back = str(problem)
         self._drop_spill()
         if self.source is not None:  # the chunks folded so far are read again, and parsed, by finish
             self.held, self.reread = [], True
@@ -372,8 +375,15 @@ class TaskFold:
             aggregations={m: a.to_json() for m, a in aggregations.items()},
             no_interval=no_interval,
             coverage=coverage.to_json(),
+            valuation=self._valuation(),
         )
         return TaskOutcome(name=self.spec.name, metrics=metrics, summary=summary, records=records)
+
+
+    def _valuation(self) -> dict[str, str]:
+        if self.fell_back is not None:
+            return {"path": "whole corpus", "why": f"declared samplewise, but {self.fell_back}"}
+        return self.scoring.valuation()
 
 
 def _joined(parts: list[Sequence[Any]]) -> list[Any]:

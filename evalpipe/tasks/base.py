@@ -124,6 +124,23 @@ class Scoring:
     #: (idf over the corpus; bert-score batches 16 samples together), a reference implementation's
     #: corpus arithmetic, a pool, metrics per dataset found in the data.
     samplewise: bool = False
+    #: why a scoring that is not samplewise needs the whole corpus at once — required for one: a
+    #: metric is a function of summed per-sample parts unless its scoring says why not (recorded in
+    #: ``summary.json`` per task as ``valuation``)
+    corpus_reason: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.samplewise and not self.corpus_reason.strip():
+            raise TypeError("a Scoring is samplewise=True or says why it needs the whole corpus (corpus_reason)")
+        if self.samplewise and self.corpus_reason:
+            raise TypeError("a samplewise Scoring has no corpus_reason")
+
+    def valuation(self) -> dict[str, str]:
+        """How this scoring's metrics are valued, for ``summary.json``: from summed parts, or whole and why."""
+        if self.samplewise:
+            return {"path": "summed parts",
+                    "definition": "each metric is its declared aggregation of the per-sample parts summed over samples"}
+        return {"path": "whole corpus", "why": self.corpus_reason}
 
 
 @dataclass(frozen=True)

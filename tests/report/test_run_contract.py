@@ -28,7 +28,7 @@ def test_every_registered_task_declares_a_kind():
 def test_a_spec_without_a_kind_is_refused():
     with pytest.raises(ValueError, match="'t' declares no kind"):
         TaskSpec(name="t", description="", template="x.j2", load=None, shot_target=str,  # type: ignore[arg-type]
-                 scorings={"default": Scoring(parse=None, score=None, empty=None)},  # type: ignore[arg-type]
+                 scorings={"default": Scoring(parse=None, score=None, empty=None, samplewise=True)},  # type: ignore[arg-type]
                  metrics=(), max_tokens=8)
 
 

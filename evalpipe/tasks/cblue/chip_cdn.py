@@ -191,7 +191,9 @@ SPEC = register(
         shot_target=shot_target,
         scorings={
             "default": Scoring(parse=parse, score=score, empty=empty_prediction,
-                               description="'##' term list, micro P/R/F1 over (text, term) pairs"),
+                               description="'##' term list, micro P/R/F1 over (text, term) pairs",
+                               corpus_reason="candidate_recall is reported only when some sample had "
+                                             "candidates: the metric set depends on the corpus"),
         },
         metrics=("precision", "recall", "f1", "candidate_recall"),
         max_tokens=256,

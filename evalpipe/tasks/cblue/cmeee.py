@@ -140,7 +140,9 @@ SPEC = register(
         shot_target=shot_target,
         scorings={
             "default": Scoring(parse=parse, score=score, empty=empty_prediction,
-                               description="aligned nested XML parse, strict micro P/R/F1 over character spans"),
+                               description="aligned nested XML parse, strict micro P/R/F1 over character spans",
+                               corpus_reason="f1_<type> is reported for the entity types found in the corpus: "
+                                             "the metric set depends on the corpus"),
         },
         metrics=("precision", "recall", "f1", "partial_f1"),
         max_tokens=2048,

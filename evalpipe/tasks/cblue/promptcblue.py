@@ -350,6 +350,11 @@ def score_promptcblue(examples: Sequence[Example], predictions: Sequence[Predict
                               golds, [p.value for p in predictions])
 
 
+#: why PromptCBLUE is valued on the whole corpus
+PER_DATASET = ("metrics per dataset found in the data, and a score averaging them: the metric set and the "
+               "mean's terms depend on the corpus")
+
+
 SPEC = register(
     TaskSpec(
         name="promptcblue",
@@ -361,9 +366,11 @@ SPEC = register(
         shot_target=lambda ex: ex.gold.target,
         scorings={
             "default": Scoring(parse=parse, score=score, empty=empty_prediction,
-                               description="tolerant parse, match-key items, no invented classes, char ROUGE-L"),
+                               description="tolerant parse, match-key items, no invented classes, char ROUGE-L",
+                               corpus_reason=PER_DATASET),
             "promptcblue": Scoring(parse=parse_promptcblue, score=score_promptcblue, empty=empty_promptcblue,
-                                   description="PromptCBLUE's post-processing and scorers reproduced, quirks included"),
+                                   description="PromptCBLUE's post-processing and scorers reproduced, quirks included",
+                                   corpus_reason=PER_DATASET),
         },
         metrics=("score",),
         max_tokens=1024,

@@ -22,7 +22,7 @@ from evalpipe.data.errors import DataError
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Example, Prediction, ScoreSheet
 from evalpipe.tasks.base import LoadOptions, Scoring
-from evalpipe.tasks.kinds.generation import summary_score_sheet
+from evalpipe.tasks.kinds.generation import BERTSCORE_CORPUS, summary_score_sheet
 
 log = logging.getLogger("evalpipe.clue")
 
@@ -92,9 +92,10 @@ def summary_scorings(
     metrics = "ROUGE-1/2/L, BERTScore P/R/F1" + (", UMLS-concept P/R/F1" if concepts else "")
     return {
         "default": Scoring(parse=lambda answer, ex: free_text(answer), score=scorer(reference), empty=no_text,
-                           description=f"{metrics}; per-sample means"),
+                           description=f"{metrics}; per-sample means", corpus_reason=BERTSCORE_CORPUS),
         "clue": Scoring(parse=lambda answer, ex: raw_text(answer), score=scorer(clue_reference), empty=no_text,
-                        description=f"CLUE reference: {metrics} on raw answers and the reference's gold text"),
+                        description=f"CLUE reference: {metrics} on raw answers and the reference's gold text",
+                        corpus_reason=BERTSCORE_CORPUS),
     }
 
 

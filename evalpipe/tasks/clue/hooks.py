@@ -30,7 +30,7 @@ from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Example, Prediction, ScoreSheet
 from evalpipe.tasks.base import LoadOptions, Scoring, TaskData, TaskSpec
 from evalpipe.tasks.clue.common import raw_text, summary_scorings
-from evalpipe.tasks.kinds.generation import summary_score_sheet
+from evalpipe.tasks.kinds.generation import BERTSCORE_CORPUS, summary_score_sheet
 from evalpipe.tasks.taskfile.schema import TaskFile
 
 #: the reference takes this many MedNLI shots from the *test* file (quirk reproduced in ``clue`` scoring)
@@ -70,7 +70,8 @@ def summary(spec: TaskSpec, task: TaskFile) -> TaskSpec:
         return summary_score_sheet([p.value for p in predictions], [str(ex.gold) for ex in examples], options, concepts)
 
     clue = Scoring(parse=lambda answer, ex: raw_text(answer), score=score, empty=spec.scoring(None).empty,
-                   description="CLUE reference: " + spec.scoring(None).description + " on raw answers")
+                   description="CLUE reference: " + spec.scoring(None).description + " on raw answers",
+                   corpus_reason=BERTSCORE_CORPUS)
     return with_reference_positions(replace(spec, scorings={**spec.scorings, "clue": clue}))
 
 
@@ -152,7 +153,9 @@ def score_mednli_clue(examples: Sequence[Example], predictions: Sequence[Predict
 def mednli(spec: TaskSpec, task: TaskFile) -> TaskSpec:
     """``clue``: the gold label occurs once in the answer; the reference's scored set; first item doubled."""
     clue = Scoring(parse=parse_mednli_clue, score=score_mednli_clue, empty=spec.scoring(None).empty,
-                   description="CLUE reference: gold label occurs once; reference scored set; first item doubled")
+                   description="CLUE reference: gold label occurs once; reference scored set; first item doubled",
+                   corpus_reason="the reference's arithmetic: its scored set and its first item counted twice "
+                                 "are properties of the corpus, not of a sample")
     return with_reference_positions(replace(spec, scorings={**spec.scorings, "clue": clue}))
 
 
@@ -177,5 +180,7 @@ def score_medisumcode_clue(examples: Sequence[Example], predictions: Sequence[Pr
 def medisumcode(spec: TaskSpec, task: TaskFile) -> TaskSpec:
     """``clue``: the reference's regex, list-based P/R, first item counted twice (quirks 3, 6, 7, 8)."""
     clue = Scoring(parse=parse_medisumcode_clue, score=score_medisumcode_clue, empty=spec.scoring(None).empty,
-                   description="CLUE reference: its regex, list-based P/R, first item counted twice")
+                   description="CLUE reference: its regex, list-based P/R, first item counted twice",
+                   corpus_reason="the reference's arithmetic: its first item is counted twice, a property of "
+                                 "the corpus, not of a sample")
     return with_reference_positions(replace(spec, scorings={**spec.scorings, "clue": clue}))

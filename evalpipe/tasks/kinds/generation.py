@@ -136,7 +136,12 @@ def scoring(task: GenerationTask) -> Scoring:
     # is computed over the scored corpus
     samplewise = task.language == "zh" or not task.bertscore
     return Scoring(parse=parse_body if task.parser == "answer_body" else parse_text, score=score, empty=no_text,
-                   description=metrics, samplewise=samplewise)
+                   description=metrics, samplewise=samplewise, corpus_reason="" if samplewise else BERTSCORE_CORPUS)
+
+
+#: why a scoring with BERTScore is valued on the whole corpus (not from summed per-sample parts)
+BERTSCORE_CORPUS = ("BERTScore: bert-score embeds 16 answers per call (padding moves the last bits of a "
+                    "score) and its idf weights, when used, are computed over the scored corpus")
 
 
 #: what each metric measures, for the report's glossary

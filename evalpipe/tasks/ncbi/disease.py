@@ -68,5 +68,7 @@ def _evalscope_parts(gold: Sequence[str], pred: Sequence[str]) -> dict[str, int]
 def hook(spec: TaskSpec, task: TaskFile) -> TaskSpec:
     """Add the ``evalscope`` scoring to the task file's spec."""
     evalscope = Scoring(parse=parse_evalscope, score=score_evalscope, empty=empty_evalscope,
-                        description="evalscope `ncbi` scoring reproduced, quirks included")
+                        description="evalscope `ncbi` scoring reproduced, quirks included",
+                        corpus_reason="evalscope's arithmetic reproduced as it computes it: seqeval over the "
+                                      "whole corpus's tag sequence")
     return replace(spec, scorings={**spec.scorings, "evalscope": evalscope})
