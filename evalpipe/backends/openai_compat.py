@@ -17,33 +17,20 @@ Design decisions, and why:
 * **An answer is text we can store.** JSON may carry a lone surrogate (``"\\udcff"``) that no
   UTF-8 file or database can hold; it becomes U+FFFD here, at the border, and is counted
   (``invalid_unicode_answers``), so one hostile answer cannot stop a run.
-* **Adaptive concurrency.** An :class:`~evalpipe.backends.limiter.AIMDLimiter` keeps at most
-  ``concurrency`` requests in flight and halves that on 429s (see its module docstring). The
-  slot is held only while a request is on the wire, not during backoff sleeps.
-* **What the server knows, asked once.** :meth:`models` (``GET /models``) is fetched once and
-  shared by :meth:`preflight` and :meth:`context_length`; :meth:`count_tokens` asks the server's
-  tokenizer (vLLM's ``POST /tokenize``, llama.cpp's ``POST /extras/tokenize/count``, whichever
-  answers) on the same keep-alive pool, many at once, each distinct text once.
-* **Log-likelihood of options** (:meth:`OpenAICompatBackend.complete` of a ``Prompt`` with
-  ``choices``): one ``/completions`` request whose ``prompt`` is the list of prompt + continuation
-  texts, with ``echo`` and ``logprobs`` (as lm-evaluation-harness asks vLLM), ``max_tokens`` 1; each
-  continuation's log-probability is the sum over the echoed tokens that start at or after the end of
-  the prompt text (``logprobs.text_offset``) and before its own end. The answer stored is
-  ``{"logprobs": {continuation: sum}, "tokens": {continuation: count}}``. A server that returns no
-  prompt log-probabilities (no echo, OpenAI's chat-only models, llama.cpp's server) is told apart by
-  :meth:`check_choice_scoring`, one short probe before a run, with a one-line error.
-  :meth:`~OpenAICompatBackend.prompt_logprobs` is the same echo request for one text, giving every
-  token's log-probability (the contamination probe's Min-K % Prob).
-* **Credentials are never shown or stored.** The config holds only the *name* of the key's
-  environment variable; every error text *and every answer* passes :meth:`Credentials.scrub`, which
-  knows the key, the Bearer header, URL user-info and its Basic header, and query-string secrets —
-  a server (or a model prompted to) may echo any of them in a 200 reply. An answer that held one is
-  stored with ``***`` in its place and counted (``scrubbed_answers``); judges' replies come through
-  this backend too.
-* **Replies are bounded** (:mod:`evalpipe.backends.client`): a body over ``max_answer_bytes`` is a
-  failure (``answer too large``) read no further and never stored; JSON nested too deep is refused.
-* **Usage is checked**: a token count that is not a whole number in 0…10⁹ (``Infinity``, ``NaN``,
-  negative, a string) makes the reply's usage absent, counted as ``invalid_usage``, never stored.
+* **Adaptive concurrency** (:class:`~evalpipe.backends.limiter.AIMDLimiter`): at most ``concurrency``
+  requests in flight, halved on 429s; a slot is held only while a request is on the wire.
+* **What the server knows, asked once** (read by :mod:`evalpipe.backends.server_facts`): ``GET /models``
+  once for :meth:`preflight` and :meth:`context_length`; :meth:`count_tokens` asks the server's
+  tokenizer endpoint (vLLM's or llama.cpp's), each distinct text once.
+* **Log-likelihood of options** and of a prompt's own tokens: ``echo`` + ``logprobs`` requests, read
+  by :mod:`evalpipe.backends.echo_logprobs` (what a reply means, and what a server without them says).
+* **Credentials are never shown or stored.** The config holds only the key's environment variable's
+  *name*; every error text *and every answer* (a server, or a prompted model, may echo a secret in a
+  200 reply) passes :meth:`Credentials.scrub`: such an answer is stored with ``***`` and counted
+  (``scrubbed_answers``). Judges' replies come through this backend too.
+* **Replies are bounded and checked**: a body over ``max_answer_bytes`` fails (``answer too large``)
+  unread (:mod:`evalpipe.backends.client`); impossible token usage (``NaN``, negative, a string) is
+  dropped and counted (``invalid_usage``).
 
 Use one backend inside one event loop (its connections belong to that loop), and
 ``await backend.aclose()`` at the end.
@@ -58,20 +45,29 @@ import os
 import re
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
 from typing import Any
 
 import aiohttp
 
 from evalpipe.backends.base import BackendError, Credentials
-from evalpipe.backends.client import DEFAULT_MAX_BODY_BYTES, EndpointClient, decode_json, one_line
+from evalpipe.backends.client import EndpointClient, decode_json, one_line
 from evalpipe.backends.limiter import AIMDLimiter
-from evalpipe.backends.liveness import AFTER_S, EndpointGone, Liveness
+from evalpipe.backends.liveness import EndpointGone, Liveness
 from evalpipe.backends.retry import GaveUp, RequestFailed, RetryPolicy, call_with_retries, parse_retry_after
-from evalpipe.backends.wire import Answer, asks_for_max_completion_tokens, read_answer, request_body, usage_of
+from evalpipe.backends.echo_logprobs import choice_logprobs, prompt_token_logprobs
+from evalpipe.backends.openai_config import OpenAICompatConfig
+from evalpipe.backends.request_counts import RequestCounts
+from evalpipe.backends.server_facts import (
+    PROBE_TEXT, TOKENIZERS, check_served, context_length_of, model_list, models_error, must_ask_again,
+    token_count_of,
+)
+from evalpipe.backends.wire import (
+    Answer, asks_for_max_completion_tokens, read_answer, request_body, tokenize_payload, usage_of,
+)
 from evalpipe.endpoints import redact_url, route_record
-from evalpipe.records import Completion, GenerationParams, Message, Prompt, Usage, chat_payload
+from evalpipe.records import Completion, GenerationParams, Message, Prompt, Usage
 
 __all__ = ["OpenAICompatBackend", "OpenAICompatConfig", "parse_retry_after"]
 
@@ -79,89 +75,7 @@ log = logging.getLogger(__name__)
 
 #: tries for the model list and the tokenizer probe: a wrong port should stop a run in a second
 _PROBE_TRIES = 2
-_MAX_MODELS_LISTED = 20
-_NOT_OPENAI_HINT = "is this an OpenAI-compatible endpoint?"
 _SURROGATES = re.compile("[\ud800-\udfff]")
-#: tokenizer endpoints, tried in this order: (flavour, path under the server root)
-_TOKENIZERS = (("vllm", "/tokenize"), ("llamacpp", "/extras/tokenize/count"))
-_PROBE_TEXT = "hello"
-
-
-@dataclass(frozen=True)
-class OpenAICompatConfig:
-    """Everything needed to talk to one endpoint. Holds no secret: only ``api_key_env``'s name.
-
-    ``base_url`` is the API root including ``/v1`` (``http://localhost:8000/v1``).
-    ``timeout_s`` bounds one attempt from start to last byte; ``max_retries`` counts attempts
-    after the first. Backoff before retry *n* (1-based) is ``backoff_base_s * 2**(n-1)`` plus up to
-    ``backoff_base_s`` of jitter, capped at ``backoff_max_s``; a 429's Retry-After is waited out,
-    capped at ``retry_after_max_s``. ``rate_limit_window_s`` is how often a burst of 429s may halve
-    the concurrency limit.
-    """
-
-    base_url: str
-    model: str
-    api_key_env: str = "OPENAI_API_KEY"
-    concurrency: int = 64
-    timeout_s: float = 120.0
-    max_retries: int = 6
-    backoff_base_s: float = 1.0
-    backoff_max_s: float = 30.0
-    retry_after_max_s: float = 60.0
-    connect_timeout_s: float = 10.0
-    preflight_timeout_s: float = 5.0
-    rate_limit_window_s: float = 1.0
-    #: stop the run when nothing but failed connections came for this long (0 = never;
-    #: :mod:`evalpipe.backends.liveness`)
-    unreachable_after_s: float = AFTER_S
-    #: the largest reply body read (see :data:`evalpipe.backends.client.DEFAULT_MAX_BODY_BYTES`)
-    max_answer_bytes: int = DEFAULT_MAX_BODY_BYTES
-
-    def __post_init__(self) -> None:
-        if not self.base_url.startswith(("http://", "https://")):
-            raise BackendError(f"base_url must start with http:// or https:// (got {redact_url(self.base_url)!r})")
-        if not self.model:
-            raise BackendError("model must be set (the name the endpoint serves it under)")
-        if self.concurrency < 1:
-            raise BackendError(f"concurrency must be at least 1 (got {self.concurrency})")
-        if self.max_retries < 0:
-            raise BackendError(f"max_retries must be 0 or more (got {self.max_retries})")
-        if self.max_answer_bytes < 1:
-            raise BackendError(f"max_answer_bytes must be at least 1 (got {self.max_answer_bytes})")
-        for name in ("timeout_s", "connect_timeout_s", "preflight_timeout_s"):
-            if getattr(self, name) <= 0:
-                raise BackendError(f"{name} must be positive (got {getattr(self, name)})")
-        for name in ("backoff_base_s", "backoff_max_s", "retry_after_max_s", "rate_limit_window_s",
-                     "unreachable_after_s"):
-            if getattr(self, name) < 0:
-                raise BackendError(f"{name} must not be negative (got {getattr(self, name)})")
-
-    def retry_policy(self) -> RetryPolicy:
-        return RetryPolicy(self.max_retries, self.backoff_base_s, self.backoff_max_s, self.retry_after_max_s)
-
-
-@dataclass
-class _Counters:
-    """Mutable tallies behind :meth:`OpenAICompatBackend.stats`."""
-
-    requests_sent: int = 0
-    successes: int = 0
-    failures: int = 0
-    retries: int = 0
-    rate_limited: int = 0
-    empty_answers: int = 0
-    invalid_unicode_answers: int = 0
-    #: answers that held a credential (stored with ``***`` in its place)
-    scrubbed_answers: int = 0
-    #: replies whose token usage was impossible (stored without usage)
-    invalid_usage: int = 0
-    chat_prompts: int = 0
-    #: the endpoint refused max_tokens and is sent max_completion_tokens (see complete())
-    adapted_max_completion_tokens: bool = False
-    completions_prompts: int = 0
-    #: log-likelihood requests (a prompt's options scored as continuations)
-    choice_prompts: int = 0
-    token_counts: int = 0
 
 
 class OpenAICompatBackend:
@@ -189,7 +103,7 @@ class OpenAICompatBackend:
         self._probe_retrying = RetryPolicy(_PROBE_TRIES - 1, backoff_base_s=min(0.25, per_try),
                                            backoff_max_s=min(0.25, per_try)).retrying()
         self._probe_timeout = aiohttp.ClientTimeout(total=per_try)
-        self._counts = _Counters()
+        self._counts = RequestCounts()
         self._errors: Counter[str] = Counter()
         #: ``system_fingerprint`` of the answers, where the server sends one
         self._fingerprints: Counter[str] = Counter()
@@ -210,11 +124,7 @@ class OpenAICompatBackend:
         Fails fast: two short tries, so a wrong port stops a run in about a second instead of
         after the full retry schedule.
         """
-        served = [str(entry["id"]) for entry in await self.models() if "id" in entry]
-        if self.model not in served:
-            shown = ", ".join(served[:_MAX_MODELS_LISTED]) or "no models"
-            more = f" (and {len(served) - _MAX_MODELS_LISTED} more)" if len(served) > _MAX_MODELS_LISTED else ""
-            raise BackendError(f"{self.shown_url} does not serve model {self.model!r}; it serves: {shown}{more}")
+        check_served(await self.models(), self.model, self.shown_url)
 
     async def complete(self, prompt: Prompt) -> Completion:
         """Send one prompt with retries; a request that fails for good comes back as an error value.
@@ -287,7 +197,7 @@ class OpenAICompatBackend:
         url, payload = self._choices_request(probe)
         try:
             data = await self._probe("POST", url, payload)
-            _choice_logprobs(data, probe.text or "", probe.choices or ())
+            choice_logprobs(data, probe.text or "", probe.choices or ())
         except GaveUp as gave_up:
             why = gave_up.failure.detail or gave_up.failure.reason
             raise BackendError(f"{self.shown_url} cannot score options by log-likelihood ({why}): it must answer "
@@ -309,38 +219,15 @@ class OpenAICompatBackend:
         body: dict[str, Any] = {"model": self.model, **prompt.params.sampling_options(), "prompt": text,
                                 "echo": True, "logprobs": 1}
         url, payload = self._paths["completions"], json.dumps(body).encode("ascii")
-
-        async def attempt() -> tuple[list[float], Usage]:
-            data = await self._send(url, payload)
-            try:
-                values = _prompt_token_logprobs(data, text)
-            except RequestFailed as failure:
-                self._errors[failure.reason] += 1
-                raise
-            return values, self._checked_usage(data.get("usage"))
-
-        try:
-            (values, usage), attempts = await call_with_retries(self._retrying, attempt)
-        except GaveUp as gave_up:
-            return self._failed(gave_up.failure.reason, gave_up.failure.detail, gave_up.attempts, started,
-                                "completions")
-        except EndpointGone:  # the one failure that stops the run: the endpoint has gone
-            raise
-        except Exception as err:  # a bug or a library surprise: one sample fails, the run goes on
-            log.warning("unexpected %s from %s", type(err).__name__, self.shown_url)
-            return self._failed(f"unexpected {type(err).__name__}", str(err), 1, started, "completions")
-        self._counts.successes += 1
-        self._counts.retries += attempts - 1
-        return Completion(text=json.dumps({"token_logprobs": values}), finish_reason="logprobs", usage=usage,
-                          latency_s=time.perf_counter() - started, attempts=attempts,
-                          endpoint_url=self._urls["completions"])
+        return await self._echoed(url, payload, lambda data: {"token_logprobs": prompt_token_logprobs(data, text)},
+                                  started)
 
     async def check_prompt_logprobs(self) -> None:
         """Raise BackendError unless the endpoint returns prompt log-probabilities (one short probe)."""
         text = "The capital of France is Paris"
         body = {"model": self.model, "prompt": text, "max_tokens": 1, "temperature": 0.0, "echo": True, "logprobs": 1}
         try:
-            _prompt_token_logprobs(await self._probe("POST", self._paths["completions"], json.dumps(body).encode()),
+            prompt_token_logprobs(await self._probe("POST", self._paths["completions"], json.dumps(body).encode()),
                                    text)
         except GaveUp as gave_up:
             raise BackendError(f"{self.shown_url} returns no prompt log-probabilities "
@@ -350,7 +237,7 @@ class OpenAICompatBackend:
 
     async def models(self) -> list[dict[str, Any]]:
         """``GET /models``'s entries, fetched once (concurrent callers share the one request)."""
-        if self._models is None or _must_ask_again(self._models):
+        if self._models is None or must_ask_again(self._models):
             self._models = asyncio.ensure_future(self._fetch_models())
         return await asyncio.shield(self._models)
 
@@ -361,12 +248,7 @@ class OpenAICompatBackend:
             entries = await self.models()
         except BackendError:
             return None
-        ours = [e for e in entries if e.get("id") == self.model]
-        for entry in [*ours, *entries]:
-            value = entry.get("max_model_len")
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return value
-        return None
+        return context_length_of(entries, self.model)
 
     async def count_tokens(self, content: str | Sequence[Message]) -> int | None:
         """Tokens of a text, or of a conversation with the chat template applied (vLLM only);
@@ -379,7 +261,7 @@ class OpenAICompatBackend:
         await asyncio.shield(self._tokenizer)
         key: Any = content if isinstance(content, str) else tuple(content)
         future = self._token_counts.get(key)
-        if future is None or _must_ask_again(future):
+        if future is None or must_ask_again(future):
             future = asyncio.ensure_future(self._count(content))
             self._token_counts[key] = future
         return await asyncio.shield(future)
@@ -444,30 +326,41 @@ class OpenAICompatBackend:
         url, payload = self._choices_request(prompt)
         text, choices = prompt.text or "", prompt.choices or ()
 
-        async def attempt() -> tuple[dict[str, float], dict[str, int], Usage]:
+        def read(data: Any) -> dict[str, Any]:
+            scores, tokens = choice_logprobs(data, text, choices)
+            return {"logprobs": scores, "tokens": tokens}
+
+        return await self._echoed(url, payload, read, started)
+
+    async def _echoed(self, url: str, payload: bytes, read: Callable[[Any], dict[str, Any]],
+                      started: float) -> Completion:
+        """One ``/completions`` echo + logprobs request, its reply turned by ``read`` into the JSON
+        stored as the answer (:mod:`evalpipe.backends.echo_logprobs`); failures are values."""
+
+        async def attempt() -> tuple[dict[str, Any], Usage]:
             data = await self._send(url, payload)
             try:
-                scores, tokens = _choice_logprobs(data, text, choices)
+                value = read(data)
             except RequestFailed as failure:
                 self._errors[failure.reason] += 1
                 raise
-            return scores, tokens, self._checked_usage(data.get("usage"))
+            return value, self._checked_usage(data.get("usage"))
 
         try:
-            (scores, tokens, usage), attempts = await call_with_retries(self._retrying, attempt)
+            (value, usage), attempts = await call_with_retries(self._retrying, attempt)
         except GaveUp as gave_up:
             return self._failed(gave_up.failure.reason, gave_up.failure.detail, gave_up.attempts, started,
                                 "completions")
-        except EndpointGone:
+        except EndpointGone:  # the one failure that stops the run: the endpoint has gone
             raise
         except Exception as err:  # a bug or a library surprise: one sample fails, the run goes on
             log.warning("unexpected %s from %s", type(err).__name__, self.shown_url)
             return self._failed(f"unexpected {type(err).__name__}", str(err), 1, started, "completions")
         self._counts.successes += 1
         self._counts.retries += attempts - 1
-        return Completion(text=json.dumps({"logprobs": scores, "tokens": tokens}, ensure_ascii=False),
-                          finish_reason="logprobs", usage=usage, latency_s=time.perf_counter() - started,
-                          attempts=attempts, endpoint_url=self._urls["completions"])
+        return Completion(text=json.dumps(value, ensure_ascii=False), finish_reason="logprobs", usage=usage,
+                          latency_s=time.perf_counter() - started, attempts=attempts,
+                          endpoint_url=self._urls["completions"])
 
     async def _send(self, url: str, payload: bytes, *, generation: bool = True) -> Any:
         """POST under a limiter slot; feed the limiter and (for generation requests) the counters;
@@ -558,45 +451,24 @@ class OpenAICompatBackend:
         try:
             data = await self._probe("GET", self._client.url("/models"))
         except GaveUp as gave_up:
-            raise self._models_error(gave_up.failure) from None
-        items = data.get("data") if isinstance(data, dict) else None
-        if not isinstance(items, list):
-            raise BackendError(f"{self.shown_url}/models did not return an OpenAI model list; {_NOT_OPENAI_HINT}")
-        return [item for item in items if isinstance(item, dict)]
-
-    def _models_error(self, failure: RequestFailed) -> BackendError:
-        status, env = failure.status, self.config.api_key_env
-        if status in (401, 403):
-            if not self._credentials.key_set:
-                return BackendError(f"{self.shown_url} refused the request (HTTP {status}) and environment "
-                                    f"variable {env} is not set; export the API key as {env}")
-            return BackendError(f"{self.shown_url} rejected the API key from environment variable {env} "
-                                f"(HTTP {status})")
-        if status == 404:
-            return BackendError(f"GET {self.shown_url}/models returned HTTP 404; is the base URL right? "
-                                "OpenAI-compatible servers usually serve under .../v1")
-        if status is not None:
-            detail = f": {failure.detail}" if failure.detail else ""
-            return BackendError(f"GET {self.shown_url}/models returned HTTP {status}{detail}")
-        if failure.reason == "malformed JSON response":
-            return BackendError(f"{self.shown_url}/models did not return JSON; {_NOT_OPENAI_HINT}")
-        why = failure.detail or failure.reason
-        return BackendError(f"cannot reach {self.shown_url} ({why}); is the server running?")
+            raise models_error(gave_up.failure, self.shown_url, self.config.api_key_env,
+                               self._credentials.key_set) from None
+        return model_list(data, self.shown_url)
 
     async def _find_tokenizer(self) -> str | None:
         """Which tokenizer endpoint the server has (tried once, with a one-word text), or None.
         The probe's own count is remembered like any other."""
-        for flavour, path in _TOKENIZERS:
+        for flavour, path in TOKENIZERS:
             try:
                 data = await self._probe("POST", self._client.url(path, root=True),
-                                         _tokenize_payload(flavour, self.model, _PROBE_TEXT))
+                                         tokenize_payload(flavour, self.model, PROBE_TEXT))
             except GaveUp:
                 continue
             count = data.get("count") if isinstance(data, dict) else None
-            if isinstance(count, int) and _PROBE_TEXT not in self._token_counts:
+            if isinstance(count, int) and PROBE_TEXT not in self._token_counts:
                 known: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
                 known.set_result(count)
-                self._token_counts[_PROBE_TEXT] = known
+                self._token_counts[PROBE_TEXT] = known
             return flavour
         return None
 
@@ -605,82 +477,11 @@ class OpenAICompatBackend:
         flavour = self._tokenizer.result()
         if flavour is None or (flavour != "vllm" and not isinstance(content, str)):
             return None  # llama.cpp's endpoint counts plain text only
-        url = self._client.url(dict(_TOKENIZERS)[flavour], root=True)
-        payload = _tokenize_payload(flavour, self.model, content)
+        url = self._client.url(dict(TOKENIZERS)[flavour], root=True)
+        payload = tokenize_payload(flavour, self.model, content)
         try:  # the one retry policy; a refusal (a text longer than the context, no template) is final
             data, _ = await call_with_retries(self._retrying, lambda: self._send(url, payload, generation=False))
         except GaveUp:
             return None
         self._counts.token_counts += 1
-        count = data.get("count") if isinstance(data, dict) else None
-        return count if isinstance(count, int) and not isinstance(count, bool) else None
-
-
-def _must_ask_again(future: asyncio.Future[Any]) -> bool:
-    """A remembered request that must be asked again: it failed or was cancelled."""
-    return future.done() and (future.cancelled() or future.exception() is not None)
-
-
-def _tokenize_payload(flavour: str, model: str, content: str | Sequence[Message]) -> bytes:
-    """The body of a count request: vLLM's ``/tokenize`` (text without special tokens, or messages
-    with the generation prompt, as a chat request is templated) or llama.cpp's ``{"input": text}``."""
-    if flavour == "llamacpp":
-        body: dict[str, Any] = {"input": content}
-    elif isinstance(content, str):
-        body = {"model": model, "prompt": content, "add_special_tokens": False}
-    else:
-        body = {"model": model, "messages": chat_payload(content), "add_generation_prompt": True}
-    return json.dumps(body).encode("ascii")
-
-
-def _choice_logprobs(data: Any, text: str, choices: Sequence[str]) -> tuple[dict[str, float], dict[str, int]]:
-    """Each continuation's summed log-probability (and token count) from an echo + logprobs reply to
-    the prompts ``text + choice`` (see the module docstring). A reply without prompt log-probabilities
-    is a failure that another attempt cannot mend; a malformed one may be retried."""
-    try:
-        rows = sorted(data["choices"], key=lambda c: c.get("index", 0))
-    except (KeyError, TypeError, AttributeError):
-        raise RequestFailed("unexpected response shape", retryable=True) from None
-    if len(rows) != len(choices):
-        raise RequestFailed("unexpected response shape", retryable=True,
-                            detail=f"{len(rows)} choices for {len(choices)} prompts")
-    scores: dict[str, float] = {}
-    tokens: dict[str, int] = {}
-    start = len(text)
-    for row, choice in zip(rows, choices):
-        logprobs = row.get("logprobs") if isinstance(row, dict) else None
-        offsets = logprobs.get("text_offset") if isinstance(logprobs, dict) else None
-        values = logprobs.get("token_logprobs") if isinstance(logprobs, dict) else None
-        if not isinstance(offsets, list) or not isinstance(values, list) or len(offsets) != len(values):
-            raise RequestFailed("no prompt log-probabilities", retryable=False,
-                                detail="the reply has no logprobs.text_offset/token_logprobs for the echoed prompt")
-        end = start + len(choice)
-        picked = [v for o, v in zip(offsets, values) if isinstance(o, int) and start <= o < end]
-        if not picked or any(not isinstance(v, (int, float)) or isinstance(v, bool) for v in picked):
-            raise RequestFailed("no prompt log-probabilities", retryable=False,
-                                detail=f"no token of the continuation {choice!r} starts after the prompt (is it "
-                                "merged into the prompt's last token?)")
-        scores[choice] = float(sum(picked))
-        tokens[choice] = len(picked)
-    return scores, tokens
-
-
-def _prompt_token_logprobs(data: Any, text: str) -> list[float]:
-    """The log-probabilities of the echoed tokens of ``text`` (those starting before its end; the
-    generated token after it left out), without the first token's null. A reply without them is a
-    failure another attempt cannot mend."""
-    try:
-        logprobs = data["choices"][0].get("logprobs")
-    except (KeyError, IndexError, TypeError, AttributeError):
-        raise RequestFailed("unexpected response shape", retryable=True) from None
-    offsets = logprobs.get("text_offset") if isinstance(logprobs, dict) else None
-    values = logprobs.get("token_logprobs") if isinstance(logprobs, dict) else None
-    if not isinstance(offsets, list) or not isinstance(values, list) or len(offsets) != len(values):
-        raise RequestFailed("no prompt log-probabilities", retryable=False,
-                            detail="the reply has no logprobs.text_offset/token_logprobs for the echoed prompt")
-    picked = [v for o, v in zip(offsets, values) if isinstance(o, int) and o < len(text) and v is not None]
-    if not picked or any(not isinstance(v, (int, float)) or isinstance(v, bool) for v in picked):
-        raise RequestFailed("no prompt log-probabilities", retryable=False,
-                            detail="no log-probability for a token of the echoed prompt")
-    return [float(v) for v in picked]
-
+        return token_count_of(data)

@@ -17,13 +17,14 @@ so an answer is the same whichever way it came (issue 25).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evalpipe.backends.retry import RequestFailed
-from evalpipe.records import Prompt, Usage, chat_payload
+from evalpipe.records import Message, Prompt, Usage, chat_payload
 
 __all__ = ["Answer", "asks_for_max_completion_tokens", "read_answer", "request_body"]
 
@@ -128,3 +129,15 @@ def read_answer(data: Any, *, chat: bool) -> Answer:
     finish_reason = choice.get("finish_reason") if isinstance(choice, dict) else None
     return Answer(content, finish_reason if isinstance(finish_reason, str) else None, usage or Usage(), reasoning,
                   usage_invalid=usage is None)
+
+
+def tokenize_payload(flavour: str, model: str, content: str | Sequence[Message]) -> bytes:
+    """The body of a count request: vLLM's ``/tokenize`` (text without special tokens, or messages
+    with the generation prompt, as a chat request is templated) or llama.cpp's ``{"input": text}``."""
+    if flavour == "llamacpp":
+        body: dict[str, Any] = {"input": content}
+    elif isinstance(content, str):
+        body = {"model": model, "prompt": content, "add_special_tokens": False}
+    else:
+        body = {"model": model, "messages": chat_payload(content), "add_generation_prompt": True}
+    return json.dumps(body).encode("ascii")

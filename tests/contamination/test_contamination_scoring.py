@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from evalpipe.backends.openai_compat import _prompt_token_logprobs
+from evalpipe.backends.echo_logprobs import prompt_token_logprobs as _prompt_token_logprobs
 from evalpipe.backends.retry import RequestFailed
 from evalpipe.contamination import halves, logprobs, scoring
 from evalpipe.contamination.probe import reference_windows

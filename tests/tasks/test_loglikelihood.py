@@ -12,7 +12,8 @@ import pytest
 
 from evalpipe.backends.base import BackendError
 from evalpipe.backends.factory import make_backend
-from evalpipe.backends.openai_compat import OpenAICompatBackend, OpenAICompatConfig, _choice_logprobs
+from evalpipe.backends.echo_logprobs import choice_logprobs as _choice_logprobs
+from evalpipe.backends.openai_compat import OpenAICompatBackend, OpenAICompatConfig
 from evalpipe.backends.retry import RequestFailed
 from evalpipe.config import RunConfig
 from evalpipe.outcome import RunError
