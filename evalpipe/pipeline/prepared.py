@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from evalpipe.pipeline.stage import PlanStage
 from evalpipe.prompting import PromptRenderer
@@ -60,7 +60,8 @@ class PreparedTask:
 
     def prompt_json(self, i: int) -> dict[str, Any]:
         """The JSON form of the ``i``-th example's prompt."""
-        return unpack(json.loads(self.stage.row(self.plan_name, i)[2]), self.packer.texts)
+        prompt: dict[str, Any] = unpack(json.loads(self.stage.row(self.plan_name, i)[2]), self.packer.texts)
+        return prompt
 
     @property
     def prompts(self) -> Sequence[Prompt]:
@@ -80,7 +81,12 @@ class _Rendered(Sequence[Prompt]):
     def __len__(self) -> int:
         return self._task.size
 
-    def __getitem__(self, index):
+    @overload
+    def __getitem__(self, index: int) -> Prompt: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Prompt]: ...
+
+    def __getitem__(self, index: int | slice) -> Prompt | list[Prompt]:
         if isinstance(index, slice):
             return [self._task.prompt(i) for i in range(*index.indices(len(self)))]
         if index < 0:

@@ -95,7 +95,7 @@ class ResponseStore:
     #: keys per SELECT … IN (…): well under SQLite's limit on bound parameters
     _CHUNK = 500
 
-    def _rows_with_keys(self, select: str, keys: Sequence[str]) -> Iterator[tuple]:
+    def _rows_with_keys(self, select: str, keys: Sequence[str]) -> Iterator[tuple[Any, ...]]:
         """The rows of ``select`` (ending in ``WHERE key IN``) for ``keys``, chunk by chunk; each
         key asked once (``keys`` may repeat)."""
         unique = list(dict.fromkeys(keys))
@@ -104,7 +104,7 @@ class ResponseStore:
             yield from self._db.execute(f"{select} ({','.join('?' * len(chunk))})", chunk)
 
     @staticmethod
-    def _completion(row: tuple) -> Completion:
+    def _completion(row: tuple[Any, ...]) -> Completion:
         _, text, finish, p_tok, c_tok, latency, attempts, endpoint, extra = row
         more = json.loads(from_db_text(extra)) if extra else {}
         return Completion(
@@ -217,7 +217,7 @@ class ResponseStore:
         finally:
             self._db.execute("DETACH DATABASE stage")
 
-    def plan_pages(self, task: str, size: int = 1024) -> Iterator[list[tuple[str, str, dict]]]:
+    def plan_pages(self, task: str, size: int = 1024) -> Iterator[list[tuple[str, str, dict[str, Any]]]]:
         """The recorded plan of ``task`` as :meth:`read_plan` gives it, a page of ``size`` rows at a
         time (each page one short query: no statement stays open between pages)."""
         after = -1
@@ -274,7 +274,7 @@ class ResponseStore:
         """How many samples the recorded plan of ``task`` has."""
         return int(self._db.execute("SELECT COUNT(*) FROM plan WHERE task = ?", (task,)).fetchone()[0])
 
-    def read_plan(self, task: str) -> list[tuple[str, str, dict]]:
+    def read_plan(self, task: str) -> list[tuple[str, str, dict[str, Any]]]:
         """(sample id, key, info) in evaluation order; info holds e.g. ``truncated_tokens``."""
         rows = self._db.execute("SELECT sample_id, key, info FROM plan WHERE task = ? ORDER BY position", (task,))
         return [(from_db_text(sid), key, json.loads(info)) for sid, key, info in rows]

@@ -35,7 +35,7 @@ _OPTIONAL_PARAMS = ("reasoning_effort", "response_format")
 
 
 def _params_json(prompt: Prompt) -> dict[str, Any]:
-    params = to_jsonable(asdict(prompt.params))
+    params: dict[str, Any] = to_jsonable(asdict(prompt.params))
     for name in _OPTIONAL_PARAMS:
         if params.get(name) is None:
             params.pop(name, None)
