@@ -34,7 +34,7 @@ for Chinese); :func:`char_spans_to_token_spans` snaps the result onto a task's t
    the character and not the reference itself.
 6. **Alignment.** Both texts are reduced to *keys*: whitespace removed, each character NFKC-
    normalised and lower-cased (``，``≡``,``, ``Ａ``≡``a``), each key character remembering its
-   original offset. Equal keys map one-to-one (the usual case: only spacing differed, so
+   original offset (:mod:`evalpipe.parsers.text_keys`). Equal keys map one-to-one (the usual case: only spacing differed, so
    ``T-cell`` finds ``T - cell``). Otherwise :class:`difflib.SequenceMatcher` matching blocks of
    ≥ 3 characters are the alignment (shorter ones are mostly coincidence — unless one block is
    the whole answer or the whole source, e.g. a two-character answer), and only the first
@@ -81,7 +81,6 @@ import difflib
 import functools
 import html
 import re
-import unicodedata
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -89,6 +88,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from evalpipe.parsers.text_keys import WHITESPACE, text_keys
 from evalpipe.records import Prediction, Span
 from evalpipe.text.reasoning import strip_reasoning
 
@@ -100,8 +100,6 @@ MAX_NAMES = 20  # unknown tag names kept in diagnostics
 SEQUENCE_MATCHER_BUDGET = 4_000_000  # len(answer keys) * len(source keys) above which we search instead
 #: key characters of the source that are aligned at most (rule 9); ~50 times a PubMed abstract
 MAX_SOURCE_KEYS = 100_000
-#: characters scanned per key character wanted, at most, when reading keys (whitespace-only junk)
-SCAN_FACTOR = 8
 #: the search fallback scans at most this many characters per key character of both texts
 SEARCH_WORK_FACTOR = 64
 
@@ -109,14 +107,9 @@ SEARCH_WORK_FACTOR = 64
 _NAME = r"[A-Za-z][A-Za-z0-9_.:-]{0,63}(?![A-Za-z0-9_.:-])"
 _TAG_RE = re.compile(r"<([ \t]{0,4})(/?)([ \t]{0,4})(" + _NAME + r")([^<>\n]{0,256})>")
 _FENCE_RE = re.compile(r"```(?:[A-Za-z0-9_+-]{0,20}[ \t]{0,20}\r?\n)?")
-_NON_BLANK = re.compile(r"\S")
 _BLANKS = re.compile(r"\s+")  # \s is exactly str.isspace
 _WORD_RUN = re.compile(r"\S+")
-#: every character for which str.isspace() is True (tests check the list is complete)
-WHITESPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + (
-    "\u2028\u2029\u202f\u205f\u3000")
 _ENTITY_RE = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
-_NORM_CACHE: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -312,38 +305,6 @@ def _close(name: str, pos: int, stack: _OpenElements, entities: list[tuple[int, 
         entities.append((start, pos, stack.tag_map[open_name]))
 
 
-def _norm(ch: str) -> str:
-    key = _NORM_CACHE.get(ch)
-    if key is None:
-        folded = unicodedata.normalize("NFKC", ch).lower()
-        key = "".join(c for c in folded if not c.isspace() and unicodedata.category(c) != "Cf")
-        _NORM_CACHE[ch] = key
-    return key
-
-
-def _keys(text: str, limit: int) -> tuple[str, list[int], bool]:
-    """Whitespace-free normalised key of ``text``, each key character's offset in ``text``, and
-    whether reading stopped before the end of the text's non-blank content.
-
-    Reading stops once ``limit`` key characters are read or ``SCAN_FACTOR * limit`` characters
-    are scanned (so a megabyte of blanks costs no more than a short text).
-    """
-    keys: list[str] = []
-    offsets: list[int] = []
-    stop = min(len(text), SCAN_FACTOR * limit)
-    for i in range(stop):
-        ch = text[i]
-        if ch.isspace():
-            continue
-        for k in _norm(ch):
-            keys.append(k)
-            offsets.append(i)
-        if len(keys) >= limit:
-            stop = i + 1
-            break
-    return "".join(keys), offsets, _NON_BLANK.search(text, stop) is not None
-
-
 def _ngram_coverage(x: str, y: str, n: int = 16) -> float:
     """Share of ``x``'s n-character chunks (every n-th position) found anywhere in ``y``.
 
@@ -499,8 +460,8 @@ class _Words:
 def _align_entities(stripped: str, source: str, entities: list[tuple[int, int, str]],
                     diag: dict[str, Any], words: _Words) -> list[Span]:
     """Carry entity spans over the stripped answer onto the source (rules 6, 7 and 9)."""
-    s_keys, s_off, diag["source_truncated"] = _keys(source, MAX_SOURCE_KEYS)
-    a_keys, a_off, _ = _keys(stripped, 2 * len(s_keys) + 1000)
+    s_keys, s_off, diag["source_truncated"] = text_keys(source, MAX_SOURCE_KEYS)
+    a_keys, a_off, _ = text_keys(stripped, 2 * len(s_keys) + 1000)
     ranges = [(bisect_left(a_off, e0), bisect_left(a_off, e1)) for e0, e1, _ in entities]
     if a_keys == s_keys:
         blocks = [(0, 0, len(a_keys))]
