@@ -34,8 +34,8 @@ for Chinese); :func:`char_spans_to_token_spans` snaps the result onto a task's t
    the character and not the reference itself.
 6. **Alignment.** Both texts are reduced to *keys*: whitespace removed, each character NFKC-
    normalised and lower-cased (``，``≡``,``, ``Ａ``≡``a``), each key character remembering its
-   original offset (:mod:`evalpipe.parsers.text_keys`). Equal keys map one-to-one (the usual case: only spacing differed, so
-   ``T-cell`` finds ``T - cell``). Otherwise :class:`difflib.SequenceMatcher` matching blocks of
+   original offset (:mod:`evalpipe.parsers.text_keys`). Equal keys map one-to-one (the usual
+   case: only spacing differed, so ``T-cell`` finds ``T - cell``). Otherwise :class:`difflib.SequenceMatcher` matching blocks of
    ≥ 3 characters are the alignment (shorter ones are mostly coincidence — unless one block is
    the whole answer or the whole source, e.g. a two-character answer), and only the first
    ``2·|source| + 1000`` key characters of the answer are aligned (so a runaway 1 MB answer costs
