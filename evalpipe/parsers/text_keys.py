@@ -32,6 +32,9 @@ WHITESPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680" + "".join(map(chr, 
     "\u2028\u2029\u202f\u205f\u3000")
 _NON_BLANK = re.compile(r"\S")
 _MIN_CHUNK = 4096  # characters read at least per chunk, so blank-heavy junk takes few chunks
+_MAX_INSERTS = 64  # extra key characters patched into a chunk's offsets one by one, at most
+#: per ASCII byte, 1 if the character has a key (is not blank), for the offsets of ASCII text
+_ASCII_KEPT = bytes(0 if chr(code).isspace() else 1 for code in range(128)) + bytes(128)
 
 
 def char_key(ch: str) -> str:
@@ -55,7 +58,7 @@ class _KeyTable(dict[int, str]):
     def __init__(self) -> None:
         super().__init__()
         self.lengths: dict[str, int] = {}
-        self.single: set[str] = set()  # characters whose key is exactly one character
+        self.multi: set[str] = set()  # characters whose key is longer than one character
         for code in range(128):  # warm the ASCII range: most texts need nothing else
             self[code]  # noqa: B018 - fills the entry
 
@@ -64,25 +67,42 @@ class _KeyTable(dict[int, str]):
         key = "" if ch.isspace() else char_key(ch)
         self[code] = key
         self.lengths[ch] = len(key)
-        if len(key) == 1:
-            self.single.add(ch)
+        if len(key) > 1:
+            self.multi.add(ch)
         return key
 
 
 _TABLE = _KeyTable()
 
 
-def _offsets(chunk: str, keys: str, base: int) -> list[int]:
-    """Offset (from ``base``) of the character each of ``keys`` — ``chunk``'s key — came from."""
+def _chunk_keys(chunk: str, base: int) -> tuple[str, list[int]]:
+    """``chunk``'s key, and the offset (from ``base``) of the character each key character came from."""
     positions = range(base, base + len(chunk))
-    if len(keys) <= len(chunk):
-        # the usual case: no character has a key longer than one character, so the offsets are
-        # the positions of the characters with a one-character key (the others have none)
-        offsets = list(compress(positions, map(_TABLE.single.__contains__, chunk)))
-        if len(offsets) == len(keys):
-            return offsets
-    # some character (``ﬁ``, ``…``) has a longer key: repeat each position as often
-    return list(chain.from_iterable(map(repeat, positions, map(_TABLE.lengths.__getitem__, chunk))))
+    if chunk.isascii():
+        # ASCII: NFKC is the identity, nothing is Cf, and lower() is per character, so the key
+        # is the text less blanks, lower-cased (checked for all 128 by the tests); ``split()``
+        # drops exactly the ASCII characters for which isspace() is True
+        return "".join(chunk.split()).lower(), list(compress(positions, chunk.encode("ascii").translate(_ASCII_KEPT)))
+    keys = chunk.translate(_TABLE)  # fills the table for every new character first
+    lengths = _TABLE.lengths
+    offsets = list(compress(positions, map(lengths.__getitem__, chunk)))  # each keyed character once
+    extra = len(keys) - len(offsets)  # key characters beyond the first of each character
+    if extra > _MAX_INSERTS:  # many ``ﬁ``/``…``-like characters: repeat each position as often
+        return keys, list(chain.from_iterable(map(repeat, positions, map(lengths.__getitem__, chunk))))
+    if extra:  # a few: repeat their positions in place, from the end so earlier indices hold
+        for pos in reversed(list(compress(positions, map(_TABLE.multi.__contains__, chunk)))):
+            at = bisect_right(offsets, pos)
+            offsets[at:at] = [pos] * (lengths[chunk[pos - base]] - 1)
+    return keys, offsets
+
+
+def _cut(keys: str, offsets: list[int], limit: int) -> tuple[str, list[int], int]:
+    """Keys up to the character whose key reaches ``limit`` key characters (all of its key), and
+    where reading stopped (just after that character)."""
+    last = offsets[limit - 1]
+    cut = bisect_right(offsets, last)
+    del offsets[cut:]
+    return keys[:cut], offsets, last + 1
 
 
 def text_keys(text: str, limit: int) -> tuple[str, list[int], bool]:
@@ -91,24 +111,26 @@ def text_keys(text: str, limit: int) -> tuple[str, list[int], bool]:
 
     Reading stops at the character whose key reaches ``limit`` key characters (all of that
     character's key is kept), or after ``SCAN_FACTOR * limit`` characters (so a megabyte of
-    blanks costs no more than a short text). The text is read in chunks of about the keys still
-    wanted, so an absurdly long text costs memory for ``limit`` characters, not for the scan.
+    blanks costs no more than a short text). A long text is read in chunks of about the keys
+    still wanted, so an absurdly long one costs memory for ``limit`` characters, not for the scan.
     """
     stop = max(0, min(len(text), SCAN_FACTOR * limit))
+    if stop <= max(limit, _MIN_CHUNK):  # one chunk: every text of a normal size
+        keys, offsets = _chunk_keys(text if stop == len(text) else text[:stop], 0)
+        if 0 < limit <= len(keys):
+            keys, offsets, stop = _cut(keys, offsets, limit)
+        return keys, offsets, stop < len(text) and _NON_BLANK.search(text, stop) is not None
     parts: list[str] = []
-    offsets: list[int] = []
+    offsets = []
     count = pos = 0
     while pos < stop:
         end = min(stop, pos + max(limit - count, _MIN_CHUNK))
-        chunk = text[pos:end]
-        keys = chunk.translate(_TABLE)  # fills the table for every new character first
+        keys, chunk_offsets = _chunk_keys(text[pos:end], pos)
         parts.append(keys)
-        offsets += _offsets(chunk, keys, pos)
+        offsets += chunk_offsets
         count += len(keys)
         if count >= limit:
-            last = offsets[limit - 1]  # the character whose key reached the limit
-            cut = bisect_right(offsets, last)
-            del offsets[cut:]
-            return "".join(parts)[:cut], offsets, _NON_BLANK.search(text, last + 1) is not None
+            keys, offsets, stop = _cut("".join(parts), offsets, limit)
+            return keys, offsets, _NON_BLANK.search(text, stop) is not None
         pos = end
     return "".join(parts), offsets, _NON_BLANK.search(text, stop) is not None

@@ -121,6 +121,8 @@ def test_random_texts_and_limits(seed):
     "   \t\n  ",
     " " * 100 + "x",  # reading stops after SCAN_FACTOR * limit blank characters
     "ﬃ" * 10,  # the limit falls inside a character's three-character key
+    "ﬃ" * 100,  # more longer keys than are patched in one by one
+    "a…b ﬁ​c" * 12,  # longer keys, zero-length ones and blanks, either way of building offsets
     "…\u200b…\u200b…",
     "\u200b" * 50 + "abc",  # keyless characters count against the scan, not the limit
     "Clustering of missense mutations in the ataxia - telangiectasia gene in a sporadic T - cell leukaemia .",
