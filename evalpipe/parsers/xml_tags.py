@@ -86,6 +86,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import accumulate, repeat
+from operator import add, mul
 from typing import Any
 
 from evalpipe.parsers.text_keys import WHITESPACE, text_keys
@@ -397,36 +399,59 @@ def _align_search(a: str, s: str, ranges: list[tuple[int, int]]) -> list[tuple[i
     return blocks
 
 
+def _last_marked_before(marked: bytes | bytearray) -> list[int]:
+    """``out[k]`` (k = 0…n) = the last index < k where ``marked`` is 1, else -1.
+
+    Built with ``itertools`` in C: index ``k`` contributes ``(k + 1)·m − 1`` (``k`` if marked,
+    −1 if not) to a running maximum.
+    """
+    n = len(marked)
+    return list(accumulate(map(add, map(mul, range(1, n + 1), marked), repeat(-1)), max, initial=-1))
+
+
+def _first_marked_from(marked: bytes | bytearray) -> list[int]:
+    """``out[k]`` (k = 0…n) = the first index ≥ k where ``marked`` is 1, else n.
+
+    Index ``k`` contributes ``n + (k − n)·m`` (``k`` if marked, ``n`` if not) to a running
+    minimum taken from the end.
+    """
+    n = len(marked)
+    out = list(accumulate(reversed(list(map(add, map(mul, range(-n, 0), marked), repeat(n)))), min, initial=n))
+    out.reverse()
+    return out
+
+
 class _Alignment:
     """Answer key → source key map built from matching blocks, with the running counts that let
     each entity be mapped in O(1) (rule 7), however many entities nest over the same text."""
 
     def __init__(self, a_len: int, s_len: int, blocks: Iterable[tuple[int, int, int]]) -> None:
+        blocks = list(blocks)
+        self.s_len = s_len
+        if blocks == [(0, 0, a_len)] and a_len == s_len:  # equal keys, the usual case: the identity
+            self.a2s = list(range(a_len))
+            self.count = self.next_hit = list(range(a_len + 1))  # never written to after this
+            self.prev_hit = list(range(-1, a_len))
+            self.prev_used, self.next_used = self.prev_hit, self.next_hit
+            return
         a2s = [-1] * a_len
         s_used = bytearray(s_len)
         for i, j, n in blocks:
-            for d in range(n):
+            if n > 0 and a2s[i:i + n].count(-1) == n and s_used.find(1, j, j + n) < 0:
+                a2s[i:i + n] = range(j, j + n)  # all free: the one-by-one loop below would do this
+                s_used[j:j + n] = b"\x01" * n
+                continue
+            for d in range(n):  # a block overlapping earlier ones (the search fallback's)
                 if a2s[i + d] < 0 and not s_used[j + d]:
                     a2s[i + d] = j + d
                     s_used[j + d] = 1
         self.a2s = a2s
-        self.s_len = s_len
-        count = [0] * (a_len + 1)  # aligned answer keys before k
-        prev_hit = [-1] * (a_len + 1)  # last aligned answer key < k
-        for k, target in enumerate(a2s):
-            count[k + 1] = count[k] + (target >= 0)
-            prev_hit[k + 1] = k if target >= 0 else prev_hit[k]
-        next_hit = [a_len] * (a_len + 1)  # first aligned answer key >= k
-        for k in range(a_len - 1, -1, -1):
-            next_hit[k] = k if a2s[k] >= 0 else next_hit[k + 1]
-        prev_used = [-1] * (s_len + 1)  # last used source key < x
-        for x in range(s_len):
-            prev_used[x + 1] = x if s_used[x] else prev_used[x]
-        next_used = [s_len] * (s_len + 1)  # first used source key >= x
-        for x in range(s_len - 1, -1, -1):
-            next_used[x] = x if s_used[x] else next_used[x + 1]
-        self.count, self.prev_hit, self.next_hit = count, prev_hit, next_hit
-        self.prev_used, self.next_used = prev_used, next_used
+        hit = bytes(map((-1).__lt__, a2s))  # 1 where the answer key is aligned
+        self.count = list(accumulate(hit, initial=0))  # aligned answer keys before k
+        self.prev_hit = _last_marked_before(hit)  # last aligned answer key < k
+        self.next_hit = _first_marked_from(hit)  # first aligned answer key >= k
+        self.prev_used = _last_marked_before(s_used)  # last used source key < x
+        self.next_used = _first_marked_from(s_used)  # first used source key >= x
 
     def map_entity(self, k0: int, k1: int) -> tuple[int, int] | None:
         """Key range of an entity in the answer → inclusive key range in the source (rule 7)."""
@@ -513,7 +538,7 @@ def _fold_fullwidth_tags(text: str, names: set[str], diag: dict[str, Any]) -> st
 
 
 def _blank_free_length(text: str) -> int:
-    return len(text) - sum(text.count(ch) for ch in WHITESPACE)
+    return len(text) - sum(map(text.count, WHITESPACE))
 
 
 def _differs_beyond_blanks(a: str, b: str) -> bool:
