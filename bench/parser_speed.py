@@ -1,15 +1,18 @@
-"""Issue 28 phase 2: the XML-tag answer parser's alignment keys, the old per-character loop
-against :func:`evalpipe.parsers.text_keys.text_keys`, side by side in one process.
+"""Issue 28 phase 2: the XML-tag answer parser as of a base revision (``--base``, default the
+merge base with main) against this checkout's, side by side in one process.
 
-The 940 NCBI Disease test sentences, each answered four ways in turn (the gold tagged copy; one
-entity's tags left out; a chatty preamble; the text re-spaced with a few characters altered:
-``ﬁ``, full-width letters, a zero-width space, ``…``), so both the equal-keys path and the
-SequenceMatcher path of the parser are exercised. Timed, rounds interleaved old/new:
+The base's ``evalpipe/parsers/xml_tags.py`` is read with ``git show`` and loaded as a module of
+its own (it imports only modules that still exist), so both parsers run on the same answers in
+the same interpreter, rounds interleaved. The answers: the 940 NCBI Disease test sentences,
+each answered four ways in turn (the gold tagged copy; one entity's tags left out; a chatty
+preamble; the text re-spaced with a few characters altered: ``ﬁ``, full-width letters, a
+zero-width space, ``…``), so both the equal-keys path and the SequenceMatcher path are used.
+Timed:
 
-- ``keys``   the keys of every source and every answer's tag-stripped text, as the parser asks
-             for them (``MAX_SOURCE_KEYS`` for the source, ``2·|source keys| + 1000`` for the answer);
-- ``parse``  ``parse_tagged_answer`` on every answer, with ``xml_tags.text_keys`` swapped for the
-             old loop (``old``) or left as it is (``new``).
+- ``keys``   the alignment keys of every source and every answer's tag-stripped text, as the
+             parser asks for them (base ``_keys`` against :func:`~evalpipe.parsers.text_keys.text_keys`);
+- ``parse``  ``parse_tagged_answer`` on every answer, base module against this one; then on each
+             kind of answer alone (``copy``, ``untag``, ``chat``, ``alter``, in the order above).
 
 Every key triple and every parse is checked identical between the two before any timing. The
 machine is shared: the load average is printed before and after; read the ratios.
@@ -19,10 +22,7 @@ machine is shared: the load average is printed before and after; read the ratios
 Findings
 ========
 
-Branch speed2 off main 70677b2 (2026-12-03, 2 cores shared with another engineer), 9,400
-answers (the 940 sentences cycled 10 times; ``--repeat 5``, best round of each):
-
-- see the figures printed by the run recorded below.
+PLACEHOLDER
 """
 
 from __future__ import annotations
@@ -30,47 +30,29 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import re
 import statistics
+import subprocess
+import sys
 import time
-import unicodedata
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from evalpipe.parsers import xml_tags
-from evalpipe.parsers.text_keys import SCAN_FACTOR, text_keys
+from evalpipe.parsers.text_keys import text_keys
 from evalpipe.tasks.base import LoadOptions
 from evalpipe.tasks.registry import get_task
 
-_NON_BLANK = re.compile(r"\S")
-_OLD_CACHE: dict[str, str] = {}
-
-
-def _old_norm(ch: str) -> str:
-    key = _OLD_CACHE.get(ch)
-    if key is None:
-        folded = unicodedata.normalize("NFKC", ch).lower()
-        key = "".join(c for c in folded if not c.isspace() and unicodedata.category(c) != "Cf")
-        _OLD_CACHE[ch] = key
-    return key
-
-
-def old_keys(text: str, limit: int) -> tuple[str, list[int], bool]:
-    """The parser's ``_keys`` as of main 70677b2: one Python iteration per character."""
-    keys: list[str] = []
-    offsets: list[int] = []
-    stop = min(len(text), SCAN_FACTOR * limit)
-    for i in range(stop):
-        ch = text[i]
-        if ch.isspace():
-            continue
-        for k in _old_norm(ch):
-            keys.append(k)
-            offsets.append(i)
-        if len(keys) >= limit:
-            stop = i + 1
-            break
-    return "".join(keys), offsets, _NON_BLANK.search(text, stop) is not None
+def load_base(rev: str) -> ModuleType:
+    """``evalpipe/parsers/xml_tags.py`` as of ``rev``, as a module named ``xml_tags_base``."""
+    root = Path(__file__).resolve().parent.parent
+    source = subprocess.run(["git", "-C", str(root), "show", f"{rev}:evalpipe/parsers/xml_tags.py"],
+                            check=True, capture_output=True, text=True).stdout
+    module = ModuleType("xml_tags_base")
+    sys.modules[module.__name__] = module  # dataclasses look their module up while decorating
+    exec(compile(source, f"{rev}:evalpipe/parsers/xml_tags.py", "exec"), module.__dict__)
+    return module
 
 
 def _altered(answer: str) -> str:
@@ -110,13 +92,13 @@ def _key_calls(cases: list[tuple[str, str]]) -> list[tuple[str, int]]:
     return calls
 
 
-def _parse_all(cases: list[tuple[str, str]], keys: Callable[[str, int], Any]) -> list[xml_tags.TaggedParse]:
-    original = xml_tags.text_keys
-    xml_tags.text_keys = keys
-    try:
-        return [xml_tags.parse_tagged_answer(a, s, {"disease": "Disease"}) for a, s in cases]
-    finally:
-        xml_tags.text_keys = original
+def _parse_all(module: ModuleType, cases: list[tuple[str, str]]) -> list[Any]:
+    return [module.parse_tagged_answer(a, s, {"disease": "Disease"}) for a, s in cases]
+
+
+def _comparable(parse: Any) -> tuple[Any, ...]:
+    """A parse as plain values: the two modules' TaggedParse classes are distinct classes."""
+    return tuple(parse.spans), dict(parse.diagnostics), parse.failed
 
 
 def _time(action: Callable[[], object]) -> float:
@@ -128,25 +110,37 @@ def _time(action: Callable[[], object]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", default="", help="revision whose parser is the baseline (default: merge base with main)")
     parser.add_argument("--cycles", type=int, default=10, help="times the 940 sentences are cycled")
-    parser.add_argument("--repeat", type=int, default=5, help="interleaved rounds of old and new")
+    parser.add_argument("--repeat", type=int, default=5, help="interleaved rounds of base and new")
     args = parser.parse_args()
+    root = Path(__file__).resolve().parent.parent
+    rev = args.base or subprocess.run(["git", "-C", str(root), "merge-base", "HEAD", "main"], check=True,
+                                      capture_output=True, text=True).stdout.strip()
+    base = load_base(rev)
     cases = _cases(args.cycles)
     calls = _key_calls(cases)
-    assert all(old_keys(t, n) == text_keys(t, n) for t, n in calls), "keys differ"
-    assert _parse_all(cases, old_keys) == _parse_all(cases, text_keys), "parses differ"
-    print(f"{len(cases)} answers, {len(calls)} key calls, {sum(len(t) for t, _ in calls):,} characters; "
-          f"identical keys and parses; load average {os.getloadavg()[0]:.2f}")
-    impls: dict[str, Callable[[str, int], Any]] = {"old": old_keys, "new": text_keys}
+    assert all(base._keys(t, n) == text_keys(t, n) for t, n in calls), "keys differ"
+    assert list(map(_comparable, _parse_all(base, cases))) == list(map(_comparable, _parse_all(xml_tags, cases))), \
+        "parses differ"
+    print(f"base {rev[:10]}: {len(cases)} answers, {len(calls)} key calls, {sum(len(t) for t, _ in calls):,} "
+          f"characters; identical keys and parses; load average {os.getloadavg()[0]:.2f}")
+    keys_of: dict[str, Callable[[str, int], Any]] = {"base": base._keys, "new": text_keys}
+    modules = {"base": base, "new": xml_tags}
     times: dict[tuple[str, str], list[float]] = {}
+    # the parse again on each kind of answer alone: the altered quarter goes through SequenceMatcher
+    subsets = {"  copy": cases[0::4], "  untag": cases[1::4], "  chat": cases[2::4], "  alter": cases[3::4]}
     for _ in range(args.repeat):
-        for name, keys in impls.items():
+        for name in ("base", "new"):
+            keys, module = keys_of[name], modules[name]
             times.setdefault(("keys", name), []).append(_time(lambda k=keys: [k(t, n) for t, n in calls]))
-            times.setdefault(("parse", name), []).append(_time(lambda k=keys: _parse_all(cases, k)))
-    for what in ("keys", "parse"):
-        old, new = min(times[(what, "old")]), min(times[(what, "new")])
-        print(f"{what:6} old {old:7.3f} s  new {new:7.3f} s  old/new x{old / new:5.2f}  "
-              f"(medians {statistics.median(times[(what, 'old')]):.3f} / {statistics.median(times[(what, 'new')]):.3f})")
+            times.setdefault(("parse", name), []).append(_time(lambda m=module: _parse_all(m, cases)))
+            for kind, subset in subsets.items():
+                times.setdefault((kind, name), []).append(_time(lambda m=module, c=subset: _parse_all(m, c)))
+    for what in ("keys", "parse", *subsets):
+        old, new = min(times[(what, "base")]), min(times[(what, "new")])
+        print(f"{what:7} base {old:7.3f} s  new {new:7.3f} s  base/new x{old / new:5.2f}  (medians "
+              f"{statistics.median(times[(what, 'base')]):.3f} / {statistics.median(times[(what, 'new')]):.3f})")
     print(f"load average {os.getloadavg()[0]:.2f}")
 
 

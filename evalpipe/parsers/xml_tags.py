@@ -543,7 +543,10 @@ def _blank_free_length(text: str) -> int:
 
 def _differs_beyond_blanks(a: str, b: str) -> bool:
     """``a`` and ``b`` differ other than in whitespace. The lengths are compared first (counting
-    in C, no copies), so a short answer against an absurdly long source costs next to nothing."""
+    in C, no copies), so a short answer against an absurdly long source costs next to nothing;
+    before that, an exact copy (common) is one comparison."""
+    if a == b:
+        return False
     if _blank_free_length(a) != _blank_free_length(b):
         return True
     return _BLANKS.sub("", a) != _BLANKS.sub("", b)
