@@ -12,9 +12,13 @@ Timed:
 - ``keys``   the alignment keys of every source and every answer's tag-stripped text, as the
              parser asks for them (base ``_keys`` against :func:`~evalpipe.parsers.text_keys.text_keys`);
 - ``parse``  ``parse_tagged_answer`` on every answer, base module against this one; then on each
-             kind of answer alone (``copy``, ``untag``, ``chat``, ``alter``, in the order above).
+             kind of answer alone (``copy``, ``untag``, ``chat``, ``alter``, in the order above);
+- ``stage``  what preparing does with each rendered prompt (the 940 sentences' 5-shot chat
+             prompts, cycled as the answers): its cache key and its packed JSON, with the base's
+             ``evalpipe/store/keys.py`` and ``prompt_pack.py`` against this checkout's (rendering
+             itself is not compared: it did not change).
 
-Every key triple and every parse is checked identical between the two before any timing. The
+Every key triple, parse, cache key and packed prompt is checked identical between the two before any timing. The
 machine is shared: the load average is printed before and after; read the ratios.
 
     /work/main/.venv/bin/python bench/parser_speed.py --repeat 5 --cycles 10
@@ -41,18 +45,38 @@ from typing import Any
 
 from evalpipe.parsers import xml_tags
 from evalpipe.parsers.text_keys import text_keys
+from evalpipe.pipeline.render import dumps_packed
+from evalpipe.prompting import PromptRenderer, select_shots
+from evalpipe.records import GenerationParams, Prompt, to_jsonable
+from evalpipe.store import keys as store_keys
+from evalpipe.store import prompt_pack
 from evalpipe.tasks.base import LoadOptions
 from evalpipe.tasks.registry import get_task
 
-def load_base(rev: str) -> ModuleType:
-    """``evalpipe/parsers/xml_tags.py`` as of ``rev``, as a module named ``xml_tags_base``."""
+def load_base(rev: str, path: str = "evalpipe/parsers/xml_tags.py") -> ModuleType:
+    """The module at ``path`` as of ``rev``, loaded under a name of its own (``<stem>_base``)."""
     root = Path(__file__).resolve().parent.parent
-    source = subprocess.run(["git", "-C", str(root), "show", f"{rev}:evalpipe/parsers/xml_tags.py"],
+    source = subprocess.run(["git", "-C", str(root), "show", f"{rev}:{path}"],
                             check=True, capture_output=True, text=True).stdout
-    module = ModuleType("xml_tags_base")
+    module = ModuleType(f"{Path(path).stem}_base")
     sys.modules[module.__name__] = module  # dataclasses look their module up while decorating
-    exec(compile(source, f"{rev}:evalpipe/parsers/xml_tags.py", "exec"), module.__dict__)
+    exec(compile(source, f"{rev}:{path}", "exec"), module.__dict__)
     return module
+
+
+def _stage_rows(keys: ModuleType, pack: ModuleType, prompts: list[Prompt]) -> list[tuple[str, str]]:
+    """What ``render.stage_all`` does per prompt once it is rendered: its key and its packed JSON."""
+    packer = pack.Packer()
+    packer.learn(to_jsonable(p) for p in prompts[:pack.LEARN])
+    return [(keys.cache_key("m", p), dumps_packed(packer.pack(to_jsonable(p)))) for p in prompts]
+
+
+def _prompts(cycles: int) -> list[Prompt]:
+    """The NCBI test sentences' 5-shot chat prompts, rendered once (rendering is not compared)."""
+    spec = get_task("ncbi_disease")
+    data = spec.load(LoadOptions())
+    renderer = PromptRenderer(spec, select_shots(data.shot_pool, 5, spec.fewshot_seed), GenerationParams(max_tokens=512))
+    return [renderer.render(ex) for ex in list(data.examples)] * cycles
 
 
 def _altered(answer: str) -> str:
@@ -123,6 +147,10 @@ def main() -> None:
     assert all(base._keys(t, n) == text_keys(t, n) for t, n in calls), "keys differ"
     assert list(map(_comparable, _parse_all(base, cases))) == list(map(_comparable, _parse_all(xml_tags, cases))), \
         "parses differ"
+    base_keys, base_pack = load_base(rev, "evalpipe/store/keys.py"), load_base(rev, "evalpipe/store/prompt_pack.py")
+    prompts = _prompts(args.cycles)
+    assert _stage_rows(base_keys, base_pack, prompts) == _stage_rows(store_keys, prompt_pack, prompts), "staging differs"
+    print(f"{len(prompts)} prompts staged: identical keys and packed JSON")
     print(f"base {rev[:10]}: {len(cases)} answers, {len(calls)} key calls, {sum(len(t) for t, _ in calls):,} "
           f"characters; identical keys and parses; load average {os.getloadavg()[0]:.2f}")
     keys_of: dict[str, Callable[[str, int], Any]] = {"base": base._keys, "new": text_keys}
@@ -135,9 +163,11 @@ def main() -> None:
             keys, module = keys_of[name], modules[name]
             times.setdefault(("keys", name), []).append(_time(lambda k=keys: [k(t, n) for t, n in calls]))
             times.setdefault(("parse", name), []).append(_time(lambda m=module: _parse_all(m, cases)))
+            stage_modules = (base_keys, base_pack) if name == "base" else (store_keys, prompt_pack)
+            times.setdefault(("stage", name), []).append(_time(lambda m=stage_modules: _stage_rows(*m, prompts)))
             for kind, subset in subsets.items():
                 times.setdefault((kind, name), []).append(_time(lambda m=module, c=subset: _parse_all(m, c)))
-    for what in ("keys", "parse", *subsets):
+    for what in ("keys", "parse", *subsets, "stage"):
         old, new = min(times[(what, "base")]), min(times[(what, "new")])
         print(f"{what:7} base {old:7.3f} s  new {new:7.3f} s  base/new x{old / new:5.2f}  (medians "
               f"{statistics.median(times[(what, 'base')]):.3f} / {statistics.median(times[(what, 'new')]):.3f})")

@@ -1,4 +1,5 @@
-"""The XML-tag parser's ``_Alignment`` against the plain loops it was first written as (issue 28).
+"""evalpipe.parsers.key_alignment's ``Alignment`` (the XML-tag parser's answer → source key map)
+against the plain loops it was first written as (issue 28).
 
 The tables are now built by slices and ``itertools`` (and the equal-keys case is the identity
 outright); the reference below is the original one-loop-per-table construction, so any difference
@@ -12,7 +13,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from evalpipe.parsers.xml_tags import _align_blocks, _align_search, _Alignment
+from evalpipe.parsers.key_alignment import Alignment, align_blocks, align_search
 
 
 class ReferenceAlignment:
@@ -48,7 +49,7 @@ _TABLES = ("a2s", "count", "prev_hit", "next_hit", "prev_used", "next_used")
 
 
 def _check(a_len: int, s_len: int, blocks: list[tuple[int, int, int]]) -> None:
-    new, ref = _Alignment(a_len, s_len, iter(blocks)), ReferenceAlignment(a_len, s_len, blocks)
+    new, ref = Alignment(a_len, s_len, iter(blocks)), ReferenceAlignment(a_len, s_len, blocks)
     assert new.s_len == ref.s_len
     for name in _TABLES:
         assert getattr(new, name) == getattr(ref, name), (name, a_len, s_len, blocks)
@@ -61,7 +62,7 @@ def _check(a_len: int, s_len: int, blocks: list[tuple[int, int, int]]) -> None:
 
 
 def _reference_map(self: ReferenceAlignment, k0: int, k1: int) -> tuple[int, int] | None:
-    """``_Alignment.map_entity``'s arithmetic, over the reference tables."""
+    """``Alignment.map_entity``'s arithmetic, over the reference tables."""
     hits = self.count[k1] - self.count[k0]
     if not hits or 2 * hits < k1 - k0:
         return None
@@ -107,7 +108,7 @@ def test_sequence_matcher_blocks(seed):
     for _ in range(20):
         s = "".join(rng.choice("abcdefgh") for _ in range(rng.choice([1, 5, 20, 60, 300])))
         a = _mutated(rng, s)
-        _check(len(a), len(s), _align_blocks(a, s))
+        _check(len(a), len(s), align_blocks(a, s))
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -118,7 +119,7 @@ def test_search_and_overlapping_blocks(seed):
         s = "".join(rng.choice("abcd") for _ in range(rng.choice([5, 30, 200])))
         a = _mutated(rng, s)
         ranges = [(k0, min(len(a), k0 + rng.randint(0, 12))) for k0 in sorted(rng.sample(range(len(a) + 1), 5))]
-        _check(len(a), len(s), _align_search(a, s, ranges))
+        _check(len(a), len(s), align_search(a, s, ranges))
         blocks = []
         for _ in range(rng.randint(0, 8)):
             n = rng.randint(0, min(len(a), len(s)))
