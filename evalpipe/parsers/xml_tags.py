@@ -89,7 +89,7 @@ from functools import lru_cache
 from typing import Any
 
 from evalpipe.parsers.key_alignment import Alignment, align_blocks, align_search, ngram_coverage
-from evalpipe.parsers.text_keys import WHITESPACE, text_keys
+from evalpipe.parsers.text_keys import SCAN_FACTOR, WHITESPACE, text_keys
 from evalpipe.records import Prediction, Span
 from evalpipe.text.reasoning import strip_reasoning
 
@@ -321,7 +321,14 @@ def _align_entities(stripped: str, source: str, entities: list[tuple[int, int, s
                     diag: dict[str, Any], words: _Words) -> list[Span]:
     """Carry entity spans over the stripped answer onto the source (rules 6, 7 and 9)."""
     s_keys, s_off, diag["source_truncated"] = text_keys(source, MAX_SOURCE_KEYS)
-    a_keys, a_off, _ = text_keys(stripped, 2 * len(s_keys) + 1000)
+    a_limit = 2 * len(s_keys) + 1000
+    if stripped == source and not diag["source_truncated"] and (not s_off or s_off[-1] < SCAN_FACTOR * a_limit):
+        # an exact copy whose keys the answer's reading would all reach: the source holds no key
+        # past the ones read, the answer's limit is above their number, and its scan bound lies
+        # past the last of them — so it would read the very same keys (both lists are only read)
+        a_keys, a_off = s_keys, s_off
+    else:
+        a_keys, a_off, _ = text_keys(stripped, a_limit)
     ranges = [(bisect_left(a_off, e0), bisect_left(a_off, e1)) for e0, e1, _ in entities]
     if a_keys == s_keys:
         blocks = [(0, 0, len(a_keys))]

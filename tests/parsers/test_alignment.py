@@ -125,3 +125,24 @@ def test_search_and_overlapping_blocks(seed):
             n = rng.randint(0, min(len(a), len(s)))
             blocks.append((rng.randint(0, len(a) - n), rng.randint(0, len(s) - n), n))
         _check(len(a), len(s), blocks)
+
+
+def test_an_exact_copy_reuses_the_source_keys_only_where_the_answer_would_read_them_all():
+    """The answer's keys are read with a smaller limit than the source's (2·|source keys| + 1000),
+    so its scan bound (SCAN_FACTOR times that) can stop short of a blank-padded source's last
+    keys: there the copy must still miss them, as it did when it was read afresh."""
+    from evalpipe.parsers.xml_tags import parse_tagged_answer
+
+    blanks = " " * 20_000  # past SCAN_FACTOR * (2 * 12 + 1000) characters
+    source = f"a b c {blanks}tail words"
+    late = parse_tagged_answer(f"<response>a b c {blanks}<disease>tail</disease> words</response>", source,
+                               {"disease": "Disease"})
+    assert late.spans == () and late.diagnostics["unaligned_entities"] == 1
+    assert late.diagnostics["source_coverage"] == 0.25 and late.diagnostics["answer_coverage"] == 1.0
+    early = parse_tagged_answer(f"<response><disease>a b</disease> c {blanks}tail words</response>", source,
+                                {"disease": "Disease"})
+    assert [source[s.start:s.end] for s in early.spans] == ["a b"] and early.diagnostics["source_coverage"] == 0.25
+    near = f"a b c {' ' * 100}tail words"  # within the bound: the copy is the identity
+    whole = parse_tagged_answer(f"<response>a b c {' ' * 100}<disease>tail</disease> words</response>", near,
+                                {"disease": "Disease"})
+    assert [near[s.start:s.end] for s in whole.spans] == ["tail"] and whole.diagnostics["source_coverage"] == 1.0
