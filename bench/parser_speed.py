@@ -9,8 +9,9 @@ preamble; the text re-spaced with a few characters altered: ``ﬁ``, full-width 
 zero-width space, ``…``), so both the equal-keys path and the SequenceMatcher path are used.
 Timed:
 
-- ``keys``   the alignment keys of every source and every answer's tag-stripped text, as the
-             parser asks for them (base ``_keys`` against :func:`~evalpipe.parsers.text_keys.text_keys`);
+- ``keys``   the alignment keys the new parser asks for (every source, and every answer's
+             tag-stripped text unless it is an exact copy, whose keys are the source's), base
+             ``_keys`` against :func:`~evalpipe.parsers.text_keys.text_keys` on the same calls;
 - ``parse``  ``parse_tagged_answer`` on every answer, base module against this one; then on each
              kind of answer alone (``copy``, ``untag``, ``chat``, ``alter``, in the order above);
 - ``stage``  what preparing does with each rendered prompt (the 940 sentences' 5-shot chat
@@ -26,7 +27,31 @@ machine is shared: the load average is printed before and after; read the ratios
 Findings
 ========
 
-PLACEHOLDER
+Branch speed2 against main 70677b2 (2026-12-03, 12:28 UTC), ``--repeat 5 --cycles 10``: 9,400
+answers and 9,400 prompts; the machine was quiet for once (load average 0.08 before, 0.39
+after), best of 5 interleaved rounds (medians within 5 %):
+
+- keys: 0.219 s -> 0.090 s, x2.43 (11,750 calls, 1.8 M characters; the reading loop runs in C:
+  ``str.translate`` over a per-character table, offsets by ``itertools``; ASCII by
+  ``split``/``lower`` and a byte mask);
+- parse, all answers: 1.081 s -> 0.672 s, x1.61; by kind: copy x3.01 (86 -> 29 us an answer),
+  untagged entity x3.46, chatty preamble x3.25, altered text x1.02. Besides the keys: the
+  alignment tables by slices and ``accumulate`` (the identity outright for equal keys), an exact
+  copy compared once and given the source's keys. The altered answers go through
+  ``difflib.SequenceMatcher``, which is most of their time and unchanged (it decides the spans);
+- stage (key + packed JSON per rendered prompt): 0.396 s -> 0.295 s, x1.34 (42 -> 31 us a
+  prompt): the params' JSON reused by identity across a plan's prompts, each shared text hashed
+  once per packer. Rendering was not changed: it is 64 us of a 5-shot NCBI prompt, 51 us of it
+  the five shots (13 us zero-shot), and rendering them once needs a template contract change
+  (a shots macro of its own), since a ``prompt`` macro may mix shots and example in any way.
+  Giving the templates attribute-style dicts (no ``AttributeError`` in Jinja's ``getattr``) was
+  tried and is slower (97 us): the sandbox's safety checks on a found attribute cost more.
+
+For the 94,000-sentence run of ``bench/overlap.py`` that is, on a quiet machine, ~5 s less per
+pass of parsing gold-like answers (~57 us an answer; chunked scoring parses again when the
+records are read) and ~1 s less staging (~11 us a prompt); the NCBI read and the Jinja shots
+remain the bulk of preparing. cProfile had put ``_keys`` at 94 s of that run's scoring: most of
+that was the profiler's own cost on 24 million ``_norm`` calls, which no longer exist.
 """
 
 from __future__ import annotations
