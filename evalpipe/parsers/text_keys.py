@@ -52,7 +52,8 @@ class _KeyTable(dict[int, str]):
 
     ``str.translate`` looks each code point up with ``__getitem__``, so ``__missing__`` fills the
     table for a new character during the call; :attr:`lengths` (character → key length) is
-    filled alongside, for the offsets. Both stay small: one entry per distinct character seen.
+    filled alongside, for the offsets. One entry per distinct character seen (at most one per code
+    point, as the per-character cache before it).
     """
 
     def __init__(self) -> None:
@@ -65,10 +66,11 @@ class _KeyTable(dict[int, str]):
     def __missing__(self, code: int) -> str:
         ch = chr(code)
         key = "" if ch.isspace() else char_key(ch)
-        self[code] = key
+        # the length first: another thread that finds the table entry then needs the length
         self.lengths[ch] = len(key)
         if len(key) > 1:
             self.multi.add(ch)
+        self[code] = key
         return key
 
 
