@@ -34,8 +34,8 @@ for Chinese); :func:`char_spans_to_token_spans` snaps the result onto a task's t
    the character and not the reference itself.
 6. **Alignment.** Both texts are reduced to *keys*: whitespace removed, each character NFKC-
    normalised and lower-cased (``，``≡``,``, ``Ａ``≡``a``), each key character remembering its
-   original offset. Equal keys map one-to-one (the usual case: only spacing differed, so
-   ``T-cell`` finds ``T - cell``). Otherwise :class:`difflib.SequenceMatcher` matching blocks of
+   original offset (:mod:`evalpipe.parsers.text_keys`). Equal keys map one-to-one (the usual
+   case: only spacing differed, so ``T-cell`` finds ``T - cell``). Otherwise :class:`difflib.SequenceMatcher` matching blocks of
    ≥ 3 characters are the alignment (shorter ones are mostly coincidence — unless one block is
    the whole answer or the whole source, e.g. a two-character answer), and only the first
    ``2·|source| + 1000`` key characters of the answer are aligned (so a runaway 1 MB answer costs
@@ -65,7 +65,8 @@ for Chinese); :func:`char_spans_to_token_spans` snaps the result onto a task's t
    longer (absurd) source sets ``source_truncated`` and its entities past that point are
    ``unaligned_entities``; its coverage is measured on the aligned part. The search of rule 6
    gives up after scanning ``SEARCH_WORK_FACTOR·(|answer| + |source|)`` key characters in all
-   (only many failed searches reach that); entities it has not reached are unaligned.
+   (only many failed searches reach that); entities it has not reached are unaligned. The
+   alignment itself lives in :mod:`evalpipe.parsers.key_alignment`.
 
 ``text_altered`` is True whenever the tag-stripped content differs from the source other than in
 whitespace (before normalisation). Diagnostics always hold the same keys so run summaries can
@@ -81,42 +82,32 @@ import difflib
 import functools
 import html
 import re
-import unicodedata
 from bisect import bisect_left, bisect_right
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from evalpipe.parsers.key_alignment import Alignment, align_blocks, align_search, ngram_coverage
+from evalpipe.parsers.text_keys import SCAN_FACTOR, WHITESPACE, text_keys
 from evalpipe.records import Prediction, Span
 from evalpipe.text.reasoning import strip_reasoning
 
 __all__ = ["TaggedParse", "char_spans_to_token_spans", "parse_tagged_answer", "to_prediction", "token_offsets"]
 
-MIN_BLOCK = 3  # shorter matching blocks are treated as coincidence
 MIN_COVERAGE = 0.5  # below this on both sides the answer is not a copy of the source
 MAX_NAMES = 20  # unknown tag names kept in diagnostics
 SEQUENCE_MATCHER_BUDGET = 4_000_000  # len(answer keys) * len(source keys) above which we search instead
 #: key characters of the source that are aligned at most (rule 9); ~50 times a PubMed abstract
 MAX_SOURCE_KEYS = 100_000
-#: characters scanned per key character wanted, at most, when reading keys (whitespace-only junk)
-SCAN_FACTOR = 8
-#: the search fallback scans at most this many characters per key character of both texts
-SEARCH_WORK_FACTOR = 64
 
 # Every quantifier is bounded or followed by a disjoint class, so matching stays linear on 1 MB junk.
 _NAME = r"[A-Za-z][A-Za-z0-9_.:-]{0,63}(?![A-Za-z0-9_.:-])"
 _TAG_RE = re.compile(r"<([ \t]{0,4})(/?)([ \t]{0,4})(" + _NAME + r")([^<>\n]{0,256})>")
 _FENCE_RE = re.compile(r"```(?:[A-Za-z0-9_+-]{0,20}[ \t]{0,20}\r?\n)?")
-_NON_BLANK = re.compile(r"\S")
 _BLANKS = re.compile(r"\s+")  # \s is exactly str.isspace
 _WORD_RUN = re.compile(r"\S+")
-#: every character for which str.isspace() is True (tests check the list is complete)
-WHITESPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + (
-    "\u2028\u2029\u202f\u205f\u3000")
 _ENTITY_RE = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
-_NORM_CACHE: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -312,176 +303,6 @@ def _close(name: str, pos: int, stack: _OpenElements, entities: list[tuple[int, 
         entities.append((start, pos, stack.tag_map[open_name]))
 
 
-def _norm(ch: str) -> str:
-    key = _NORM_CACHE.get(ch)
-    if key is None:
-        folded = unicodedata.normalize("NFKC", ch).lower()
-        key = "".join(c for c in folded if not c.isspace() and unicodedata.category(c) != "Cf")
-        _NORM_CACHE[ch] = key
-    return key
-
-
-def _keys(text: str, limit: int) -> tuple[str, list[int], bool]:
-    """Whitespace-free normalised key of ``text``, each key character's offset in ``text``, and
-    whether reading stopped before the end of the text's non-blank content.
-
-    Reading stops once ``limit`` key characters are read or ``SCAN_FACTOR * limit`` characters
-    are scanned (so a megabyte of blanks costs no more than a short text).
-    """
-    keys: list[str] = []
-    offsets: list[int] = []
-    stop = min(len(text), SCAN_FACTOR * limit)
-    for i in range(stop):
-        ch = text[i]
-        if ch.isspace():
-            continue
-        for k in _norm(ch):
-            keys.append(k)
-            offsets.append(i)
-        if len(keys) >= limit:
-            stop = i + 1
-            break
-    return "".join(keys), offsets, _NON_BLANK.search(text, stop) is not None
-
-
-def _ngram_coverage(x: str, y: str, n: int = 16) -> float:
-    """Share of ``x``'s n-character chunks (every n-th position) found anywhere in ``y``.
-
-    A cheap coverage for big texts: O(|x| + |y|) time, and memory for ``x``'s chunks only.
-    """
-    if len(x) < n or len(y) < n:
-        return 1.0 if x and x in y else 0.0
-    chunks = Counter(x[i:i + n] for i in range(0, len(x) - n + 1, n))
-    total = sum(chunks.values())
-    found = 0
-    for i in range(len(y) - n + 1):
-        count = chunks.pop(y[i:i + n], 0)
-        if count:
-            found += count
-            if not chunks:
-                break
-    return found / total
-
-
-def _align_blocks(a: str, s: str) -> list[tuple[int, int, int]]:
-    matcher = difflib.SequenceMatcher(None, a, s, autojunk=False)
-    return [(i, j, n) for i, j, n in matcher.get_matching_blocks()
-            if n >= MIN_BLOCK or (n and n in (len(a), len(s)))]
-
-
-class _Grams:
-    """The source's substrings of up to ``Q`` characters, to rule out most absent entity texts
-    without scanning the source: a text of at most ``Q`` characters occurs iff it is in the set
-    of its length; a longer one can occur only if each of its ``Q``-grams does."""
-
-    Q = 4
-
-    def __init__(self, s: str) -> None:
-        self.s = s
-        self._sets: dict[int, set[str]] = {}
-
-    def _grams(self, q: int) -> set[str]:
-        if q not in self._sets:
-            self._sets[q] = {self.s[i:i + q] for i in range(len(self.s) - q + 1)}
-        return self._sets[q]
-
-    def may_occur(self, needle: str) -> tuple[bool, int]:
-        """(False if ``needle`` surely does not occur, characters examined)."""
-        if len(needle) <= self.Q:
-            return needle in self._grams(len(needle)), len(needle)
-        grams = self._grams(self.Q)
-        for i in range(len(needle) - self.Q + 1):
-            if needle[i:i + self.Q] not in grams:
-                return False, i + self.Q
-        return True, len(needle)
-
-
-def _align_search(a: str, s: str, ranges: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
-    """Fallback for big texts: find each entity's key in the source, in answer order.
-
-    Each search starts where the previous hit started. An entity inside one already found (a
-    nested tag) is placed by it, not searched again. Successful searches cost O(|a| + |s|) in
-    all (each scans from the last hit to the next). A text that cannot occur is mostly ruled
-    out by the source's 4-grams (:class:`_Grams`) without a scan; the rest of the failed
-    searches scan to the end, so they are remembered per text, and the whole search stops after
-    ``SEARCH_WORK_FACTOR * (|a| + |s|)`` characters of work: entities it did not reach stay
-    unaligned (and are counted so).
-    """
-    blocks: list[tuple[int, int, int]] = []
-    cursor = covered = 0
-    budget = SEARCH_WORK_FACTOR * (len(a) + len(s))
-    grams = _Grams(s)
-    absent: dict[str, int] = {}  # text -> cursor from which it was not found (cursors only grow)
-    for k0, k1 in sorted(set(ranges), key=lambda r: (r[0], -r[1])):
-        if k1 <= k0 or k1 <= covered:
-            continue
-        if budget <= 0:
-            break
-        needle = a[k0:k1]
-        if absent.get(needle, len(s) + 1) <= cursor:
-            continue
-        possible, examined = grams.may_occur(needle)
-        budget -= examined
-        if not possible:
-            continue
-        j = s.find(needle, cursor)
-        if j < 0:
-            budget -= len(s) - cursor + len(needle)
-            if len(needle) <= 256:
-                absent[needle] = cursor
-            continue
-        budget -= j - cursor + len(needle)
-        blocks.append((k0, j, k1 - k0))
-        cursor, covered = j, k1
-    return blocks
-
-
-class _Alignment:
-    """Answer key → source key map built from matching blocks, with the running counts that let
-    each entity be mapped in O(1) (rule 7), however many entities nest over the same text."""
-
-    def __init__(self, a_len: int, s_len: int, blocks: Iterable[tuple[int, int, int]]) -> None:
-        a2s = [-1] * a_len
-        s_used = bytearray(s_len)
-        for i, j, n in blocks:
-            for d in range(n):
-                if a2s[i + d] < 0 and not s_used[j + d]:
-                    a2s[i + d] = j + d
-                    s_used[j + d] = 1
-        self.a2s = a2s
-        self.s_len = s_len
-        count = [0] * (a_len + 1)  # aligned answer keys before k
-        prev_hit = [-1] * (a_len + 1)  # last aligned answer key < k
-        for k, target in enumerate(a2s):
-            count[k + 1] = count[k] + (target >= 0)
-            prev_hit[k + 1] = k if target >= 0 else prev_hit[k]
-        next_hit = [a_len] * (a_len + 1)  # first aligned answer key >= k
-        for k in range(a_len - 1, -1, -1):
-            next_hit[k] = k if a2s[k] >= 0 else next_hit[k + 1]
-        prev_used = [-1] * (s_len + 1)  # last used source key < x
-        for x in range(s_len):
-            prev_used[x + 1] = x if s_used[x] else prev_used[x]
-        next_used = [s_len] * (s_len + 1)  # first used source key >= x
-        for x in range(s_len - 1, -1, -1):
-            next_used[x] = x if s_used[x] else next_used[x + 1]
-        self.count, self.prev_hit, self.next_hit = count, prev_hit, next_hit
-        self.prev_used, self.next_used = prev_used, next_used
-
-    def map_entity(self, k0: int, k1: int) -> tuple[int, int] | None:
-        """Key range of an entity in the answer → inclusive key range in the source (rule 7)."""
-        hits = self.count[k1] - self.count[k0]
-        if not hits or 2 * hits < k1 - k0:
-            return None
-        first, last = self.next_hit[k0], self.prev_hit[k1]
-        lo, hi = self.a2s[first], self.a2s[last]
-        # extend over as many unaligned source keys as the entity had unaligned keys at each end
-        if first > k0 and lo > 0:
-            lo = max(lo - (first - k0), self.prev_used[lo] + 1)
-        if k1 - 1 > last and hi + 1 < self.s_len:
-            hi = min(hi + (k1 - 1 - last), self.next_used[hi + 1] - 1)
-        return (lo, hi) if hi - lo + 1 <= 2 * (k1 - k0) + 2 else None
-
-
 class _Words:
     """Where the non-blank runs of a text are, so "does text[a:b] hold anything but blanks?" is
     one bisect — not a slice per entity, which is quadratic for thousands of nested tags."""
@@ -499,24 +320,31 @@ class _Words:
 def _align_entities(stripped: str, source: str, entities: list[tuple[int, int, str]],
                     diag: dict[str, Any], words: _Words) -> list[Span]:
     """Carry entity spans over the stripped answer onto the source (rules 6, 7 and 9)."""
-    s_keys, s_off, diag["source_truncated"] = _keys(source, MAX_SOURCE_KEYS)
-    a_keys, a_off, _ = _keys(stripped, 2 * len(s_keys) + 1000)
+    s_keys, s_off, diag["source_truncated"] = text_keys(source, MAX_SOURCE_KEYS)
+    a_limit = 2 * len(s_keys) + 1000
+    if stripped == source and not diag["source_truncated"] and (not s_off or s_off[-1] < SCAN_FACTOR * a_limit):
+        # an exact copy whose keys the answer's reading would all reach: the source holds no key
+        # past the ones read, the answer's limit is above their number, and its scan bound lies
+        # past the last of them — so it would read the very same keys (both lists are only read)
+        a_keys, a_off = s_keys, s_off
+    else:
+        a_keys, a_off, _ = text_keys(stripped, a_limit)
     ranges = [(bisect_left(a_off, e0), bisect_left(a_off, e1)) for e0, e1, _ in entities]
     if a_keys == s_keys:
         blocks = [(0, 0, len(a_keys))]
         diag["source_coverage"] = diag["answer_coverage"] = 1.0
     elif len(a_keys) * len(s_keys) <= SEQUENCE_MATCHER_BUDGET:
-        blocks = _align_blocks(a_keys, s_keys)
+        blocks = align_blocks(a_keys, s_keys)
         matched = sum(n for _, _, n in blocks)
         diag["source_coverage"] = matched / len(s_keys) if s_keys else 0.0
         diag["answer_coverage"] = matched / len(a_keys) if a_keys else 0.0
     else:
-        blocks = _align_search(a_keys, s_keys, ranges)
-        diag["source_coverage"] = _ngram_coverage(s_keys, a_keys)
-        diag["answer_coverage"] = _ngram_coverage(a_keys, s_keys)
+        blocks = align_search(a_keys, s_keys, ranges)
+        diag["source_coverage"] = ngram_coverage(s_keys, a_keys)
+        diag["answer_coverage"] = ngram_coverage(a_keys, s_keys)
     if not entities:
         return []
-    alignment = _Alignment(len(a_keys), len(s_keys), blocks)
+    alignment = Alignment(len(a_keys), len(s_keys), blocks)
     spans: set[Span] = set()
     for (e0, e1, label), (k0, k1) in zip(entities, ranges):
         if not words.has_text(e0, e1):
@@ -552,12 +380,15 @@ def _fold_fullwidth_tags(text: str, names: set[str], diag: dict[str, Any]) -> st
 
 
 def _blank_free_length(text: str) -> int:
-    return len(text) - sum(text.count(ch) for ch in WHITESPACE)
+    return len(text) - sum(map(text.count, WHITESPACE))
 
 
 def _differs_beyond_blanks(a: str, b: str) -> bool:
     """``a`` and ``b`` differ other than in whitespace. The lengths are compared first (counting
-    in C, no copies), so a short answer against an absurdly long source costs next to nothing."""
+    in C, no copies), so a short answer against an absurdly long source costs next to nothing;
+    before that, an exact copy (common) is one comparison."""
+    if a == b:
+        return False
     if _blank_free_length(a) != _blank_free_length(b):
         return True
     return _BLANKS.sub("", a) != _BLANKS.sub("", b)

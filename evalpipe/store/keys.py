@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from evalpipe.records import Prompt, to_jsonable
+from evalpipe.records import GenerationParams, Prompt, to_jsonable
 
 
 def cache_key(model: str, prompt: Prompt) -> str:
@@ -34,9 +34,21 @@ def cache_key(model: str, prompt: Prompt) -> str:
 _OPTIONAL_PARAMS = ("reasoning_effort", "response_format")
 
 
+#: the last params object seen and its JSON: a plan's prompts share one params object, and
+#: ``asdict`` + ``to_jsonable`` of it was a third of a key's cost (issue 28). Matched by identity,
+#: not equality: equal params may still differ in JSON (``temperature`` 0 against 0.0)
+_last_params: tuple[GenerationParams, dict[str, Any]] | None = None
+
+
 def _params_json(prompt: Prompt) -> dict[str, Any]:
+    """The params' JSON for the key (the caller only serialises it: the cached dict is never changed)."""
+    global _last_params
+    last = _last_params
+    if last is not None and last[0] is prompt.params:
+        return last[1]
     params: dict[str, Any] = to_jsonable(asdict(prompt.params))
     for name in _OPTIONAL_PARAMS:
         if params.get(name) is None:
             params.pop(name, None)
+    _last_params = (prompt.params, params)
     return params

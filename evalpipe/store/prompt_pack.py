@@ -106,6 +106,7 @@ class Packer:
         #: slot → (prefix, suffix) shared by the learnt prompts
         self._shared: dict[Path, tuple[str, str]] = {}
         self.texts: dict[str, str] = {}
+        self._keys: dict[str, str] = {}  # shared text -> its text_key
 
     def learn(self, prompts: Iterable[Mapping[str, Any]]) -> None:
         seen: dict[Path, list[str]] = {}
@@ -126,7 +127,9 @@ class Packer:
                 self._shared[path] = (prefix, suffix)
 
     def _ref(self, text: str) -> list[str]:
-        key = text_key(text)
+        key = self._keys.get(text)
+        if key is None:  # a plan has a handful of shared texts: each hashed once, not per prompt
+            key = self._keys[text] = text_key(text)
         self.texts.setdefault(key, text)
         return [key]
 
