@@ -36,7 +36,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from evalpipe.records import Example, Message, Prompt, chat_payload
 from evalpipe.errors import UsageError
@@ -127,7 +127,7 @@ class BackendCounter:
                 self._first_chat = asyncio.ensure_future(self._backend.count_tokens(messages))
                 counted = await self._first_chat
                 self.chat_template = counted is not None
-                return counted
+                return cast("int | None", counted)
             await asyncio.shield(self._first_chat)
         if not self.chat_template:
             return None
@@ -186,7 +186,7 @@ async def prompt_tokens(prompt: Prompt, counter: TokenCounter) -> int:
         count_chat = getattr(counter, "count_chat", None)
         exact = await count_chat(prompt.messages) if count_chat is not None else None
         if exact is not None:
-            return exact
+            return cast("int", exact)
         text = "\n".join(m.content for m in prompt.messages)
         return await counter.count(text) + CHAT_OVERHEAD_TOKENS * len(prompt.messages)
     return await counter.count(prompt.text or "")

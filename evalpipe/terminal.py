@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from collections.abc import Mapping
 
 from rich.table import Table
@@ -124,7 +126,7 @@ def summary_lines(metrics: Mapping[str, Mapping[str, float | None]], summary: Ru
     return lines
 
 
-def robustness_table(variants: Mapping[str, Mapping], metrics: Mapping[str, Mapping[str, float | None]]) -> Table:
+def robustness_table(variants: Mapping[str, Mapping[str, Any]], metrics: Mapping[str, Mapping[str, float | None]]) -> Table:
     """Per task and varied axis (prompt variants, shot orders, shot counts): the headline metric's —
     and the parse-failure rate's, which prompts move most — reference value, mean ± population std
     over the axis' levels, its lowest and highest level, the spread (max − min), and how

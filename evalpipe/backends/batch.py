@@ -34,7 +34,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from evalpipe.backends.base import BackendError, Credentials
 from evalpipe.backends.batch_ledger import BatchLedger, BatchRow
@@ -139,7 +139,7 @@ class _Api:
 
     async def content(self, file_id: str) -> str:
         reply = await self.call(f"downloading file {file_id}", self.client.files.content(file_id))
-        return reply.text
+        return cast("str", reply.text)
 
     async def aclose(self) -> None:
         await self.client.close()

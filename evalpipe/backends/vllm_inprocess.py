@@ -21,7 +21,7 @@ import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from evalpipe.backends.base import BackendError
 from evalpipe.engines.watch import EngineDied, death_line
@@ -184,8 +184,8 @@ class VLLMBackend:
     def _generate(self, prompts: list[Prompt], is_chat: bool) -> list[Any]:
         sampling = [self._sampling(p) for p in prompts]
         if is_chat:
-            return self._llm.chat([chat_payload(p.messages or ()) for p in prompts], sampling, use_tqdm=False)
-        return self._llm.generate([p.text or "" for p in prompts], sampling, use_tqdm=False)
+            return cast("list[Any]", self._llm.chat([chat_payload(p.messages or ()) for p in prompts], sampling, use_tqdm=False))
+        return cast("list[Any]", self._llm.generate([p.text or "" for p in prompts], sampling, use_tqdm=False))
 
     async def aclose(self) -> None:
         if self._flusher is not None:

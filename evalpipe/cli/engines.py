@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from collections.abc import Iterable
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -16,10 +17,13 @@ from evalpipe.engines.watch import POLL_S, EngineDied
 from evalpipe.errors import UsageError
 from evalpipe.results import DEFAULT_ROOT
 from evalpipe.outcome import RunError
+from evalpipe.tasks.base import TaskSpec
 from evalpipe.tasks.registry import resolve
 
 from evalpipe.cli.evaluate import execute_run
-from evalpipe.cli.common import DtypeOption, EXIT_ENGINE_DIED, EngineArgOption, GpuMemoryOption, LLAMACPP_CONCURRENCY, RevisionOption, StartupTimeoutOption, TensorParallelOption, USER_ERRORS, _fail, app, console, err
+from evalpipe.configure import LLAMACPP_CONCURRENCY
+from evalpipe.errors import EXIT_ENGINE_DIED
+from evalpipe.cli.common import DtypeOption, EngineArgOption, GpuMemoryOption, RevisionOption, StartupTimeoutOption, TensorParallelOption, USER_ERRORS, _fail, app, console, err
 
 
 @app.command()
@@ -64,12 +68,12 @@ def serve(
         raise _fail(exc) from None
 
 
-def _quick_caps(specs) -> dict[str, dict]:
+def _quick_caps(specs: Iterable[TaskSpec]) -> dict[str, dict[str, Any]]:
     """The demo's per-task generation caps (each task's ``TaskSpec.quick``), as recorded in config.json."""
     return {s.name: s.quick.to_json() for s in specs if s.quick is not None}
 
 
-def _caps_text(caps: dict[str, dict]) -> str:
+def _caps_text(caps: dict[str, dict[str, Any]]) -> str:
     return "; ".join(f"{task} at most {cap['max_tokens']} new tokens"
                      + (f", stop at {', '.join(repr(x) for x in cap['stop'])}" if cap.get("stop") else "")
                      for task, cap in caps.items())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -227,7 +227,7 @@ def run(
 
 
 def _batch_options(batch: bool, retry: str, poll_s: float, size: int, export: Path | None = None,
-                   max_completion_tokens: bool = False) -> dict:
+                   max_completion_tokens: bool = False) -> dict[str, Any]:
     """``--batch*`` as RunConfig's ``batch`` (empty without ``--batch``/``--batch-export``), checked by
     BatchOptions' rules."""
     field = {"completion_tokens_field": "max_completion_tokens"} if max_completion_tokens else {}
@@ -250,7 +250,7 @@ def _batch_options(batch: bool, retry: str, poll_s: float, size: int, export: Pa
 
 
 def _prices(model: str, price_input: float | None, price_output: float | None, price_cached: float | None,
-            prices_file: Path | None, batch_discount: float | None) -> dict:
+            prices_file: Path | None, batch_discount: float | None) -> dict[str, Any]:
     """The prices of the run's model (:mod:`evalpipe.cost`) as RunConfig's ``prices``; {} when none given."""
     from evalpipe.cost import PriceError, resolve_prices
 
@@ -261,7 +261,7 @@ def _prices(model: str, price_input: float | None, price_output: float | None, p
     return found.to_json() if found is not None else {}
 
 
-def _condition_options(prompt_variants: str | None, shot_orders: int, shots_sweep: str | None) -> dict:
+def _condition_options(prompt_variants: str | None, shot_orders: int, shots_sweep: str | None) -> dict[str, Any]:
     """``--prompt-variants``, ``--shot-orders``, ``--shots-sweep`` as RunConfig fields (evalpipe.variants.conditions);
     their ranges are RunConfig's to check."""
     variants = tuple(v.strip() for v in (prompt_variants or "").split(",") if v.strip())
@@ -277,7 +277,7 @@ def _condition_options(prompt_variants: str | None, shot_orders: int, shots_swee
 
 
 def _metric_options(rouge_stemmer: bool, bertscore_model: str | None, bertscore_layers: int | None,
-                    bertscore_idf: bool, bertscore_baseline: str | None, umls_extractor: str | None) -> dict:
+                    bertscore_idf: bool, bertscore_baseline: str | None, umls_extractor: str | None) -> dict[str, Any]:
     """Only the options the user set, so config.json shows what was asked for."""
     given = {
         "rouge_stemmer": rouge_stemmer or None,

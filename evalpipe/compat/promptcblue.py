@@ -54,7 +54,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from evalpipe.metrics.aggregation import MacroF1, MicroPRF, Ratio
 from evalpipe.metrics.classification import class_parts
@@ -228,12 +228,12 @@ def classification_scores(golds: Sequence[str], preds: Sequence[str], dataset: s
 def _basic_tokenizer() -> Any:
     from transformers import BasicTokenizer
 
-    return BasicTokenizer(tokenize_chinese_chars=True)
+    return BasicTokenizer(tokenize_chinese_chars=True)  # type: ignore[no-untyped-call]
 
 
 def bert_basic_tokens(text: str) -> list[str]:
     """BERT's BasicTokenizer: Chinese characters split, words whole, lower-cased, punctuation split."""
-    return _basic_tokenizer().tokenize(text)
+    return cast("list[str]", _basic_tokenizer().tokenize(text))
 
 
 def _lcs(a: Sequence[str], b: Sequence[str]) -> int:

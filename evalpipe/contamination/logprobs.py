@@ -16,7 +16,7 @@ failing — Min-K % is the second signal, not the probe's condition.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from evalpipe.backends.base import Backend, BackendError
 from evalpipe.records import Completion, GenerationParams, Prompt
@@ -42,7 +42,7 @@ class PromptLogprobs:
         self.model = logprob_model(backend.model)
 
     async def complete(self, prompt: Prompt) -> Completion:
-        return await self._backend.prompt_logprobs(prompt)  # type: ignore[attr-defined]
+        return cast("Completion", await self._backend.prompt_logprobs(prompt))  # type: ignore[attr-defined]
 
 
 async def unavailable(backend: Backend) -> str | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 RESULT_FILE = "contamination.json"
 #: the fields a result must have to be shown
@@ -37,7 +37,7 @@ def read_result(run: Path) -> dict[str, Any] | None:
     missing = [f for f in REQUIRED if not isinstance(data, dict) or f not in data]
     if missing:
         raise ValueError(f"{path}: not a contamination probe result (missing {', '.join(missing)})")
-    return data
+    return cast("dict[str, Any] | None", data)
 
 
 def _num(value: Any) -> str:

@@ -37,7 +37,7 @@ from array import array
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from evalpipe.data import strict_json
 from evalpipe.data.errors import DataError
@@ -84,7 +84,7 @@ class Record:
         value = self.get(name, str)
         if not allow_empty and not value.strip():
             raise self.error(name, "empty")
-        return value
+        return cast("str", value)
 
     def get(self, name: str, kind: type | tuple[type, ...] = object, hint: str = "") -> Any:
         """``fields[name]`` checked for type; the error lists the fields the record does have."""

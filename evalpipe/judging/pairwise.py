@@ -293,7 +293,7 @@ def pairwise_sheet(pairs: Sequence[_Pair], judges: Sequence[str], verdicts: Mapp
 
 
 def read_verdicts(store: ResponseStore, tasks: Sequence[str], judges: Sequence[str], rubric: PairwiseRubric,
-                   pairs: Sequence[_Pair]) -> tuple[dict[tuple[str, str, str, str], StoredJudgement], dict]:
+                   pairs: Sequence[_Pair]) -> tuple[dict[tuple[str, str, str, str], StoredJudgement], dict[tuple[str, str, str, str], int | None]]:
     rows: dict[tuple[str, str, str, str], StoredJudgement] = {}
     for task in tasks:
         for row in store.judgements(task, list(judges), rubric.sha256):

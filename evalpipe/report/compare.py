@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from rich.console import Console
 from rich.markup import escape
@@ -104,7 +104,7 @@ def _cut(text: Any, limit: int = _ANSWER) -> str | None:
     text = _text(text)
     if text is None:
         return None
-    return text if len(text) <= limit else text[:limit] + "…"
+    return cast("str | None", text if len(text) <= limit else text[:limit] + "…")
 
 
 def _gold_text(record: Mapping[str, Any]) -> str:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import pandas as pd
@@ -175,7 +175,7 @@ def primary_metric(spec: TaskInfo | None, present: Sequence[str]) -> str | None:
     """The metric that stands for a task in a suite average (see the module docstring)."""
     declared = getattr(spec, "primary_metric", None)
     if declared and declared in present:
-        return declared
+        return cast("str | None", declared)
     order = shown_metrics(spec, present)
     if "f1" in order:
         return "f1"

@@ -18,6 +18,8 @@ asked for). A file given by itself (``--task-file``) is still an error at once.
 
 from __future__ import annotations
 
+from typing import Any
+
 import importlib
 import pkgutil
 from collections.abc import Sequence
@@ -87,7 +89,7 @@ def register_task_file(path: str | Path) -> TaskSpec:
     return register(load_task_file(resolved))
 
 
-def task_of_run(name: str, recorded: dict) -> tuple[TaskSpec, str | None]:
+def task_of_run(name: str, recorded: dict[str, Any]) -> tuple[TaskSpec, str | None]:
     """The task a run recorded as ``name`` (its ``config.json`` entry is ``recorded``), for
     re-scoring; and a note when its task file changed since.
 

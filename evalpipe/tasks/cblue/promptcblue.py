@@ -95,7 +95,7 @@ def _lines(body: str) -> list[str]:
     return [_MARKER.sub("", line, count=1).strip() for line in body.splitlines() if line.strip()]
 
 
-def _ner(body: str, choices: Sequence[str]) -> tuple[tuple, dict[str, Any], bool]:
+def _ner(body: str, choices: Sequence[str]) -> tuple[tuple[Any, ...], dict[str, Any], bool]:
     requested = {match_key(c) for c in choices}
     items, unrequested, matched = [], 0, False
     for line in _lines(body):
@@ -111,7 +111,7 @@ def _ner(body: str, choices: Sequence[str]) -> tuple[tuple, dict[str, Any], bool
     return tuple(items), {"unrequested_entities": unrequested}, matched
 
 
-def _spo(body: str) -> tuple[tuple, dict[str, Any], bool]:
+def _spo(body: str) -> tuple[tuple[Any, ...], dict[str, Any], bool]:
     items, orphan, matched, predicate = [], 0, False, None
     for line in _lines(body):
         header = _SPO_HEADER.search(line)
@@ -127,7 +127,7 @@ def _spo(body: str) -> tuple[tuple, dict[str, Any], bool]:
     return tuple(items), {"pairs_without_relation": orphan}, matched
 
 
-def _cdn(body: str, choices: Sequence[str]) -> tuple[tuple, dict[str, Any], bool]:
+def _cdn(body: str, choices: Sequence[str]) -> tuple[tuple[Any, ...], dict[str, Any], bool]:
     if label_key(body) in _CDN_NONE:
         return (), {"outside_choices": 0}, True
     offered = {match_key(c) for c in choices}
@@ -144,7 +144,7 @@ def _split_list(text: str) -> tuple[str, ...]:
     return tuple(sorted(x.strip() for x in _LIST_SPLIT.split(text) if x.strip()))
 
 
-def _cdee(body: str) -> tuple[tuple, dict[str, Any], bool]:
+def _cdee(body: str) -> tuple[tuple[Any, ...], dict[str, Any], bool]:
     events = []
     for line in _lines(body):
         if "主体词" not in line:
@@ -159,7 +159,7 @@ def _cdee(body: str) -> tuple[tuple, dict[str, Any], bool]:
     return tuple(events), {}, bool(events) or "上述句子中的临床发现事件如下" in body
 
 
-def _attr(body: str, choices: Sequence[str]) -> tuple[tuple, dict[str, Any], bool]:
+def _attr(body: str, choices: Sequence[str]) -> tuple[tuple[Any, ...], dict[str, Any], bool]:
     valid = {match_key(c) for c in choices}
     items, invalid, matched = [], 0, False
     for line in _lines(body):
@@ -183,7 +183,7 @@ def _label_set(dataset: str, choices: tuple[str, ...]) -> LabelSet:
     return LabelSet.of(labels, {a: label for a, label in aliases.items() if a not in labels})
 
 
-def _report(body: str) -> tuple[tuple, dict[str, Any], bool]:
+def _report(body: str) -> tuple[tuple[Any, ...], dict[str, Any], bool]:
     sections: dict[str, str] = {}
     for line in _lines(body):
         m = _MRG_LINE.match(line)
@@ -280,11 +280,11 @@ def empty_prediction(example: Example) -> Prediction:
     return Prediction(value=value, failed=True, diagnostics={"no_answer": True})
 
 
-def _item_key(item: tuple) -> tuple:
+def _item_key(item: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(tuple(sorted(match_key(x) for x in v)) if isinstance(v, tuple) else match_key(v) for v in item)
 
 
-def _report_pairs(gold: tuple, pred: Any) -> list[float]:
+def _report_pairs(gold: tuple[Any, ...], pred: Any) -> list[float]:
     predicted = dict(pred) if isinstance(pred, tuple) else {}
     return [rouge_l(predicted.get(k, ""), v) for k, v in gold if v.strip()]
 

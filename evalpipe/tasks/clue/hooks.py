@@ -16,6 +16,8 @@ Everything else — files, fields, held-out shots (the reference's own: ``source
 
 from __future__ import annotations
 
+from typing import cast
+
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -112,7 +114,7 @@ def problem_summaries(spec: TaskSpec, task: TaskFile) -> TaskSpec:
                        shot_pool=tuple(map(_problem_list, data.shot_pool)))
 
     def reference(example: Example) -> str:
-        return example.gold.text
+        return cast("str", example.gold.text)
 
     def clue_reference(example: Example) -> str:
         return problem_list_reference(example.gold.summary)

@@ -39,7 +39,7 @@ reference's ``The correct answer is (\\w):`` and its substring-based gold letter
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,7 +161,7 @@ def document_budget(options: LoadOptions) -> tuple[int, Measure]:
     return int(tokens * CHARS_PER_TOKEN_ESTIMATE), CHARACTERS
 
 
-def _loader(task: int):
+def _loader(task: int) -> Callable[[LoadOptions], TaskData]:
     def load(options: LoadOptions) -> TaskData:
         path = locate_test_file(FILE, options)
         patients = read_longhealth(path)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Any
 
 from pydantic import Field, model_validator
 
@@ -164,7 +164,7 @@ def structured(task: SpanNerTask) -> StructuredOutput:
     return StructuredOutput(schema=schema, to_text=_tag_mentions)
 
 
-def _tag_mentions(value: dict, example: Example) -> str:
+def _tag_mentions(value: dict[str, Any], example: Example) -> str:
     text: str = example.inputs["text"]
     out, cursor = [], 0
     for entity in value["entities"]:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Union, cast
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
@@ -76,7 +76,7 @@ def _problem(error: Mapping[str, Any], model: type[BaseModel]) -> str:
         return "unknown key" + (f" (did you mean {close[0]!r}?)" if close else "")
     if kind == "missing":
         return "missing (required)"
-    return message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    return cast("str", message.removeprefix("Value error, ").removeprefix("Assertion failed, "))
 
 
 def validation_errors(source: TaskSource, exc: ValidationError, model: type[BaseModel]) -> TaskFileErrors:
@@ -178,7 +178,7 @@ def resolve_hook(reference: str, base: Path) -> Callable[[TaskSpec, TaskFile], T
     hook = getattr(module, function, None)
     if not callable(hook):
         raise AttributeError(f"{module_name} has no function {function!r}")
-    return hook
+    return cast("Callable[[TaskSpec, TaskFile], TaskSpec]", hook)
 
 
 def build(source: TaskSource) -> TaskSpec:

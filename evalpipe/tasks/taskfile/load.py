@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from evalpipe.data.conll import iter_conll
 from evalpipe.data.errors import DataError
@@ -57,7 +57,7 @@ CHUNK = 1024
 
 def file_format(task: TaskFile, path: Path) -> str:
     if task.data.format != "auto":
-        return task.data.format
+        return cast("str", task.data.format)
     fmt = EXTENSIONS.get(path.suffix.lower())
     if fmt is None:
         raise DataError(path, None, None, f"cannot tell the format from the extension {path.suffix or '(none)'!r}; "
@@ -312,7 +312,7 @@ def confined(task: TaskFile, task_file: Path | None, exc: locate.OutsideError) -
     from evalpipe.tasks.taskfile.source import TaskFileError, read_task_source
 
     split = next((s for s in task.data.files if exc.name in task.data.names(s)), None)
-    where: tuple = ("data", "files", split) if split is not None else ("data",)
+    where: tuple[str, ...] = ("data", "files", split) if split is not None else ("data",)
     try:
         line = read_task_source(task_file).line_of(where)
     except DataError:

@@ -15,6 +15,8 @@ Field names become template variable names (``Note text`` → ``note_text``) so 
 
 from __future__ import annotations
 
+from typing import Any
+
 import difflib
 import os
 import re
@@ -193,7 +195,7 @@ def new_task(name: str, kind: str, data: Path, input_fields: Sequence[str], labe
                             "or a list), or --option-field once per option column (opa, opb, …)")
     taken: set[str] = set()
     inputs = {identifier(field, taken): field for field in input_fields}
-    doc: dict = {"name": name, "kind": kind,
+    doc: dict[str, Any] = {"name": name, "kind": kind,
                  "description": description or f"{name}: {kind} on {data.name} ({len(records)} records)."}
     summary = f"{len(records)} records; fields: {', '.join(fields)}"
     labels: list[str] = []
