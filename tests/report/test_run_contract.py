@@ -39,6 +39,14 @@ def test_config_records_the_kind_of_every_task(two_runs):
     assert "suites" in config
 
 
+def test_summary_records_how_each_task_was_valued(two_runs):
+    """NCBI's default scoring is samplewise: its metrics are their aggregations of the summed parts, and
+    summary.json says so beside each metric's declared aggregation (what the report's intervals use)."""
+    summary = json.loads((two_runs[0] / "summary.json").read_text(encoding="utf-8"))["tasks"]["ncbi_disease"]
+    assert summary["valuation"]["path"] == "summed parts"
+    assert summary["aggregations"]["f1"]["kind"] == "micro_prf"
+
+
 def test_a_recorded_board_round_trips_and_is_checked():
     assert ReferenceBoard.from_json(json.loads(json.dumps(BOARD.to_json()))) == BOARD
     with pytest.raises(ValueError, match="no headline metric or display name for b"):
