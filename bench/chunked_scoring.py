@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=1_000)
     args = parser.parse_args()
     spec = get_task("ncbi_disease")
-    base = spec.load(LoadOptions()).examples
+    base = list(spec.load(LoadOptions()).examples)  # a stream since the loaders read lazily
     examples = [replace(base[i % len(base)], id=f"{base[i % len(base)].id}~{i}") for i in range(args.n)]
     answers = []
     for i, ex in enumerate(examples):
