@@ -99,6 +99,8 @@ def test_pushed_chunks_give_what_score_task_gives_on_the_whole():
     assert list(pushed.records) == list(whole.records)
     with pytest.raises(RuntimeError):
         fold.finish()
+    with pytest.raises(RuntimeError):
+        fold.add(ScoringChunk(examples[:1], keys[:1], answers[:1]))
     pulled = score_chunks(spec, lambda: (ScoringChunk(examples[i:i + 2], keys[i:i + 2], answers[i:i + 2])
                                          for i in (0, 2)), None)
     assert isinstance(pulled.records, ChunkedRecords) and list(pulled.records) == list(whole.records)

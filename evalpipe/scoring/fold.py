@@ -211,6 +211,8 @@ class TaskFold:
         self.finished = False
 
     def add(self, chunk: ScoringChunk) -> None:
+        if self.finished:
+            raise RuntimeError("a finished fold takes no more chunks")
         if not chunk.examples:
             return
         if self.first is None:
