@@ -239,7 +239,7 @@ def sample_outcomes(record: Mapping[str, Any]) -> SampleOutcomes:
     return classify(gold_spans(gold) or (), prediction_spans(record.get("prediction"), gold) or ())
 
 
-def analyse(task: str, records: Sequence[Mapping[str, Any]], *, per_category: int = 3,
+def analyse(task: str, records: Iterable[Mapping[str, Any]], *, per_category: int = 3,
             outcomes: Sequence[SampleOutcomes] | None = None) -> NerAnalysis:
     """Counts per (side, type, category) over a task's sample records, and the first few examples
     of each error (at most one per sample and category, in sample order; call :func:`is_span_task`
