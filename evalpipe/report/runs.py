@@ -422,16 +422,48 @@ def _line_starts(path: Path) -> list[int]:
     return starts
 
 
+class _SpanCollector:
+    """Each reference record's span outcomes (:meth:`ReportRun.span_outcomes`) for the tasks that may
+    be span tasks, classified as the records stream in, whole: so the slim records need not be read
+    again for them. A task one of whose records does not read as spans gets None, as
+    :func:`_span_outcomes` gives it."""
+
+    def __init__(self, tasks: Iterable[str], variants: Mapping[str, Mapping[str, Any]]) -> None:
+        self._found: dict[str, list[SampleOutcomes] | None] = {task: [] for task in tasks}
+        self._references = {task: doc.get("reference") for task, doc in variants.items()}
+
+    def __call__(self, record: Mapping[str, Any]) -> None:
+        task, condition = str(record.get("task")), record.get("condition")
+        found = self._found.get(task)
+        if found is None or (condition is not None and task in self._references
+                             and condition != self._references[task]):
+            return
+        gold = record.get("gold")
+        gold_entities = gold_spans(gold)
+        predicted = prediction_spans(record.get("prediction"), gold) if gold_entities is not None else None
+        if gold_entities is None or predicted is None:
+            self._found[task] = None
+            return
+        found.append(classify(gold_entities, predicted))
+
+    def outcomes(self) -> dict[str, list[SampleOutcomes] | None]:
+        return {task: found or None for task, found in self._found.items()}
+
+
 def _read_records(run_dir: RunDir, compat: str | None, slim: bool = False,
+                  whole: Callable[[dict[str, Any]], None] | None = None,
                   ) -> tuple[list[dict[str, Any]], RecordLines | None]:
     """The records as the report holds them; ``slim``: without :data:`ON_DEMAND_FIELDS`, with the
     :class:`RecordLines` that reads them again (whole records, and None, where the file's lines and
-    records do not pair up one to one — never for a file evalpipe wrote)."""
+    records do not pair up one to one — never for a file evalpipe wrote). ``whole`` sees each
+    record before it is made slim."""
     starts = _line_starts(run_dir.samples_path(compat)) if slim else []
     dropped = (*UNREAD_FIELDS, *ON_DEMAND_FIELDS) if slim else UNREAD_FIELDS
     records = []
     sharing = _Sharing()
     for record in run_dir.iter_samples(compat):
+        if whole is not None:
+            whole(record)
         for name in dropped:
             record.pop(name, None)
         records.append(sharing.record(record))
@@ -470,14 +502,17 @@ def _load_report_runs(paths: Sequence[Path], compat: str | None) -> list[ReportR
             hint = f" --compat {compat}" if compat else ""
             raise FileNotFoundError(f"{samples_path}: no samples (run `evalpipe score {run_dir.path}{hint}` first)")
         variants = run_dir.read_variants(compat)
-        read, lines = _read_records(run_dir, compat, slim=True)
-        records, by_condition = _split_conditions(read, variants)
-        metrics = run_dir.read_metrics(compat)
         config = identity["config"]
         recorded_tasks = config.get("tasks") or {}
+        tasks = tuple(config.get("config", {}).get("tasks", []))
+        infos = {task: TaskInfo.from_config(task, recorded_tasks.get(task) or {}) for task in tasks}
+        spans = _SpanCollector([t for t in tasks if is_span_kind(infos[t].kind) is not False], variants)
+        read, lines = _read_records(run_dir, compat, slim=True, whole=spans)
+        records, by_condition = _split_conditions(read, variants)
+        metrics = run_dir.read_metrics(compat)
         run = ReportRun(
             path=Path(path), label=label, model=identity["model"], compat=compat, config=config,
-            tasks=tuple(config.get("config", {}).get("tasks", [])),
+            tasks=tasks, info=infos,
             # the spread numbers are the robustness section's; every other part reads the reference's metrics
             metrics={t: plain_metrics(v) if t in variants else v for t, v in metrics.items()},
             summary=run_dir.read_summary(compat),
@@ -487,8 +522,9 @@ def _load_report_runs(paths: Sequence[Path], compat: str | None) -> list[ReportR
         by_task: dict[str, list[dict[str, Any]]] = {}
         for record in records:
             by_task.setdefault(str(record.get("task")), []).append(record)
+        if lines is not None:  # else the records are whole: span_outcomes classifies them when asked
+            run._outcomes.update(spans.outcomes())
         for task in run.tasks:
-            run.info[task] = TaskInfo.from_config(task, recorded_tasks.get(task) or {})
             run.resample[task] = resample_task(task, by_task.get(task, []), run.metrics.get(task, {}),
                                                run.task_summary(task), run.notes)
         runs.append(run)
