@@ -406,9 +406,11 @@ class RecordLines:
             return record
         handle.seek(at)
         full = json.loads(handle.readline())
+        if not isinstance(full, dict):
+            return record
         for name in UNREAD_FIELDS:
             full.pop(name, None)
-        return full if isinstance(full, dict) else record
+        return full
 
 
 def _line_starts(path: Path) -> list[int]:
