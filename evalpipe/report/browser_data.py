@@ -34,7 +34,8 @@ Run keys are ``r0``, ``r1`` … in the order the runs were given (A = ``r0`` in 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack
 from typing import Any
 
 from evalpipe.metrics.aggregation import Mean
@@ -286,6 +287,13 @@ class BrowserRows:
         return links
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        """The rows, each record read whole from its run's samples file as its row is made (the runs
+        hold slim records: :data:`~evalpipe.report.runs.ON_DEMAND_FIELDS`)."""
+        with ExitStack() as stack:
+            readers = [stack.enter_context(run.reader()) for run in self._runs]
+            yield from self._rows(readers)
+
+    def _rows(self, readers: Sequence[Callable[[Mapping[str, Any]], Mapping[str, Any]]]) -> Iterator[dict[str, Any]]:
         for task, (kind, correct_key) in self._kinds.items():
             per_run = [(run_key(index), run.task_records(task), self._where[task][index],
                         run.span_outcomes(task) if kind == TaskKind.NER else None)
@@ -299,15 +307,17 @@ class BrowserRows:
                 firsts.append(first)
             for sample_id in self._order[task]:
                 sample: dict[str, Any] | None = None
-                for (key, records, where, outcomes), first in zip(per_run, firsts):
+                for (key, records, where, outcomes), first, full in zip(per_run, firsts, readers):
                     at = where.get(sample_id)
                     if at is None:
                         continue
+                    result = full(records[at])
                     if sample is None:
-                        record = records[first.get(sample_id, at)]
-                        sample = {"task": task, "id": sample_id, "input": _shown_inputs(record),
-                                  "gold_text": _gold_text(record, kind == TaskKind.NER), "runs": {}}
-                    sample["runs"][key] = _result(records[at], kind, correct_key, outcomes[at] if outcomes else None)
+                        at_first = first.get(sample_id, at)
+                        given = result if at_first == at else full(records[at_first])
+                        sample = {"task": task, "id": sample_id, "input": _shown_inputs(given),
+                                  "gold_text": _gold_text(given, kind == TaskKind.NER), "runs": {}}
+                    sample["runs"][key] = _result(result, kind, correct_key, outcomes[at] if outcomes else None)
                 assert sample is not None
                 yield sample
 

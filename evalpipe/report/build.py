@@ -192,7 +192,9 @@ def _ner_blocks(task: str, runs: Sequence[ReportRun], per_category: int,
         outcomes = run.span_outcomes(task) if task in run.tasks else None
         if outcomes is None:
             continue
-        analysis = analyse(task, run.task_records(task), per_category=per_category, outcomes=outcomes)
+        with run.reader() as whole:  # the records an example quotes, read again with their inputs
+            analysis = analyse(task, run.task_records(task), per_category=per_category, outcomes=outcomes,
+                               whole=whole)
         rows = []
         for side, categories in (("gold", GOLD_CATEGORIES), ("pred", PRED_CATEGORIES)):
             for label in [None, *analysis.labels()]:

@@ -159,6 +159,7 @@ def _disagreements(task: str, a: ResampleTask, run_a: ReportRun, run_b: ReportRu
     ranked.sort(key=lambda r: r[:3])
     out = []
     for _, _, _, sample_id, ra, rb, sa, sb in ranked[:top]:
+        ra, rb = run_a.full_record(ra) if ra else ra, run_b.full_record(rb) if rb else rb  # inputs and gold
         out.append(Disagreement(
             task=task, id=sample_id, score_key=key, score_a=sa, score_b=sb,
             prompt_excerpt=input_excerpt(ra.get("inputs") if "inputs" in ra else rb.get("inputs")),

@@ -255,7 +255,7 @@ def _disagreements(judged: Sequence[JudgedTask], top: int) -> list[Examples]:
         spread.sort(key=lambda x: (-x[0], x[1]))
         entries = []
         for gap, sid in spread[:top]:
-            record = jt.records[sid]
+            record = jt.run.full_record(jt.records[sid])  # whole: its inputs
             verdict = record.get("judge") or {}
             lines = [f"input: {input_excerpt(record.get('inputs'))}",
                      f"answer: {str(record.get('answer') or '')[:400]}"]

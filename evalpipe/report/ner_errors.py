@@ -37,7 +37,7 @@ its category (the one with the largest overlap, ties by position).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -239,11 +239,14 @@ def sample_outcomes(record: Mapping[str, Any]) -> SampleOutcomes:
     return classify(gold_spans(gold) or (), prediction_spans(record.get("prediction"), gold) or ())
 
 
-def analyse(task: str, records: Sequence[Mapping[str, Any]], *, per_category: int = 3,
-            outcomes: Sequence[SampleOutcomes] | None = None) -> NerAnalysis:
+def analyse(task: str, records: Iterable[Mapping[str, Any]], *, per_category: int = 3,
+            outcomes: Sequence[SampleOutcomes] | None = None,
+            whole: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None) -> NerAnalysis:
     """Counts per (side, type, category) over a task's sample records, and the first few examples
     of each error (at most one per sample and category, in sample order; call :func:`is_span_task`
-    first). ``outcomes``: each record's :func:`sample_outcomes`, when the caller has them already.
+    first). ``outcomes``: each record's :func:`sample_outcomes`, when the caller has them already;
+    ``whole``: gives a record with its ``inputs`` where ``records`` are slim ones (the report's,
+    :data:`~evalpipe.report.runs.ON_DEMAND_FIELDS`) — called only for a record an example quotes.
 
     A sample without an answer (its ``error`` is set) is left out, as it is of every metric
     (evalpipe.coverage): its gold entities are no "missed" ones, so the counts add up to tp/fp/fn."""
@@ -254,8 +257,7 @@ def analyse(task: str, records: Sequence[Mapping[str, Any]], *, per_category: in
         if record.get("error") is not None:
             continue
         sample_id = str(record.get("id"))
-        given = record.get("inputs")
-        inputs: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+        inputs: Mapping[str, Any] | None = None  # read for the record's first example
         gold_out, pred_out = outcomes[i] if outcomes is not None else sample_outcomes(record)
         for outcome in (*gold_out, *pred_out):
             counts[(outcome.side, outcome.span.label, outcome.category)] += 1
@@ -268,6 +270,9 @@ def analyse(task: str, records: Sequence[Mapping[str, Any]], *, per_category: in
             if (outcome.category, sample_id) in shown:
                 continue
             shown.add((outcome.category, sample_id))
+            if inputs is None:
+                given = (whole(record) if whole is not None else record).get("inputs")
+                inputs = given if isinstance(given, Mapping) else {}
             bucket.append(ErrorExample(
                 sample_id=sample_id, side=outcome.side, category=outcome.category, span=outcome.span,
                 text=span_text(inputs, outcome.span), counterpart=outcome.counterpart,

@@ -15,8 +15,12 @@ other conditions' records and ``variants.json`` are kept beside them for the rob
 A run written before per-sample parts existed still reports its numbers; its metrics get no
 interval, and the report says why and how to add them (``evalpipe score RUN``).
 
-Memory: the records are read once and kept (every section reads them); what no section reads is
-left out as they stream in — the prompt older runs repeated in every record, the request key —
+Memory: the records are read once and kept *slim* (every section reads them): what no section
+reads is left out as they stream in — the prompt older runs repeated in every record, the request
+key — and so are the bulky fields only a few readers need (:data:`ON_DEMAND_FIELDS`: inputs, gold,
+reasoning, the data file's position), which those readers get by reading the record's line of
+``samples.jsonl`` again (:meth:`ReportRun.full_records`, :class:`RecordLines`): held, inputs and
+gold were over half of what a record cost, so the report grew by ~3 KB per NCBI sample (issue 28);
 what repeats from record to record is kept once (short strings, token and tag strings, equal flat
 dicts such as the parse diagnostics: :class:`_Sharing`), and the garbage collector is paused while
 they are read (hundreds of thousands of new containers would make it walk them all again and
@@ -27,11 +31,13 @@ whole frame (:func:`full_samples_frame`).
 
 from __future__ import annotations
 
+import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -46,8 +52,8 @@ from evalpipe.report.ner_errors import SampleOutcomes, classify, gold_spans, is_
 from evalpipe.results import RunDir, RunSummary, TaskSummary
 from evalpipe.variants.robustness import plain_metrics
 
-__all__ = ["FRAME_COLUMNS", "RUNNER_METRICS", "ReportRun", "TaskInfo", "full_samples_frame", "load_report_runs",
-           "resample_task"]
+__all__ = ["FRAME_COLUMNS", "ON_DEMAND_FIELDS", "RUNNER_METRICS", "RecordLines", "ReportRun", "TaskInfo",
+           "full_samples_frame", "load_report_runs", "resample_task"]
 
 #: metrics the runner adds to every task (bookkeeping: the operations table shows them)
 RUNNER_METRICS = frozenset({"n", "errors", "parse_failure_rate", "answered", "coverage"})
@@ -91,7 +97,8 @@ class ReportRun:
     summary: RunSummary | None
     #: the samples as a frame of the columns the report reads (:data:`FRAME_COLUMNS` and ``score.*``)
     samples: pd.DataFrame
-    #: the samples as written (inputs, gold, prediction, parts … as JSON values)
+    #: the samples as written, slim: without :data:`ON_DEMAND_FIELDS` when ``lines`` can read them
+    #: again (:meth:`full_record`, :meth:`full_records`)
     records: list[dict[str, Any]] = field(default_factory=list, repr=False)
     #: task → what bootstrap and comparison resample
     resample: dict[str, ResampleTask] = field(default_factory=dict)
@@ -101,6 +108,8 @@ class ReportRun:
     #: (the reference condition's records are also ``records``)
     variants: dict[str, dict[str, Any]] = field(default_factory=dict)
     condition_records: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict, repr=False)
+    #: where each slim record's line is (None: the records are held whole)
+    lines: RecordLines | None = field(default=None, repr=False)
 
     _task_records: dict[str, list[dict[str, Any]]] = field(default_factory=dict, init=False, repr=False)
     _outcomes: dict[str, list[SampleOutcomes] | None] = field(default_factory=dict, init=False, repr=False)
@@ -122,8 +131,34 @@ class ReportRun:
         if task not in self._outcomes:
             info = self.info.get(task)
             kind = info.kind if info is not None else None
-            self._outcomes[task] = _span_outcomes(self.task_records(task)) if is_span_kind(kind) is not False else None
+            self._outcomes[task] = (_span_outcomes(self.full_records(self.task_records(task)))
+                                    if is_span_kind(kind) is not False else None)
         return self._outcomes[task]
+
+    def full_record(self, record: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``record`` (one of this run's) with every field, as samples.jsonl holds it (one read)."""
+        if self.lines is None:
+            return record
+        with self.lines.reader() as full:
+            return full(record)
+
+    def full_records(self, records: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+        """Each of ``records`` (this run's) whole, one at a time, the file opened once."""
+        if self.lines is None:
+            yield from records
+            return
+        with self.lines.reader() as full:
+            for record in records:
+                yield full(record)
+
+    @contextmanager
+    def reader(self) -> Iterator[Callable[[Mapping[str, Any]], Mapping[str, Any]]]:
+        """A function that gives one of this run's records whole, while the block lasts (the file open)."""
+        if self.lines is None:
+            yield lambda record: record
+            return
+        with self.lines.reader() as full:
+            yield full
 
     @property
     def aggregates(self) -> dict[str, dict[str, float]]:
@@ -134,7 +169,7 @@ class ReportRun:
         return self.summary.tasks.get(task, TaskSummary()) if self.summary is not None else TaskSummary()
 
 
-def _span_outcomes(records: Sequence[Mapping[str, Any]]) -> list[SampleOutcomes] | None:
+def _span_outcomes(records: Iterable[Mapping[str, Any]]) -> list[SampleOutcomes] | None:
     """``[sample_outcomes(r) for r in records] if is_span_task(records) else None``, each record's
     spans read once instead of twice."""
     outcomes: list[SampleOutcomes] = []
@@ -344,21 +379,108 @@ _FLAT_OR_LIST = _FLAT | {list}
 _NEW: dict[tuple[Any, ...], dict[str, Any]] = {}
 
 
-def _read_records(run_dir: RunDir, compat: str | None) -> list[dict[str, Any]]:
+#: record fields held by no reader of every record: read again from the record's line by the few
+#: that need them (the sample browser's rows, span outcomes and NER examples, disagreement examples)
+ON_DEMAND_FIELDS = ("inputs", "gold", "meta", "reasoning")
+
+
+class RecordLines:
+    """Where the line of each slim record is in a samples file, to read the record whole again.
+
+    Keyed by the record's identity (``id``): the report's records live as long as their run, and
+    a copy of one is not one of them (it reads as itself, unchanged). Positions are those of the
+    file's non-blank lines, as :meth:`~evalpipe.results.RunDir.iter_samples` decodes them."""
+
+    def __init__(self, path: Path, at: dict[int, int]) -> None:
+        self.path = path
+        self._at = at
+
+    @contextmanager
+    def reader(self) -> Iterator[Callable[[Mapping[str, Any]], Mapping[str, Any]]]:
+        with self.path.open("rb") as handle:
+            yield lambda record: self._full(handle, record)
+
+    def _full(self, handle: BinaryIO, record: Mapping[str, Any]) -> Mapping[str, Any]:
+        at = self._at.get(id(record))
+        if at is None:
+            return record
+        handle.seek(at)
+        full = json.loads(handle.readline())
+        if not isinstance(full, dict):
+            return record
+        for name in UNREAD_FIELDS:
+            full.pop(name, None)
+        return full
+
+
+def _line_starts(path: Path) -> list[int]:
+    """The byte offset of each non-blank line of ``path`` (one record each)."""
+    starts, at = [], 0
+    with path.open("rb") as handle:
+        for line in handle:
+            if line.strip():
+                starts.append(at)
+            at += len(line)
+    return starts
+
+
+class _SpanCollector:
+    """Each reference record's span outcomes (:meth:`ReportRun.span_outcomes`) for the tasks that may
+    be span tasks, classified as the records stream in, whole: so the slim records need not be read
+    again for them. A task one of whose records does not read as spans gets None, as
+    :func:`_span_outcomes` gives it."""
+
+    def __init__(self, tasks: Iterable[str], variants: Mapping[str, Mapping[str, Any]]) -> None:
+        self._found: dict[str, list[SampleOutcomes] | None] = {task: [] for task in tasks}
+        self._references = {task: doc.get("reference") for task, doc in variants.items()}
+
+    def __call__(self, record: Mapping[str, Any]) -> None:
+        task, condition = str(record.get("task")), record.get("condition")
+        found = self._found.get(task)
+        if found is None or (condition is not None and task in self._references
+                             and condition != self._references[task]):
+            return
+        gold = record.get("gold")
+        gold_entities = gold_spans(gold)
+        predicted = prediction_spans(record.get("prediction"), gold) if gold_entities is not None else None
+        if gold_entities is None or predicted is None:
+            self._found[task] = None
+            return
+        found.append(classify(gold_entities, predicted))
+
+    def outcomes(self) -> dict[str, list[SampleOutcomes] | None]:
+        return {task: found or None for task, found in self._found.items()}
+
+
+def _read_records(run_dir: RunDir, compat: str | None, slim: bool = False,
+                  whole: Callable[[dict[str, Any]], None] | None = None,
+                  ) -> tuple[list[dict[str, Any]], RecordLines | None]:
+    """The records as the report holds them; ``slim``: without :data:`ON_DEMAND_FIELDS`, with the
+    :class:`RecordLines` that reads them again (whole records, and None, where the file's lines and
+    records do not pair up one to one — never for a file evalpipe wrote). ``whole`` sees each
+    record before it is made slim."""
+    starts = _line_starts(run_dir.samples_path(compat)) if slim else []
+    dropped = (*UNREAD_FIELDS, *ON_DEMAND_FIELDS) if slim else UNREAD_FIELDS
     records = []
     sharing = _Sharing()
     for record in run_dir.iter_samples(compat):
-        for name in UNREAD_FIELDS:
+        if whole is not None:
+            whole(record)
+        for name in dropped:
             record.pop(name, None)
         records.append(sharing.record(record))
-    return records
+    if not slim:
+        return records, None
+    if len(starts) != len(records):
+        return _read_records(run_dir, compat, slim=False)
+    return records, RecordLines(run_dir.samples_path(compat), {id(r): at for r, at in zip(records, starts)})
 
 
 def full_samples_frame(run: ReportRun) -> pd.DataFrame:
     """Every column of :func:`evalpipe.frames.samples_frame` for the run's samples (its reference
     conditions, as ``ReportRun.samples``), read again from the run directory: ``report --parquet``."""
     run_dir = RunDir(run.path)
-    records = _split_conditions(_read_records(run_dir, run.compat), run.variants)[0]
+    records = _split_conditions(_read_records(run_dir, run.compat)[0], run.variants)[0]
     return samples_frame(records, run_identity(run.path), run.compat)
 
 
@@ -382,24 +504,29 @@ def _load_report_runs(paths: Sequence[Path], compat: str | None) -> list[ReportR
             hint = f" --compat {compat}" if compat else ""
             raise FileNotFoundError(f"{samples_path}: no samples (run `evalpipe score {run_dir.path}{hint}` first)")
         variants = run_dir.read_variants(compat)
-        records, by_condition = _split_conditions(_read_records(run_dir, compat), variants)
-        metrics = run_dir.read_metrics(compat)
         config = identity["config"]
         recorded_tasks = config.get("tasks") or {}
+        tasks = tuple(config.get("config", {}).get("tasks", []))
+        infos = {task: TaskInfo.from_config(task, recorded_tasks.get(task) or {}) for task in tasks}
+        spans = _SpanCollector([t for t in tasks if is_span_kind(infos[t].kind) is not False], variants)
+        read, lines = _read_records(run_dir, compat, slim=True, whole=spans)
+        records, by_condition = _split_conditions(read, variants)
+        metrics = run_dir.read_metrics(compat)
         run = ReportRun(
             path=Path(path), label=label, model=identity["model"], compat=compat, config=config,
-            tasks=tuple(config.get("config", {}).get("tasks", [])),
+            tasks=tasks, info=infos,
             # the spread numbers are the robustness section's; every other part reads the reference's metrics
             metrics={t: plain_metrics(v) if t in variants else v for t, v in metrics.items()},
             summary=run_dir.read_summary(compat),
             samples=samples_frame(records, identity, compat, columns=FRAME_COLUMNS),
-            records=records, variants=variants, condition_records=by_condition,
+            records=records, variants=variants, condition_records=by_condition, lines=lines,
         )
         by_task: dict[str, list[dict[str, Any]]] = {}
         for record in records:
             by_task.setdefault(str(record.get("task")), []).append(record)
+        if lines is not None:  # else the records are whole: span_outcomes classifies them when asked
+            run._outcomes.update(spans.outcomes())
         for task in run.tasks:
-            run.info[task] = TaskInfo.from_config(task, recorded_tasks.get(task) or {})
             run.resample[task] = resample_task(task, by_task.get(task, []), run.metrics.get(task, {}),
                                                run.task_summary(task), run.notes)
         runs.append(run)

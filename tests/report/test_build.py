@@ -105,7 +105,7 @@ def test_operations_truncation_shares_over_samples_that_record_them():
 
 def test_ner_outcomes_add_up_to_the_strict_counts(two_runs):
     run = load_report_runs([two_runs[1]])[0]
-    analysis = analyse("ncbi_disease", [r for r in run.records if r["task"] == "ncbi_disease"])
+    analysis = analyse("ncbi_disease", run.full_records(r for r in run.records if r["task"] == "ncbi_disease"))
     m = run.metrics["ncbi_disease"]
     gold = sum(analysis.total("gold", c) for c in ("correct", "type", "boundary", "boundary+type", "missed"))
     pred = sum(analysis.total("pred", c) for c in ("correct", "type", "boundary", "boundary+type", "spurious"))
