@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(_skip_reason() is not None, r
 
 @pytest.fixture(scope="module")
 def smollm2():
-    spec = llamacpp_server(n_ctx=4096, n_threads=2)
+    spec = llamacpp_server(n_ctx=4096)  # threads: EVALPIPE_LLAMACPP_THREADS (tests/conftest.py)
     with ManagedServer(spec, startup_timeout_s=120) as server:
         yield spec, server
 

@@ -47,6 +47,25 @@ def llamacpp_available() -> str | None:
     return None
 
 
+#: how many threads the embedded engine computes with, when the caller does not say: by default one
+#: per CPU. Where the CPUs are shared with other busy processes (a test suite on a worker per core),
+#: llama.cpp's threads wait for each other at every layer while the others hold the cores. Measured
+#: on 2 cores, the two engine tests side by side (-n 2, 2026-12-03): 114 s with 2 threads each, 21 s
+#: with 1 (in the whole suite they had taken 180 s and 165 s) — so ``EVALPIPE_LLAMACPP_THREADS=1``
+#: there (tests/conftest.py sets it)
+THREADS_ENV = "EVALPIPE_LLAMACPP_THREADS"
+
+
+def default_threads() -> int:
+    """The engine's thread count: ``EVALPIPE_LLAMACPP_THREADS`` where set, else one per CPU."""
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if not value:
+        return max(1, os.cpu_count() or 1)
+    if not value.isdigit() or int(value) < 1:
+        raise EngineUnavailable(f"{THREADS_ENV} must be a whole number of at least 1 (got {value!r})")
+    return int(value)
+
+
 def llamacpp_server(
     model_path: str | Path | None = None,
     alias: str | None = None,
@@ -76,7 +95,7 @@ def llamacpp_server(
         "--host", "127.0.0.1",
         "--port", str(port),
         "--n_ctx", str(n_ctx),
-        "--n_threads", str(n_threads or max(1, os.cpu_count() or 1)),
+        "--n_threads", str(n_threads or default_threads()),
         "--verbose", "False",
         *extra_args,
     ]
