@@ -56,9 +56,11 @@ from typing import Any
 from evalpipe.coverage import ANSWERED_METRICS, Coverage, spread
 from evalpipe.metrics.aggregation import Aggregation, check_reproduces, evaluate_sums
 from evalpipe.metrics.options import MetricOptions
-from evalpipe.records import Completion, Example, Prediction, ScoreSheet
+from evalpipe.records import Prediction, ScoreSheet
 from evalpipe.results import TaskSummary, record_line
-from evalpipe.scoring.chunk import Chunks, ScoredChunk, ScoringChunk, error_kinds, parse_chunk, score_answered
+from evalpipe.scoring.chunk import (
+    Chunks, ScoredChunk, ScoringChunk, error_kinds, parse_chunk, score_answered, score_chunk,
+)
 from evalpipe.scoring.parts import FIXED_METRICS, RUNNER_AGGREGATIONS, SampleParts
 from evalpipe.scoring.records import ChunkedRecords, SampleRecords, Spill, records_of
 from evalpipe.tasks.base import TaskSpec
@@ -179,9 +181,14 @@ class _Sums:
 
 
 def parts_read(metrics: Mapping[str, Any], aggregations: Mapping[str, Aggregation]) -> frozenset[str]:
-    """The parts a record carries: those read by the aggregations of the metrics reported."""
+    """The parts a record carries: those read by the aggregations (the scorer's and the runner's) of
+    the metrics reported."""
     reported = {*metrics, "parse_failure_rate", *FIXED_METRICS}
-    return frozenset(k for m, a in {**aggregations, **RUNNER_AGGREGATIONS}.items() if m in reported for k in a.keys())
+    return _keys_read({m: a for m, a in {**aggregations, **RUNNER_AGGREGATIONS}.items() if m in reported})
+
+
+def _keys_read(aggregations: Mapping[str, Aggregation]) -> frozenset[str]:
+    return frozenset(k for a in aggregations.values() for k in a.keys())
 
 
 class TaskFold:
@@ -207,7 +214,8 @@ class TaskFold:
         self.reread = False
         #: why a scoring declared samplewise was valued whole (its declaration failed on a chunk)
         self.fell_back: str | None = None
-        self.first: ScoringChunk | None = None
+        #: the first chunk, parsed: with nothing answered, its "no answer" predictions name the metrics
+        self.first: tuple[ScoringChunk, ScoredChunk] | None = None
         self.finished = False
 
     def add(self, chunk: ScoringChunk) -> None:
@@ -215,15 +223,14 @@ class TaskFold:
             raise RuntimeError("a finished fold takes no more chunks")
         if not chunk.examples:
             return
+        parsed = (score_chunk(self.scoring, chunk, self.options, self.prefix) if self.samplewise
+                  else parse_chunk(self.scoring, chunk, self.prefix))
         if self.first is None:
-            self.first = chunk
-        parsed = parse_chunk(self.scoring, chunk, self.prefix)
+            self.first = (chunk, parsed)
         self.tally.add(chunk, parsed)
-        if self.samplewise and any(parsed.answered):
-            sheet = score_answered(self.scoring, chunk.examples, parsed.predictions, parsed.answered, self.options)
-            parsed = replace(parsed, sheet=sheet)
+        if parsed.sheet is not None:
             try:
-                self.sums.add(len(chunk.examples), sheet)
+                self.sums.add(len(chunk.examples), parsed.sheet)
             except NotSamplewise as problem:
                 self._fall_back(problem)
         if self.reread:
@@ -291,15 +298,14 @@ class TaskFold:
             declared: dict[str, Aggregation] = {**sums.aggregations, **RUNNER_AGGREGATIONS}
             fixed, notes = sums.fixed, sums.notes
         else:  # nothing answered: learn the metrics' names from the first chunk (see score_answered)
-            first = self.first
-            assert first is not None
-            names = score_answered(self.scoring, first.examples, parse_chunk(self.scoring, first, self.prefix)
-                                   .predictions, [False] * len(first.examples), self.options)
+            assert self.first is not None
+            first, parsed = self.first
+            names = score_answered(self.scoring, first.examples, parsed.predictions, parsed.answered, self.options)
             metrics = dict.fromkeys([*names.corpus, "parse_failure_rate"], None)
             declared, fixed, notes = {}, dict(names.fixed), dict(names.notes)
         metrics.update(_coverage_metrics(coverage))
         aggregations = {m: a for m, a in declared.items() if m in metrics}
-        keys_read = frozenset(k for a in aggregations.values() for k in a.keys())
+        keys_read = _keys_read(aggregations)
         records: Sequence[dict[str, Any]]
         if self.source is None:
             records = _held_records(self.spec.name, self.held, keys_read)
@@ -341,7 +347,7 @@ class TaskFold:
             # the test suite runs strict: a task whose declarations disagree with its scorer is a bug
             raise AssertionError(f"task {self.spec.name} ({self.compat or 'default'}): {problems}")
         aggregations = {m: a for m, a in declared.items() if m in metrics and m not in problems}
-        keys_read = frozenset(k for a in aggregations.values() for k in a.keys())
+        keys_read = _keys_read(aggregations)
         per_sample = spread(sheet.per_sample, answered, {}) if coverage.answered else [{} for _ in answered]
         records = SampleRecords(
             task=self.spec.name, examples=examples, keys=_joined([c.keys for c, _ in held]),
@@ -439,5 +445,3 @@ def _percentile(values: list[float], q: float) -> float | None:
         return values[0]
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
-
-__all__ = ["Completion", "Example", "NotSamplewise", "TaskFold", "TaskOutcome"]
