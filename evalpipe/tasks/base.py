@@ -104,10 +104,12 @@ class TaskData:
 class Scoring:
     """One way of turning raw answers into numbers: a parser plus a corpus scorer.
 
-    ``parse`` is pure and never raises; ``score`` receives every evaluated example with its
-    prediction (a failed or missing answer arrives as a failed Prediction, so its gold items
-    still count) and the run's metric options, and returns corpus metrics, per-sample values,
-    per-sample parts and, for each metric, its aggregation (:class:`~evalpipe.records.ScoreSheet`).
+    ``parse`` is pure and never raises; ``score`` receives the *answered* examples with their
+    predictions (an unparseable answer arrives as a failed Prediction, so its gold items still
+    count; a sample without an answer is left out, :mod:`evalpipe.coverage`) — all of them, or for a
+    samplewise scoring one chunk's at a time (:mod:`evalpipe.scoring.fold`) — and the run's metric
+    options, and returns corpus metrics, per-sample values, per-sample parts and, for each metric,
+    its aggregation (:class:`~evalpipe.records.ScoreSheet`).
     """
 
     parse: Callable[[str, Example], Prediction]
