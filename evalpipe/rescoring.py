@@ -9,7 +9,7 @@ are not checked).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -58,12 +58,18 @@ class StoredTask:
         return plan_chunks(self.store_path, self.plan, self.examples)
 
 
+#: a page's answers among its keys (absent keys left out): the store's as they are, or as they arrive
+AnswersOf = Callable[[ResponseStore, list[str]], Mapping[str, Completion]]
+
+
 def plan_chunks(store_path: Path, plan: str, examples: Examples,
-                failures: Mapping[str, Completion] | None = None) -> Iterator[ScoringChunk]:
+                failures: Mapping[str, Completion] | None = None,
+                answers_of: AnswersOf = ResponseStore.get_many) -> Iterator[ScoringChunk]:
     """A plan's samples for scoring, a page of the plan at a time: the plan's examples read again
     from ``examples`` beside it, answers from the store (a request that failed for good, not stored,
     from ``failures``). Its own connection to the store: records are built when read, and may be
-    read after the caller's connection is closed. Shared by a run and by re-scoring."""
+    read after the caller's connection is closed. Shared by a run and by re-scoring; ``answers_of``
+    reads a page's answers (a fold beside the sending waits for them: evalpipe.pipeline.score_beside)."""
     failures = failures or {}
     store = ResponseStore(store_path)
     try:
@@ -71,7 +77,7 @@ def plan_chunks(store_path: Path, plan: str, examples: Examples,
         for page in store.plan_pages(plan):
             chunk = [_next_planned(remaining, sid, plan) for sid, _, _ in page]
             keys = [key for _, key, _ in page]
-            answers = store.get_many(keys)
+            answers = answers_of(store, keys)
             yield ScoringChunk(examples=chunk, keys=keys, answers=[answers.get(k, failures.get(k)) for k in keys],
                                truncated=[int(info.get("truncated_tokens", 0)) for _, _, info in page])
     finally:

@@ -131,12 +131,15 @@ class RunInfo:
     notes: list[str] = field(default_factory=list)
     #: what the answers cost and what this invocation cost, with the prices (evalpipe.cost); {} = no prices
     cost: dict[str, Any] = field(default_factory=dict)
+    #: how the tasks were scored while sending (evalpipe.pipeline.score_beside); {} = after the sending
+    scoring: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["budget"] = self.budget.to_json() if self.budget is not None else None
-        if not self.cost:  # only when priced: summaries of runs without prices read as before
-            del out["cost"]
+        for optional in ("cost", "scoring"):  # only when there is one: other summaries read as before
+            if not out[optional]:
+                del out[optional]
         return out
 
     @classmethod

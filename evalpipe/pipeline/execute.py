@@ -9,10 +9,11 @@ Order of work is chosen so that mistakes cost nothing:
 2. under the run directory's lock, the store copies the staged plan (sample → cache key, each
    distinct prompt once) and queues every key it has no answer for (that is resume);
 3. the queued prompts are sent concurrently (:mod:`evalpipe.pipeline.fetch`), each answer committed
-   to the store the moment it arrives;
+   to the store the moment it arrives; meanwhile a forked child folds each samplewise task's pages
+   as their answers commit (:mod:`evalpipe.pipeline.score_beside`: a large run only);
 4. each task is parsed and scored — a page of the plan at a time, its examples read again from the
-   data (:func:`evalpipe.scoring.score_chunks`) — and ``samples.jsonl``, ``metrics.json`` and
-   ``summary.json`` are written.
+   data (:func:`evalpipe.scoring.score_chunks`), or its fold finished from the child's state — and
+   ``samples.jsonl``, ``metrics.json`` and ``summary.json`` are written.
 
 Memory is flat in the number of samples: no stage holds a sample from one stage to the next.
 ``evalpipe score`` is step 4 without a backend (:mod:`evalpipe.rescoring`).
@@ -23,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -55,12 +56,15 @@ from evalpipe.pipeline.fetch import (
 from evalpipe.pipeline.prepare import prepare
 from evalpipe.pipeline.prepared import PreparedTask
 from evalpipe.pipeline.progress import NullProgress, ProgressSink
+from evalpipe.pipeline import score_beside
 from evalpipe.pipeline.render import check_unchanged
+from evalpipe.pipeline.score_beside import BesideJob, ScoringBeside
 from evalpipe.pipeline.stage import PlanStage
 from evalpipe.records import Completion
 from evalpipe.rescoring import plan_chunks
 from evalpipe.results import Budget, RunDir, RunDirError, RunInfo, os_problem
 from evalpipe.scoring import answer_prefix, score_chunks
+from evalpipe.scoring.fold import FoldState, TaskFold, TaskOutcome
 from evalpipe.store import endpoint_identity
 from evalpipe.store.answers import ResponseStore
 from evalpipe.task_identity import definitions_tag
@@ -147,6 +151,10 @@ async def _execute_locked(
             on_prepared(run, total, pending)
         if config.batch.get("export"):  # `run --batch-export FILE`: the requests written, nothing sent
             return _export_only(config, run, prepared, skipped, budget_info, notes)
+        # forked before any backend exists (no thread, no connection shared): see score_beside
+        beside = _start_beside(config, run, prepared, pending)
+        if beside is not None:
+            heap.callback(beside.stop)
         identity = await _start_backends(config, queues, store, backend_factory, embedder_factory, identity, notes,
                                          backends)
         write_config(run, config, prepared, [b for b, _ in backends], skipped, budget_info.get("budget"),
@@ -157,8 +165,11 @@ async def _execute_locked(
             settle()  # what fetching made lives until the end too
         outcome = RunOutcome(run_dir=run, tasks=[], sent=pending, cached=total - pending,
                              skipped=skipped, budget=Budget.from_json(budget_info.get("budget")), notes=notes)
-        options = _score(config, run, prepared, fetched.failures, outcome)
-        _write_results(config, run, prepared, outcome, options, fetched, notes, invoked)
+        states = _beside_states(beside, fetched.failures, notes) if beside is not None else {}
+        options = _score(config, run, prepared, fetched.failures, outcome, states)
+        scoring = {"beside_sending": sorted(prepared[i].plan_name for i in states),
+                   "tail_seconds": round(beside.tail_seconds, 3)} if beside is not None and states else {}
+        _write_results(config, run, prepared, outcome, options, fetched, notes, invoked, scoring)
         return outcome
     finally:
         heap.close()
@@ -273,21 +284,54 @@ def _keep_backend_stats(stats: dict[str, Any], backend: Backend, store: Response
         endpoint_identity.add_fingerprints(store, identity, endpoint_identity.fingerprints_in(stats), notes)
 
 
+def _start_beside(config: RunConfig, run: RunDir, prepared: Sequence[PreparedTask],
+                  pending: int) -> ScoringBeside | None:
+    """The samplewise tasks folded beside the sending, in a child (None: scored after the sending)."""
+    if not score_beside.wanted(pending):
+        return None
+    options = MetricOptions.from_json(config.metric_options)
+    jobs = [BesideJob(i, p.spec, p.plan_name, p.examples, config.compat, options, answer_prefix(p.spec, config),
+                      p.stage.folder)
+            for i, p in enumerate(prepared) if p.size and p.spec.scoring(config.compat).samplewise]
+    return ScoringBeside.start(jobs, run.store_path, prepared[0].stage.folder) if jobs else None
+
+
+def _beside_states(beside: ScoringBeside, failures: Mapping[str, Completion], notes: list[str]) -> dict[int, FoldState]:
+    """The folds of the tasks scored beside the sending (none, with a note, if the child died)."""
+    states = beside.finish(failures)
+    if states is None:
+        notes.append(f"the scoring beside the sending ended without a result (exit code {beside.exit_code()}); "
+                     "the tasks were scored after the sending instead")
+        return {}
+    return states
+
+
 def _score(config: RunConfig, run: RunDir, prepared: Sequence[PreparedTask], failures: dict[str, Completion],
-           outcome: RunOutcome) -> MetricOptions:
+           outcome: RunOutcome, states: Mapping[int, FoldState]) -> MetricOptions:
     """Score every task and prompt condition into ``outcome`` (a task's conditions become one task,
-    :mod:`evalpipe.variants.robustness`); the metric options they were scored with."""
+    :mod:`evalpipe.variants.robustness`); the metric options they were scored with. A task folded
+    beside the sending (``states``, by position) is finished from its fold's state."""
     options = MetricOptions.from_json(config.metric_options)
     check_unchanged(prepared)
-    outcome.tasks.extend(combine_tasks([ConditionOutcome(p.spec, p.condition, len(p.shots), score_chunks(
-        p.spec, functools.partial(plan_chunks, run.store_path, p.plan_name, p.examples, failures),
-        config.compat, options, answer_prefix(p.spec, config), scratch=p.stage.folder,
-    )) for p in prepared]))
+    outcome.tasks.extend(combine_tasks([
+        ConditionOutcome(p.spec, p.condition, len(p.shots), _scored(config, run, p, failures, options, states.get(i)))
+        for i, p in enumerate(prepared)]))
     return options
 
 
+def _scored(config: RunConfig, run: RunDir, p: PreparedTask, failures: Mapping[str, Completion],
+            options: MetricOptions, state: FoldState | None) -> TaskOutcome:
+    """One task scored from the store: its fold finished from ``state``, or every page folded now."""
+    source = functools.partial(plan_chunks, run.store_path, p.plan_name, p.examples, failures)
+    prefix = answer_prefix(p.spec, config)
+    if state is not None:
+        return TaskFold.resumed(p.spec, config.compat, options, prefix, state, source=source).finish()
+    return score_chunks(p.spec, source, config.compat, options, prefix, scratch=p.stage.folder)
+
+
 def _write_results(config: RunConfig, run: RunDir, prepared: Sequence[PreparedTask], outcome: RunOutcome,
-                   options: MetricOptions, fetched: _Fetched, notes: list[str], invoked: float) -> None:
+                   options: MetricOptions, fetched: _Fetched, notes: list[str], invoked: float,
+                   scoring: dict[str, Any]) -> None:
     """Costs, suite aggregates, and the run directory's results (samples, metrics, summary)."""
     plans: dict[str, list[str]] = {}
     for p in prepared:
@@ -297,7 +341,7 @@ def _write_results(config: RunConfig, run: RunDir, prepared: Sequence[PreparedTa
     write_outcome(run, outcome, config.compat, RunInfo(
         sent=outcome.sent, cached=outcome.cached, incomplete_suites=outcome.incomplete,
         skipped_tasks=outcome.skipped, backend=dict(fetched.stats), fetch_seconds=fetched.seconds,
-        budget=outcome.budget, metric_options=options.to_json(), notes=list(notes), cost=cost))
+        budget=outcome.budget, metric_options=options.to_json(), notes=list(notes), cost=cost, scoring=scoring))
 
 
 async def _identified(backend: Backend, identity: endpoint_identity.EndpointIdentity, store: ResponseStore,

@@ -191,9 +191,27 @@ def _keys_read(aggregations: Mapping[str, Aggregation]) -> frozenset[str]:
     return frozenset(k for a in aggregations.values() for k in a.keys())
 
 
+@dataclass(frozen=True)
+class FoldState:
+    """What a fold with a source has gathered from its chunks, handed to another process to finish
+    (:mod:`evalpipe.pipeline.score_beside`: a run folds its pages beside the sending, and finishes
+    them where the task's settings live). It holds no sample: the counts, the summed parts, and the
+    path of the records' lines spilled so far; picklable."""
+
+    tally: _Tally
+    sums: _Sums
+    samplewise: bool
+    reread: bool
+    fell_back: str | None
+    spill: Path | None
+    spill_keys: frozenset[str] | None
+    spill_ok: bool
+
+
 class TaskFold:
     """One task's chunks folded into its outcome (see the module's docstring): ``add`` each chunk
-    in sample order, then ``finish`` once."""
+    in sample order, then ``finish`` once (or hand its :meth:`state` over to be finished by a fold
+    :meth:`resumed` from it, in another process)."""
 
     def __init__(self, spec: TaskSpec, compat: str | None, options: MetricOptions = MetricOptions(),
                  answer_prefix: str = "", *, source: Chunks | None = None, scratch: Path | None = None) -> None:
@@ -217,6 +235,35 @@ class TaskFold:
         #: the first chunk, parsed: with nothing answered, its "no answer" predictions name the metrics
         self.first: tuple[ScoringChunk, ScoredChunk] | None = None
         self.finished = False
+
+    def state(self) -> FoldState:
+        """Hand the fold over (see :class:`FoldState`): its spilled lines are flushed, and this fold
+        is finished here. Only a fold that holds no chunk can be handed over: one with a source
+        whose scoring is samplewise (or fell back and will read its source again)."""
+        if self.finished:
+            raise RuntimeError("a finished fold has no state to hand over")
+        if self.source is None or self.held:
+            raise RuntimeError(f"task {self.spec.name}: a fold that holds its chunks cannot be handed over")
+        self.finished = True
+        spill = self.spill
+        if spill is not None:
+            spill.handle.close()
+            self.spill = None
+        return FoldState(tally=self.tally, sums=self.sums, samplewise=self.samplewise, reread=self.reread,
+                         fell_back=self.fell_back, spill=spill.path if spill is not None else None,
+                         spill_keys=self.spill_keys, spill_ok=self.spill_ok)
+
+    @classmethod
+    def resumed(cls, spec: TaskSpec, compat: str | None, options: MetricOptions, answer_prefix: str,
+                state: FoldState, *, source: Chunks) -> TaskFold:
+        """A fold that goes on from a handed-over :meth:`state`, made with the same settings and a
+        source giving the same chunks; its :meth:`finish` gives what the first fold's would have."""
+        fold = cls(spec, compat, options, answer_prefix, source=source, scratch=None)
+        fold.tally, fold.sums, fold.samplewise, fold.reread = state.tally, state.sums, state.samplewise, state.reread
+        fold.fell_back, fold.spill_keys, fold.spill_ok = state.fell_back, state.spill_keys, state.spill_ok
+        if state.spill is not None:
+            fold.spill = Spill.adopt(state.spill)
+        return fold
 
     def add(self, chunk: ScoringChunk) -> None:
         if self.finished:
@@ -298,8 +345,7 @@ class TaskFold:
             declared: dict[str, Aggregation] = {**sums.aggregations, **RUNNER_AGGREGATIONS}
             fixed, notes = sums.fixed, sums.notes
         else:  # nothing answered: learn the metrics' names from the first chunk (see score_answered)
-            assert self.first is not None
-            first, parsed = self.first
+            first, parsed = self.first if self.first is not None else self._first_again()
             names = score_answered(self.scoring, first.examples, parsed.predictions, parsed.answered, self.options)
             metrics = dict.fromkeys([*names.corpus, "parse_failure_rate"], None)
             declared, fixed, notes = {}, dict(names.fixed), dict(names.notes)
@@ -320,6 +366,12 @@ class TaskFold:
                 weakref.finalize(records, spill.path.unlink, missing_ok=True)
                 self.spill = None  # the records own it now (finish drops any other)
         return self._outcome(metrics, aggregations, {}, fixed, notes, records)
+
+    def _first_again(self) -> tuple[ScoringChunk, ScoredChunk]:
+        """The first chunk parsed again from the source (a fold resumed from a state holds none)."""
+        assert self.source is not None
+        chunk = next(c for c in self.source() if c.examples)
+        return chunk, parse_chunk(self.scoring, chunk, self.prefix)
 
     def _finish_corpus(self) -> TaskOutcome:
         held = self.held

@@ -190,6 +190,14 @@ class Spill:
         self.path = Path(name)
         self.handle: TextIO = os.fdopen(fd, "w", encoding="utf-8", newline="")
 
+    @classmethod
+    def adopt(cls, path: Path) -> Spill:
+        """A spill another fold wrote (and closed), appended to from here on."""
+        spill = cls.__new__(cls)
+        spill.path = path
+        spill.handle = path.open("a", encoding="utf-8", newline="")
+        return spill
+
     def drop(self) -> None:
         self.handle.close()
         self.path.unlink(missing_ok=True)
