@@ -59,6 +59,9 @@ from evalpipe.tasks.base import Examples, TaskSpec
 ENV = "EVALPIPE_SCORE_BESIDE"
 #: fewer prompts to send than this: scored after the sending (forking is not worth it)
 MIN_PENDING = 4096
+#: the child's niceness over the run's: where the cores are all busy (the sender, a local server), the
+#: sending goes first and the child folds in what CPU is left (see docs/architecture.md)
+NICENESS = 10
 #: the child's wait between looks at a page's missing answers: doubled while none arrive, up to the max
 POLL_FIRST_S, POLL_MAX_S = 0.05, 1.0
 
@@ -203,6 +206,8 @@ class _Arrivals:
 def _child(conn: Connection, jobs: tuple[BesideJob, ...], store_path: Path, folder: Path) -> None:
     """The forked process: fold every job's pages as their answers arrive; report the states."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle: it stops this child
+    with contextlib.suppress(OSError):  # the sender first: the child takes what CPU the sending leaves
+        os.nice(NICENESS)
     try:
         arrivals = _Arrivals(conn)
         states: dict[int, FoldState] = {}
