@@ -21,6 +21,7 @@ from evalpipe.config import RunConfig
 from evalpipe.data.digest import file_sha256
 from evalpipe.outcome import RunError
 from evalpipe.pipeline.prepared import PreparedTask
+from evalpipe.pipeline.render_beside import rendered
 from evalpipe.pipeline.stage import DuplicateSample, PlanStage, info_json
 from evalpipe.prompting import DEFAULT_VARIANT, PromptOptions, PromptRenderer, variant_templates
 from evalpipe.records import Example, GenerationParams, Prompt, to_jsonable
@@ -94,12 +95,14 @@ def stage_all(stage: PlanStage, plan: str, model: str, examples: Examples,
     packer.learn(to_jsonable(make_prompt(ex)) for ex in itertools.islice(iter(examples), LEARN))
     unbudgeted = info_json(0)
 
+    def row(example: Example) -> tuple[str, str]:
+        prompt = make_prompt(example)
+        return cache_key(model, prompt), dumps_packed(packer.pack(to_jsonable(prompt)))
+
     def rows() -> Iterator[tuple[str, str, str, str]]:
-        for example in examples:
-            if watch is not None:
-                watch(example)
-            prompt = make_prompt(example)
-            yield example.id, cache_key(model, prompt), dumps_packed(packer.pack(to_jsonable(prompt))), unbudgeted
+        # a large plan is rendered in two processes (evalpipe.pipeline.render_beside): the same rows
+        for example, key, packed in rendered(examples, row, packer.texts, watch):
+            yield example.id, key, packed, unbudgeted
 
     try:
         return stage.write(plan, rows()), packer

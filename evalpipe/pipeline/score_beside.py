@@ -22,9 +22,8 @@ failure's, or was never answered). Child → parent: ``("done", path)`` with the
 **When the child is used.** There is something to send (a resumed run whose answers are all
 stored is scored at once), at least :data:`MIN_PENDING` prompts (a fork and a pipe cost more than
 a small run's scoring), a samplewise task (a corpus scoring holds every sample until the end
-anyway), a platform where forking is safe (Linux), and no other thread in the process (a fork
-copies their locks, held or not). ``EVALPIPE_SCORE_BESIDE=0`` never uses it, ``=1`` whenever a fork
-is possible (the tests). If the child dies without a word (killed, out of memory) the tasks are
+anyway), and the rules of :mod:`evalpipe.pipeline.forking` (Linux, no other thread).
+``EVALPIPE_SCORE_BESIDE=0`` never uses it, ``=1`` whenever a fork is possible (the tests). If the child dies without a word (killed, out of memory) the tasks are
 scored after the sending as before, and a note says so; an error raised in the child (a sample id
 not in the data any more, a scoring declared samplewise that is not) is raised in the run.
 """
@@ -37,9 +36,7 @@ import multiprocessing
 import os
 import pickle
 import signal
-import sys
 import tempfile
-import threading
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -49,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.metrics.options import MetricOptions
+from evalpipe.pipeline.forking import fork_wanted
 from evalpipe.records import Completion
 from evalpipe.rescoring import plan_chunks
 from evalpipe.scoring.fold import FoldState, TaskFold
@@ -88,14 +86,7 @@ class BesideJob:
 
 def wanted(pending: int, environ: Mapping[str, str] = os.environ) -> bool:
     """Whether a run with ``pending`` prompts to send folds beside the sending (see the docstring)."""
-    setting = environ.get(ENV, "auto").strip().lower()
-    if setting in {"0", "no", "off", "false"} or not pending:
-        return False
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return False
-    if setting in {"1", "yes", "on", "true"}:
-        return True
-    return sys.platform == "linux" and pending >= MIN_PENDING and threading.active_count() == 1
+    return fork_wanted(ENV, pending, MIN_PENDING, environ)
 
 
 class ScoringBeside:
