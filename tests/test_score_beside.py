@@ -128,6 +128,7 @@ def test_a_dead_endpoint_stops_the_child_too(tmp_path, big_data, monkeypatch):
 def test_when_the_child_is_used(monkeypatch):
     monkeypatch.setattr(threading, "active_count", lambda: 1)
     monkeypatch.setattr(forking.sys, "platform", "linux")
+    monkeypatch.setattr(forking, "_cores", lambda: 2)
     many = score_beside.MIN_PENDING
     assert score_beside.wanted(many, {})
     assert not score_beside.wanted(many - 1, {})  # a small run: not worth a fork

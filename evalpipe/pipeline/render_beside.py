@@ -1,4 +1,4 @@
-"""Render a large plan in two processes: a forked child renders two blocks of every three.
+"""Render a large plan in two processes: a forked child takes blocks of examples the run has not.
 
 Why: rendering happens before any request (a template or data error costs nothing), so while a
 large plan renders the run has nothing else to do — and one core of the machine idles. Rendering is
@@ -6,22 +6,24 @@ Python (Jinja, the JSON of each prompt, its cache key) and holds the GIL, so a s
 not help; a forked child does. The plan is still staged by the run alone, in evaluation order, in
 one transaction (:meth:`evalpipe.pipeline.stage.PlanStage.write`): the child only sends rows back.
 
-**How.** The run renders the first :data:`START` examples alone (a plan smaller than that never
-forks). Then it forks a child that reads the examples again (a stream opens its file anew: the
-run's own reading is not shared) and, from position :data:`START` on, renders the blocks of
-:data:`BLOCK` examples whose index is not a multiple of three, sending each block's rows — the
-sample id, the cache key, the packed prompt — through a pipe, with the shared texts its packing
-added (:class:`~evalpipe.store.prompt_pack.Packer` learns a text when a prompt first refers to it;
-the run's packer must hold all of them). The run goes on reading every example (``watch`` sees
-each, in order, as before), renders the blocks that are its own and takes the others' rows from the
-pipe. The child's share is two blocks in three because the run also reads the data, calls
-``watch`` and writes the stage: measured, that balances the two (bench/overlap.py, Findings).
+**Who renders what.** The run renders the first :data:`START` examples alone (a plan smaller than
+that never forks), then forks a child that reads the examples again (a stream opens its file anew:
+the run's own reading is not shared). From there the examples are cut into blocks of :data:`BLOCK`,
+and each block is claimed once, by whichever process comes to it first, through a counter they
+share (the next block nobody has claimed): the child claims the next free block, reads up to it,
+renders it and sends its rows; the run reads every example in order (``watch`` sees each, as
+before), and a block it reaches unclaimed it claims and renders itself, while the child's blocks
+wait, examples held, until their rows come. The run never waits for the child: it holds at most
+:data:`AHEAD` blocks waiting, and beyond that (and at the end) renders the oldest itself, the
+child's late rows for it dropped; so a child starved of CPU costs the run almost nothing.
 
 **Same rows.** A prompt is a deterministic function of its example (``make_prompt``'s contract),
 so the child's rows are the ones the run would make; each carries its sample id, checked against
-the run's example. If the child stops early — its rendering raised (a template error at sample
-40,000), it died, or an id does not match — the run renders everything from there itself: an error
-is then raised by the run, at the same sample and with the same message as without a child.
+the run's example, and comes with the shared texts its packing added
+(:class:`~evalpipe.store.prompt_pack.Packer` learns a text when a prompt first refers to it; the
+run's packer must hold them all). If the child stops early — its rendering raised (a template error
+at sample 40,000), it died, or an id does not match — the run renders the child's blocks itself:
+an error is then raised by the run, at the same sample and with the same message as without one.
 
 ``EVALPIPE_RENDER_BESIDE=0`` never forks, ``=1`` whenever a fork is possible (the tests); the
 rules otherwise are :mod:`evalpipe.pipeline.forking`'s.
@@ -30,10 +32,13 @@ rules otherwise are :mod:`evalpipe.pipeline.forking`'s.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import multiprocessing
 import os
 import signal
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -45,116 +50,200 @@ ENV = "EVALPIPE_RENDER_BESIDE"
 START = 4096
 #: examples per block (one message of the pipe: some hundred KB of rows)
 BLOCK = 256
+#: the child's blocks the run holds, waiting for their rows, before it renders the oldest itself
+AHEAD = 8
+
+#: how much of a core must be idle when the run would fork (evalpipe.pipeline.forking)
+IDLE_NEEDED = 0.7
 
 #: an example's rendered row: (cache key, packed prompt JSON)
 RenderRow = Callable[[Example], tuple[str, str]]
-
-
-#: of every CYCLE blocks after START, the run renders the first RUNS and the child the others
-CYCLE, RUNS = 3, 1
-
-
-def _childs(position: int) -> bool:
-    """Whether the child renders the example at ``position`` (see CYCLE)."""
-    return position >= START and (position // BLOCK) % CYCLE >= RUNS
+#: a rendered example as the run yields it: the example, its key, its packed prompt
+Rendered = tuple[Example, str, str]
 
 
 def rendered(examples: Iterable[Example], render: RenderRow, texts: MutableMapping[str, str],
-             watch: Callable[[Example], None] | None = None) -> Iterator[tuple[Example, str, str]]:
+             watch: Callable[[Example], None] | None = None) -> Iterator[Rendered]:
     """Every example with its rendered row, in order; ``texts`` (the packer's shared texts, which
     ``render`` may add to) gets the child's additions too. ``watch`` sees each example first."""
-    helper: _Helper | None = None
-    try:
-        for position, example in enumerate(examples):
+    reading = iter(examples)
+    for example in itertools.islice(reading, START):
+        if watch is not None:
+            watch(example)
+        yield (example, *render(example))
+    following = next(reading, None)
+    if following is None:  # a small plan: rendered alone
+        return
+    reading = itertools.chain((following,), reading)
+    # a fork only for examples that can be read again (a stream re-opens its file; an iterator read in
+    # the child would move the run's own reading)
+    if iter(examples) is examples or not fork_wanted(ENV, 1, 0, idle_needed=IDLE_NEEDED):
+        for example in reading:
             if watch is not None:
                 watch(example)
-            # a fork only for examples that can be read again (a stream re-opens its file; an iterator
-            # read in the child would move the run's own reading)
-            if position == START and iter(examples) is not examples and fork_wanted(ENV, 1, 0):
-                helper = _Helper.start(examples, render, texts)
-            row = helper.row(example) if helper is not None and _childs(position) else None
-            key, packed = row if row is not None else render(example)
-            yield example, key, packed
+            yield (example, *render(example))
+        return
+    helper = _Helper.start(examples, render, texts)
+    try:
+        yield from helper.run(reading, watch)
     finally:
-        if helper is not None:
-            helper.stop()
+        helper.stop()
 
 
+@dataclass
+class _Waiting:
+    """A block the child claimed: its examples, held until its rows come (or the run renders it)."""
+
+    index: int
+    examples: list[Example]
+    rows: list[tuple[str, str, str]] | None = None
+
+
+@dataclass
 class _Helper:
-    """The run's end of the child: its blocks of rows, read in order as the run reaches them."""
+    """The run's side of the child (see the module docstring)."""
 
-    def __init__(self, process: Any, conn: Connection, texts: MutableMapping[str, str]) -> None:
-        self._process, self._conn, self._texts = process, conn, texts
-        self._rows: Iterator[tuple[str, str, str]] = iter(())
-        self._alive = True
+    process: Any
+    conn: Connection
+    #: the next block nobody has claimed (shared with the child, under its lock)
+    free: Any
+    render: RenderRow
+    texts: MutableMapping[str, str]
+    waiting: deque[_Waiting] = field(default_factory=deque)
+    alive: bool = True
 
     @classmethod
     def start(cls, examples: Iterable[Example], render: RenderRow, texts: MutableMapping[str, str]) -> _Helper:
         context = multiprocessing.get_context("fork")
+        free = context.Value("q", START // BLOCK)
         ours, theirs = context.Pipe(duplex=False)
-        process = context.Process(target=_child, args=(theirs, examples, render, texts),
+        process = context.Process(target=_child, args=(theirs, examples, render, texts, free),
                                   name="evalpipe-render-beside", daemon=True)
         process.start()
         theirs.close()
-        return cls(process, ours, texts)
+        return cls(process, ours, free, render, texts)
 
-    def row(self, example: Example) -> tuple[str, str] | None:
-        """The child's row for ``example`` (None: the child has stopped; the run renders it)."""
-        if not self._alive:
-            return None
-        found = next(self._rows, None)
-        if found is None:
-            found = self._next_block()
-        if found is None or found[0] != example.id:
-            self._alive = False
-            return None
-        return found[1], found[2]
+    def run(self, reading: Iterator[Example], watch: Callable[[Example], None] | None) -> Iterator[Rendered]:
+        """The examples after START, read in blocks: each block claimed and rendered, or held for
+        the child's rows; yielded in order as the blocks at the head are done."""
+        for index in itertools.count(START // BLOCK):
+            block = list(itertools.islice(reading, BLOCK))
+            if not block:
+                break
+            if watch is not None:
+                for example in block:
+                    watch(example)
+            self._drain()
+            if not self._claim(index):
+                self.waiting.append(_Waiting(index, block))
+            elif not self.waiting:
+                yield from self._rendered(block)
+                continue
+            else:
+                self.waiting.append(_Waiting(index, block, self._rows_in_order(block)))
+            yield from self._done(limit=AHEAD)
+        yield from self._done(limit=0)
 
-    def _next_block(self) -> tuple[str, str, str] | None:
+    def _claim(self, index: int) -> bool:
+        """Whether the run takes block ``index`` (nobody has): if so, the child will skip it."""
+        if not self.alive:
+            return True
+        with self.free.get_lock():
+            if self.free.value <= index:
+                self.free.value = index + 1
+                return True
+        return False
+
+    def _rendered(self, block: list[Example]) -> list[Rendered]:
+        return [(example, *self.render(example)) for example in block]
+
+    def _rows_in_order(self, block: list[Example]) -> list[tuple[str, str, str]]:
+        """A block the run claimed, rendered while earlier blocks wait for the child: should it raise,
+        the earlier blocks are rendered first, so that the error raised is the first in sample order."""
         try:
-            rows, texts = self._conn.recv()
+            return [(e.id, k, p) for e, k, p in self._rendered(block)]
+        except BaseException:
+            self.alive = False
+            for earlier in self.waiting:
+                if earlier.rows is None:
+                    earlier.rows = [(e.id, k, p) for e, k, p in self._rendered(earlier.examples)]
+            raise
+
+    def _done(self, limit: int) -> Iterator[Rendered]:
+        """The head blocks that are done, in order. A head still waiting for the child is rendered by
+        the run once more than ``limit`` blocks wait (the child is behind), at the end (``limit`` 0),
+        or when the child has stopped: the run never waits for the child (at worst a block the
+        child is rendering is rendered twice, and the child's rows are dropped)."""
+        while self.waiting:
+            head = self.waiting[0]
+            if head.rows is None and (len(self.waiting) > limit or not self.alive):
+                self._drain()
+                if head.rows is None:
+                    head.rows = [(e.id, k, p) for e, k, p in self._rendered(head.examples)]
+            if head.rows is None:
+                return
+            self.waiting.popleft()
+            for example, (_, key, packed) in zip(head.examples, head.rows):
+                yield example, key, packed
+
+    def _drain(self) -> None:
+        """The child's messages already sent."""
+        while self.alive and self.conn.poll():
+            self._take()
+
+    def _take(self) -> None:
+        try:
+            index, rows, texts = self.conn.recv()
         except (EOFError, OSError):
-            return None
+            self.alive = False
+            return
         for key, text in texts:
-            self._texts.setdefault(key, text)
-        self._rows = iter(rows)
-        return next(self._rows, None)
+            self.texts.setdefault(key, text)
+        for block in self.waiting:  # a block the run has rendered meanwhile is gone: its rows are dropped
+            if block.index == index and block.rows is None:
+                if len(rows) == len(block.examples) and all(r[0] == e.id for r, e in zip(rows, block.examples)):
+                    block.rows = rows
+                else:  # a short block (its rendering raised) or other samples: the run renders the rest
+                    self.alive = False
+                return
 
     def stop(self) -> None:
-        self._conn.close()
-        if self._process.is_alive():
-            self._process.terminate()
-        self._process.join(timeout=5)
-        if self._process.is_alive():
-            self._process.kill()
-            self._process.join()
+        self.conn.close()
+        if self.process.is_alive():
+            self.process.terminate()
+        self.process.join(timeout=5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
 
 
 def _child(conn: Connection, examples: Iterable[Example], render: RenderRow,
-           texts: MutableMapping[str, str]) -> None:
-    """The forked process: render the child's blocks, send each with the shared texts it added."""
+           texts: MutableMapping[str, str], free: Any) -> None:
+    """The forked process: claim the next free block, read up to it, render it, send its rows."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle: it stops this child
     known = len(texts)
-    block: list[tuple[str, str, str]] = []
-
-    def send() -> None:
-        nonlocal known
-        added = list(texts.items())[known:]
-        known = len(texts)
-        conn.send((block, added))
-        block.clear()
-
+    reading = iter(examples)
+    at = 0  # the block the reading is at
     with contextlib.suppress(BrokenPipeError, OSError):  # the run has stopped reading: so does the child
-        for position, example in enumerate(examples):
-            if not _childs(position):
-                if block:
-                    send()
-                continue
-            try:
-                block.append((example.id, *render(example)))
-            except BaseException:  # noqa: BLE001 - the run renders it again, and raises it there
+        while True:
+            with free.get_lock():
+                index = max(free.value, at)
+                free.value = index + 1
+            wanted = (index - at) * BLOCK
+            skipped = sum(1 for _ in itertools.islice(reading, wanted))
+            block = list(itertools.islice(reading, BLOCK))
+            if skipped < wanted or not block:  # past the end
                 break
-        if block:
-            send()
+            at = index + 1
+            rows: list[tuple[str, str, str]] = []
+            try:
+                for example in block:
+                    rows.append((example.id, *render(example)))
+            except BaseException:  # noqa: BLE001 - the run renders the block again, and raises it there
+                conn.send((index, rows, []))
+                break
+            added = list(texts.items())[known:]
+            known = len(texts)
+            conn.send((index, rows, added))
     conn.close()
     os._exit(0)

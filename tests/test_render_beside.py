@@ -1,0 +1,129 @@
+"""Rendering a plan in two processes (evalpipe.pipeline.render_beside): the rows, texts and errors of
+rendering in one, whoever renders which block."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+
+import pytest
+
+from evalpipe.data.stream import ExampleStream
+from evalpipe.pipeline import forking, render_beside
+from evalpipe.records import Example
+
+pytestmark = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(),
+                                reason="rendering beside the run forks (not on this platform)")
+
+PARENT = os.getpid()
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch):
+    monkeypatch.setattr(render_beside, "START", 64)
+    monkeypatch.setattr(render_beside, "BLOCK", 16)
+    monkeypatch.setattr(render_beside, "AHEAD", 4)
+    monkeypatch.setenv(render_beside.ENV, "1")
+
+
+def stream(n: int) -> ExampleStream:
+    return ExampleStream(lambda: (Example(id=f"e-{i}", inputs={"text": f"sentence {i}"}, gold=None) for i in range(n)))
+
+
+class Renderer:
+    """A deterministic rendering that also teaches the packer a shared text now and then (as
+    ``Packer.pack`` does when a prompt first refers to one), optionally slow or failing in the child."""
+
+    def __init__(self, texts: dict[str, str], slow_child: float = 0.0, fails: frozenset[str] = frozenset()) -> None:
+        self.texts, self.slow_child, self.fails = texts, slow_child, fails
+
+    def __call__(self, example: Example) -> tuple[str, str]:
+        if self.slow_child and os.getpid() != PARENT:
+            time.sleep(self.slow_child)
+        if example.id in self.fails:
+            raise ValueError(f"cannot render {example.id}")
+        i = int(example.id.split("-")[1])
+        if i % 37 == 0:
+            self.texts.setdefault(f"t{i}", f"shared text {i}")
+        return f"key-{i}", f'{{"text": "{example.inputs["text"]}", "ref": "t{i - i % 37}"}}'
+
+
+def render_all(n: int, **kw) -> tuple[list[tuple[str, str, str]], dict[str, str], list[str]]:
+    texts: dict[str, str] = {}
+    seen: list[str] = []
+    rows = [(e.id, k, p) for e, k, p in render_beside.rendered(stream(n), Renderer(texts, **kw), texts,
+                                                               lambda e: seen.append(e.id))]
+    return rows, texts, seen
+
+
+def test_two_processes_give_the_rows_and_texts_of_one(monkeypatch):
+    two = render_all(1_000)
+    monkeypatch.setenv(render_beside.ENV, "0")
+    one = render_all(1_000)
+    assert two[0] == one[0] and [r[0] for r in two[0]] == [f"e-{i}" for i in range(1_000)]
+    assert two[1] == one[1] and len(one[1]) == 28  # the child's shared texts reach the run's packer
+    assert two[2] == one[2]  # watch sees every example once, in order
+    assert not multiprocessing.active_children()
+
+
+def test_the_child_renders_blocks(monkeypatch):
+    """Not a run that silently renders alone: some rows come from the child."""
+    from_child: list[str] = []
+    original = render_beside._Helper._take
+
+    def take(self):
+        before = {b.index for b in self.waiting if b.rows is not None}
+        original(self)
+        from_child.extend(str(b.index) for b in self.waiting if b.rows is not None and b.index not in before)
+
+    monkeypatch.setattr(render_beside._Helper, "_take", take)
+    monkeypatch.setattr(render_beside, "AHEAD", 1_000)  # the run holds the child's blocks rather than render them
+    rows, _, _ = render_all(3_000)
+    assert len(rows) == 3_000
+    assert from_child
+
+
+def test_a_slow_child_costs_the_run_nothing_but_its_blocks(monkeypatch):
+    rows, texts, _ = render_all(400, slow_child=0.5)
+    monkeypatch.setenv(render_beside.ENV, "0")
+    assert (rows, texts) == render_all(400)[:2]
+
+
+def test_an_error_is_the_first_in_sample_order_whoever_renders(monkeypatch):
+    # e-70 is in the first block after START (claimed by either process), e-120 in a later one
+    with pytest.raises(ValueError, match="cannot render e-70$"):
+        render_all(1_000, fails=frozenset({"e-70", "e-120"}), slow_child=0.01)
+    with pytest.raises(ValueError, match="cannot render e-500$"):
+        render_all(1_000, fails=frozenset({"e-500"}))
+    assert not multiprocessing.active_children()
+
+
+def test_a_small_plan_or_a_one_pass_iterator_never_forks(monkeypatch):
+    def no_fork(*args, **kw):
+        raise AssertionError("forked")
+
+    monkeypatch.setattr(render_beside._Helper, "start", no_fork)
+    texts: dict[str, str] = {}
+    assert len(render_all(64)[0]) == 64
+    once = iter(list(stream(500)))
+    assert len(list(render_beside.rendered(once, Renderer(texts), texts))) == 500
+
+
+def test_auto_forks_only_with_an_idle_core(monkeypatch):
+    monkeypatch.setattr(forking.threading, "active_count", lambda: 1)
+    monkeypatch.setattr(forking.sys, "platform", "linux")
+    monkeypatch.setattr(forking, "_cores", lambda: 2)
+    monkeypatch.setattr(forking, "idle_cores", lambda: 1.5)
+    assert forking.fork_wanted("X", 10, 5, {}, idle_needed=0.7)
+    monkeypatch.setattr(forking, "idle_cores", lambda: 0.2)
+    assert not forking.fork_wanted("X", 10, 5, {}, idle_needed=0.7)
+    assert forking.fork_wanted("X", 10, 5, {}, idle_needed=0)  # a helper that takes only what is left
+    assert forking.fork_wanted("X", 10, 5, {"X": "1"}, idle_needed=0.7)
+    monkeypatch.setattr(forking, "_cores", lambda: 1)
+    assert not forking.fork_wanted("X", 10, 5, {}, idle_needed=0)
+
+
+def test_idle_cores_reads_the_machine():
+    idle = forking.idle_cores(0.02)
+    assert 0.0 <= idle <= (os.cpu_count() or 1) + 0.01
