@@ -3,6 +3,7 @@ rendering in one, whoever renders which block."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import time
@@ -67,21 +68,42 @@ def test_two_processes_give_the_rows_and_texts_of_one(monkeypatch):
     assert not multiprocessing.active_children()
 
 
-def test_the_child_renders_blocks(monkeypatch):
-    """Not a run that silently renders alone: some rows come from the child."""
-    from_child: list[str] = []
-    original = render_beside._Helper._take
+def test_the_child_claims_free_blocks_and_sends_their_rows_and_texts():
+    """The child's side, run here (not forked): it takes the blocks nobody has claimed, skips those
+    the run claimed meanwhile, and sends each block's rows with the shared texts its packing added."""
+    free = multiprocessing.Value("q", render_beside.START // render_beside.BLOCK + 1)  # the run has block 4
+    ours, theirs = multiprocessing.Pipe(duplex=False)
+    texts: dict[str, str] = {"t0": "shared text 0"}
+    render_beside._child(theirs, stream(130), Renderer(texts), texts, free)
+    messages = []
+    with contextlib.suppress(EOFError):  # the child closes its end when it is done
+        while True:
+            messages.append(ours.recv())
+    assert [index for index, _, _ in messages] == [5, 6, 7, 8]  # blocks of 16 after 64; block 4 was the run's
+    rows = [row for _, block, _ in messages for row in block]
+    sequential = {f"e-{i}": Renderer({})(Example(id=f"e-{i}", inputs={"text": f"sentence {i}"}, gold=None))
+                  for i in range(130)}
+    assert [r[0] for r in rows] == [f"e-{i}" for i in range(80, 130)]
+    assert all((key, packed) == sequential[sid] for sid, key, packed in rows)
+    added = [text for _, _, block_texts in messages for text in block_texts]
+    assert added == [("t111", "shared text 111")]  # 74 is in the run's block: its text is not the child's to send
+    assert free.value == 10  # its last claim found the end of the examples
 
-    def take(self):
-        before = {b.index for b in self.waiting if b.rows is not None}
-        original(self)
-        from_child.extend(str(b.index) for b in self.waiting if b.rows is not None and b.index not in before)
 
-    monkeypatch.setattr(render_beside._Helper, "_take", take)
-    monkeypatch.setattr(render_beside, "AHEAD", 1_000)  # the run holds the child's blocks rather than render them
-    rows, _, _ = render_all(3_000)
-    assert len(rows) == 3_000
-    assert from_child
+def test_rows_for_other_samples_stop_the_child_and_the_run_renders():
+    helper = render_beside._Helper(process=None, conn=None, free=None, render=Renderer({}), texts={})
+    block = [Example(id=f"e-{i}", inputs={"text": f"sentence {i}"}, gold=None) for i in range(80, 96)]
+    helper.waiting.append(render_beside._Waiting(5, block))
+
+    class Conn:
+        def recv(self):
+            return 5, [("e-999", "k", "p")] * 16, [("t", "text")]
+
+    helper.conn = Conn()
+    helper._take()
+    assert not helper.alive and helper.waiting[0].rows is None
+    done = list(helper._done(limit=8))  # the child has stopped: the run renders the block at once
+    assert [(e.id, k, p) for e, k, p in done] == [(e.id, *Renderer({})(e)) for e in block]
 
 
 def test_a_slow_child_costs_the_run_nothing_but_its_blocks(monkeypatch):

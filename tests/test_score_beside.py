@@ -97,18 +97,37 @@ def test_a_child_that_dies_leaves_the_scoring_to_the_run(tmp_path, big_data, mon
     monkeypatch.setattr(score_beside, "_child", lambda *args: os._exit(3))
     outcome = run(tmp_path, big_data, "1", monkeypatch, "died", limit=1_500)
     assert outcome.tasks[0].metrics == after.tasks[0].metrics
-    assert any("beside the sending ended without a result (exit code 3)" in n for n in outcome.notes)
+    assert any("beside the sending gave no result: it ended without a result (exit code 3)" in n
+               for n in outcome.notes)
     summary = json.loads((outcome.run_dir.path / "summary.json").read_text())
     assert "scoring" not in summary["run"]
 
 
-def test_an_error_in_the_child_is_the_runs_error(tmp_path, big_data, monkeypatch):
+def test_an_error_in_the_child_is_met_again_by_the_run(tmp_path, big_data, monkeypatch):
+    """The run scores after the sending and raises the error itself (its own type and line)."""
+    calls = []
+    real = score_beside.plan_chunks
+
     def broken(*args, **kw):
+        if os.getpid() != parent:
+            raise RuntimeError("the child's reading broke")
+        calls.append(args)
+        return real(*args, **kw)
+
+    parent = os.getpid()
+    after = run(tmp_path, big_data, "0", monkeypatch, "after", limit=1_500)
+    monkeypatch.setattr(score_beside, "plan_chunks", broken)  # the child's reader of the plan
+    outcome = run(tmp_path, big_data, "1", monkeypatch, "broken", limit=1_500)
+    assert outcome.tasks[0].metrics == after.tasks[0].metrics
+    assert any("gave no result: it failed (RuntimeError: the child's reading broke)" in n for n in outcome.notes)
+
+    def bad_data(*args, **kw):
         raise RunError("task ncbi_disease: sample ids not in the data any more (or in another order): 'x'")
 
-    monkeypatch.setattr(score_beside, "plan_chunks", broken)  # the child's reader of the plan
+    monkeypatch.setattr(score_beside, "plan_chunks", bad_data)
+    monkeypatch.setattr("evalpipe.pipeline.execute.plan_chunks", bad_data)
     with pytest.raises(RunError, match="sample ids not in the data any more"):
-        run(tmp_path, big_data, "1", monkeypatch, "broken", limit=1_500)
+        run(tmp_path, big_data, "1", monkeypatch, "bad", limit=1_500)
     assert not multiprocessing.active_children()
 
 

@@ -297,11 +297,11 @@ def _start_beside(config: RunConfig, run: RunDir, prepared: Sequence[PreparedTas
 
 
 def _beside_states(beside: ScoringBeside, failures: Mapping[str, Completion], notes: list[str]) -> dict[int, FoldState]:
-    """The folds of the tasks scored beside the sending (none, with a note, if the child died)."""
+    """The folds of the tasks scored beside the sending (none, with a note, if the child gave none)."""
     states = beside.finish(failures)
     if states is None:
-        notes.append(f"the scoring beside the sending ended without a result (exit code {beside.exit_code()}); "
-                     "the tasks were scored after the sending instead")
+        notes.append(f"the scoring beside the sending gave no result: {beside.problem}; the tasks were scored "
+                     "after the sending instead")
         return {}
     return states
 

@@ -117,7 +117,7 @@ class _Helper:
         context = multiprocessing.get_context("fork")
         free = context.Value("q", START // BLOCK)
         ours, theirs = context.Pipe(duplex=False)
-        process = context.Process(target=_child, args=(theirs, examples, render, texts, free),
+        process = context.Process(target=_child_main, args=(theirs, examples, render, texts, free),
                                   name="evalpipe-render-beside", daemon=True)
         process.start()
         theirs.close()
@@ -217,10 +217,18 @@ class _Helper:
             self.process.join()
 
 
+def _child_main(conn: Connection, examples: Iterable[Example], render: RenderRow,
+                texts: MutableMapping[str, str], free: Any) -> None:
+    """The forked process: :func:`_child`'s work, then out without running the run's clean-ups (its
+    connections and files are the run's)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle: it stops this child
+    _child(conn, examples, render, texts, free)
+    os._exit(0)
+
+
 def _child(conn: Connection, examples: Iterable[Example], render: RenderRow,
            texts: MutableMapping[str, str], free: Any) -> None:
-    """The forked process: claim the next free block, read up to it, render it, send its rows."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle: it stops this child
+    """Claim the next free block, read up to it, render it, send its rows; until the examples end."""
     known = len(texts)
     reading = iter(examples)
     at = 0  # the block the reading is at
@@ -246,4 +254,3 @@ def _child(conn: Connection, examples: Iterable[Example], render: RenderRow,
             known = len(texts)
             conn.send((index, rows, added))
     conn.close()
-    os._exit(0)

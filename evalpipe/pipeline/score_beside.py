@@ -17,15 +17,17 @@ the sending, and the data is read for scoring while the requests are in flight.
 folder, so neither side ever blocks on a full pipe. Parent → child, once the sending is over:
 ``("sent", path)`` with the requests that failed for good (a key still without an answer is then a
 failure's, or was never answered). Child → parent: ``("done", path)`` with the states, or
-``("error", path)`` with the exception (and its traceback, should it not unpickle).
+``("error", path)`` with the traceback of what the child raised.
 
 **When the child is used.** There is something to send (a resumed run whose answers are all
 stored is scored at once), at least :data:`MIN_PENDING` prompts (a fork and a pipe cost more than
 a small run's scoring), a samplewise task (a corpus scoring holds every sample until the end
 anyway), and the rules of :mod:`evalpipe.pipeline.forking` (Linux, no other thread).
-``EVALPIPE_SCORE_BESIDE=0`` never uses it, ``=1`` whenever a fork is possible (the tests). If the child dies without a word (killed, out of memory) the tasks are
-scored after the sending as before, and a note says so; an error raised in the child (a sample id
-not in the data any more, a scoring declared samplewise that is not) is raised in the run.
+``EVALPIPE_SCORE_BESIDE=0`` never uses it, ``=1`` whenever a fork is possible (the tests). If the child dies (killed, out of memory) or raises, the tasks are scored
+after the sending as before: an error the child met (a sample id not in the data any more, a data
+file changed, a scoring declared samplewise that is not) is then met, and raised, by the run itself,
+with its own type and message — one line for a user's mistake, a traceback for a bug — and a
+note says why the child gave nothing, should the run's scoring succeed.
 """
 
 from __future__ import annotations
@@ -64,10 +66,6 @@ NICENESS = 10
 POLL_FIRST_S, POLL_MAX_S = 0.05, 1.0
 
 
-class ScoringBesideError(RuntimeError):
-    """The child raised an exception that does not survive pickling: its traceback, as text."""
-
-
 @dataclass(frozen=True)
 class BesideJob:
     """One task (prompt condition) to fold beside the sending, with the settings scoring uses."""
@@ -96,6 +94,8 @@ class ScoringBeside:
     def __init__(self, process: Any, conn: Connection, folder: Path) -> None:
         self._process, self._conn, self._folder = process, conn, folder
         self.tail_seconds = 0.0
+        #: why the child gave no states (None: it gave them, or has not finished)
+        self.problem: str | None = None
 
     @classmethod
     def start(cls, jobs: Sequence[BesideJob], store_path: Path, folder: Path) -> ScoringBeside:
@@ -124,15 +124,14 @@ class ScoringBeside:
         try:
             kind, where = self._conn.recv()
         except (EOFError, OSError):
+            self.problem = f"it ended without a result (exit code {self.exit_code()})"
             return None
         payload = _load(Path(where))
         if kind == "done":
             states: dict[int, FoldState] = payload
             return states
-        exception, text = payload
-        if exception is None:
-            raise ScoringBesideError(text)
-        raise exception
+        self.problem = f"it failed ({str(payload).strip().splitlines()[-1]})"
+        return None
 
     def exit_code(self) -> int | None:
         self._process.join(timeout=5)
@@ -213,17 +212,7 @@ def _child(conn: Connection, jobs: tuple[BesideJob, ...], store_path: Path, fold
                 raise
             states[job.index] = fold.state()
         conn.send(("done", str(_dump(folder, "states", states))))
-    except BaseException as exc:  # noqa: BLE001 - every failure is the run's to report
-        conn.send(("error", str(_dump(folder, "error", _picklable(exc)))))
+    except BaseException as exc:  # noqa: BLE001 - the run scores again, and raises it there
+        conn.send(("error", str(_dump(folder, "error", "".join(traceback.format_exception(exc))))))
     finally:
         conn.close()
-
-
-def _picklable(exc: BaseException) -> tuple[BaseException | None, str]:
-    """The exception (if it survives a pickling round trip) and its traceback as text."""
-    text = "".join(traceback.format_exception(exc))
-    try:
-        pickle.loads(pickle.dumps(exc))
-    except Exception:  # noqa: BLE001 - any exception that cannot make the trip goes as text
-        return None, text
-    return exc, text
