@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from types import MappingProxyType
 
 import pytest
 
-from evalpipe.store.prompt_pack import MIN_SHARED, PIECES, Packer, referenced, text_key, unpack
+from evalpipe.store.prompt_pack import MIN_SHARED, PIECES, Packer, is_packed, referenced, text_key, unpack
 from evalpipe.records import GenerationParams, Message, Prompt, to_jsonable
 from evalpipe.pipeline.prepare import prepare
 from evalpipe.config import RunConfig
@@ -84,3 +86,33 @@ def test_a_rendered_prompt_comes_back_from_its_json_form():
         assert len(json.dumps(to_jsonable(rendered))) > 2_500
     scored = Prompt(params=GenerationParams(max_tokens=1, seed=3), text="Q?\nAnswer:", choices=(" A", " B"))
     assert Prompt.from_json(json.loads(json.dumps(to_jsonable(scored)))) == scored
+
+
+def _unpack_reference(obj, texts):
+    """unpack's general rules, kept here to check its fast way against (any input, same output)."""
+    if is_packed(obj):
+        return "".join(texts[piece[0]] if isinstance(piece, list) else piece for piece in obj[PIECES])
+    if isinstance(obj, Mapping):
+        return {k: _unpack_reference(v, texts) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_unpack_reference(v, texts) for v in obj]
+    return obj
+
+
+def test_unpack_fast_way_gives_the_general_rules_results():
+    texts = {"a": "shared A ", "b": " shared B"}
+    cases = [
+        "text", 3, None, True, 1.5, [], {},
+        {PIECES: [["a"], "own", ["b"]]},
+        {PIECES: ["only own"]},
+        {"messages": [{"role": "user", "content": {PIECES: [["a"], "x"]}}, {"role": "system", "content": "s"}],
+         "params": {"max_tokens": 5, "stop": ["\n", {PIECES: [["b"]]}], "seed": None}, "text": None},
+        [[{PIECES: [["a"]]}, "s", 2], {"k": [{"j": {PIECES: ["p", ["b"]]}}]}],
+        {PIECES: [["a"]], "other": 1},  # two keys: not a packed slot
+        MappingProxyType({"m": {PIECES: [["a"]]}}),  # another mapping: the general rules
+        (1, {PIECES: [["a"]]}),  # a tuple is a leaf, as it always was
+    ]
+    for case in cases:
+        expected = _unpack_reference(case, texts)
+        got = unpack(case, texts)
+        assert got == expected and type(got) is type(expected), case

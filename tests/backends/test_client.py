@@ -257,3 +257,32 @@ def test_evalpipe_has_no_http_protocol_code_and_no_sdk() -> None:
     found = {m.group(2) for m in banned.finditer(batch)}
     assert found == {"openai"}  # the SDK, and no other HTTP client
     assert not re.search(r"^(import|from)\s+openai\b", batch, re.MULTILINE)  # imported inside functions only
+
+
+def test_a_first_failure_is_the_controllers_first_attempt_not_a_second_request() -> None:
+    """call_with_retries tries once before it builds a controller; a failure there is replayed as the
+    controller's attempt 1: each failure is logged once, in order, and nothing is sent twice."""
+    policy = RetryPolicy(max_retries=3, backoff_base_s=0.0, backoff_max_s=0.0)
+    seen: list[tuple[int, str]] = []
+    retrying = policy.retrying(lambda state: seen.append((state.attempt_number, str(state.outcome.exception()))))
+    sent: list[int] = []
+    outcomes: list[Any] = [RequestFailed("HTTP 503", retryable=True), RequestFailed("timeout", retryable=True), "ok"]
+
+    async def attempt() -> str:
+        sent.append(1)
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    assert asyncio.run(call_with_retries(retrying, attempt)) == ("ok", 3)
+    assert len(sent) == 3 and seen == [(1, "HTTP 503"), (2, "timeout")]
+
+    class NoCopies:
+        def copy(self) -> Any:
+            raise AssertionError("a controller for a request that succeeded at once")
+
+    async def fine() -> str:
+        return "ok"
+
+    assert asyncio.run(call_with_retries(NoCopies(), fine)) == ("ok", 1)  # type: ignore[arg-type]
