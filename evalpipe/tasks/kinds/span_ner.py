@@ -80,10 +80,17 @@ def read(task: SpanNerTask, records: Sequence[Record]) -> list[Drafted]:
         spans = gold_spans(codes, tags) if codes is not None else None
         if spans is None:
             _check_tags(task, record, tags, types)
-        tokens, tags = tuple(map(str, tokens)), tuple(map(str, tags))
+        tokens, tags = _strings(tokens), _strings(tags)
         out.append(Drafted(gold=NerGold(tags=tags, spans=bio_to_spans(tags) if spans is None else spans),
                            inputs={"text": " ".join(tokens), "tokens": tokens}))
     return out
+
+
+def _strings(values: Sequence[Any]) -> tuple[str, ...]:
+    """``tuple(map(str, values))``: a tuple of plain strings (what a CoNLL file gives) is that already."""
+    if type(values) is tuple and set(map(type, values)) == {str}:
+        return values
+    return tuple(map(str, values))
 
 
 def _check_tags(task: SpanNerTask, record: Record, tags: Sequence[Any], types: set[str]) -> None:
