@@ -115,7 +115,8 @@ def test_staged_rows_are_the_reference_rows():
         prompts = random_prompts(rng)
         examples = [Example(id=str(i), inputs={}, gold=None) for i in range(len(prompts))]
         stage = Stage()
-        size, packer = stage_all(stage, "plan", "m", tuple(examples), lambda ex: prompts[int(ex.id)])  # type: ignore[arg-type]
+        size, packer = stage_all(stage, "plan", "m", tuple(examples),  # type: ignore[arg-type]
+                                 lambda ex, prompts=prompts: prompts[int(ex.id)])
         rows, texts = reference_rows("m", prompts)
         assert size == len(prompts)
         assert [row[:3] for row in stage.rows] == rows
