@@ -10,7 +10,9 @@ the checkout measured (``/work/main/.venv``'s interpreter), on N unique NCBI Dis
 - ``prepare``  :func:`evalpipe.pipeline.prepare.prepare` whole (read, shots, render every prompt,
                its cache key and packed JSON into a plan stage);
 
-and prints a sha256 over every staged row (sample id, cache key, packed prompt, info) and the
+then the pieces in microseconds a prompt (``render 5 shots``, ``render 0 shots``, ``stage``: the
+cache key and packed JSON of already rendered prompts; the first 5,000 sentences, best of 3), and
+prints a sha256 over every staged row (sample id, cache key, packed prompt, info) and the
 packer's shared texts: the checkouts must stage byte-identical plans, which the parent checks
 before it prints a ratio. Rounds interleave the checkouts; best and median of the rounds, the
 ratio of the bests, and the load average before and after each child are printed (the machine
@@ -21,13 +23,55 @@ is shared: read the ratios of one invocation).
 Findings
 ========
 
-(see the end of this docstring once measured)
+Branch prepfast against main b0dc6b0 (``/work/wt/base``), 2026-12-03, ``--n 18800 --repeat 3``,
+2 cores shared with other engineers' benchmarks; best of 3 interleaved rounds (medians agree):
+
+=====================  ==============  ==============  ==============  ==============
+18,800 sentences        load 1.8-2.3 (14:34 UTC)        load 5.5-5.9 (14:44 UTC, final code)
+---------------------  ------------------------------  ------------------------------
+                        base -> new     ratio           base -> new     ratio
+=====================  ==============  ==============  ==============  ==============
+chat prepare            4.62 -> 3.08 s  x0.67           7.19 -> 4.97 s  x0.69
+completions prepare     3.63 -> 2.89 s  x0.80           6.03 -> 4.18 s  x0.69
+chat read               1.43 -> 1.29 s  x0.90           2.29 -> 1.95 s  x0.85
+completions read        1.26 -> 0.99 s  x0.78           1.85 -> 1.48 s  x0.80
+=====================  ==============  ==============  ==============  ==============
+
+(The first column's new code lacked the last CoNLL commit.) Both forms stage byte-identical plans
+(digests ``044eb66a…`` chat, ``e53c25e5…`` completions, 18,800 rows each, the same in every
+round and checkout). ``read`` is the data read that scoring repeats; the first child's ``chat
+read`` also pays first-use imports.
+
+Where it came from (one process, same data; ``cProfile`` overstates Python-level steps, so these
+are unprofiled timings of the piece alone):
+
+- rendering, 5-shot NCBI chat prompt: 90 -> 51 us (x0.57). The bounded sandbox's ``getattr``
+  answers a plain ``dict``'s key and a loop's counters itself (the sandbox first raised and caught
+  an ``AttributeError`` for every ``shot.inputs.text``) and calls a template's own macro without
+  the width/size and ``is_safe_callable`` checks that cannot apply to it; every bound still holds
+  and the clock is still read on every hook (``tests/test_template_lookup.py`` renders every
+  shipped template in every form under both, and odd names under three ``Undefined`` kinds);
+- span NER gold (``span_ner.read``): 0.30 -> 0.18-0.22 s for 18,800 sentences: a sentence's tags
+  checked and decoded as one string of one character per tag (``evalpipe/data/iob2_codes.py``),
+  tuples of plain strings no longer copied;
+- the CoNLL reader: 0.56 -> 0.49 s (x0.88 at load 6): no tag check for ``O``, the
+  ``-DOCSTART-`` test only when the token holds it. A reader by regular expressions over whole
+  blocks was tried and was *slower* (0.46 against 0.40 s): making a million token and tag strings
+  and interning them is most of the cost either way;
+- staging (cache key + packed JSON): the key written key by key in sorted order, the prompt's
+  JSON built directly (params' JSON once per params object), the slot walk one list instead of a
+  generator per level, one encoder object.
+
+Not done: the five shots are still rendered for every sentence (about 35 us of the 51): a
+``prompt`` macro may use the shots and the example together in any way, so caching their
+rendering is not provably byte-identical for every template without a template contract change.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import os
 import statistics
@@ -35,6 +79,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,7 +121,47 @@ def child(data: Path, checkout: Path) -> None:
             digest.update(json.dumps(sorted(prepared.packer.texts.items())).encode())
             out[f"{form} digest"] = f"{digest.hexdigest()} ({prepared.size} rows, {count} read)"
             stage.close()
+    out.update(pieces(data))
     print(json.dumps(out))
+
+
+class _Counted:
+    """A stage that only counts the rows :func:`stage_all` writes."""
+
+    def write(self, plan: str, rows: Iterable[object]) -> int:
+        return sum(1 for _ in rows)
+
+
+def pieces(data: Path, n: int = 5000) -> dict[str, float]:
+    """Microseconds a prompt (best of 3 passes over the first ``n`` sentences, chat form): rendering
+    with the five shots and with none, and staging (cache key + packed JSON) of rendered prompts."""
+    from evalpipe.config import RunConfig
+    from evalpipe.pipeline.prepare import load_task
+    from evalpipe.pipeline.render import stage_all
+    from evalpipe.prompting import PromptRenderer
+    from evalpipe.records import GenerationParams
+    from evalpipe.tasks.registry import get_task
+
+    spec = get_task("ncbi_disease")
+    config = RunConfig(tasks=("ncbi_disease",), model="bench-model", data={"ncbi_disease": str(data)})
+    loaded, examples, _ = load_task(spec, config)
+    chosen = tuple(itertools.islice(iter(examples), n))
+    five = PromptRenderer(spec, tuple(loaded.shot_pool[:5]), GenerationParams(max_tokens=512))
+    none = PromptRenderer(spec, (), GenerationParams(max_tokens=512))
+    rendered = {ex.id: five.render(ex) for ex in chosen}
+
+    def best(action: Callable[[], object]) -> float:
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            action()
+            times.append(time.perf_counter() - start)
+        return min(times) / len(chosen) * 1e6
+
+    return {"render 5 shots us": best(lambda: [five.render(ex) for ex in chosen]),
+            "render 0 shots us": best(lambda: [none.render(ex) for ex in chosen]),
+            "stage us": best(lambda: stage_all(_Counted(), "p", "bench-model", chosen,  # type: ignore[arg-type]
+                                               lambda ex: rendered[ex.id]))}
 
 
 def measure(repo: Path, data: Path) -> tuple[dict[str, object], float, float]:
@@ -127,7 +212,7 @@ def report(repos: list[Path], runs: dict[Path, list[dict[str, object]]]) -> None
         best0 = min(float(f[key]) for f in runs[base])  # type: ignore[arg-type]
         for repo in repos:
             values = [float(f[key]) for f in runs[repo]]  # type: ignore[arg-type]
-            print(f"{key:22s} {str(repo):28s} best {min(values):.3f} s  median {statistics.median(values):.3f} s"
+            print(f"{key:22s} {str(repo):28s} best {min(values):.3f}  median {statistics.median(values):.3f}"
                   f"  x{min(values) / best0:.2f}")
 
 
