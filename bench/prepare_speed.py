@@ -23,48 +23,51 @@ is shared: read the ratios of one invocation).
 Findings
 ========
 
-Branch prepfast against main b0dc6b0 (``/work/wt/base``), 2026-12-03, ``--n 18800 --repeat 3``,
-2 cores shared with other engineers' benchmarks; best of 3 interleaved rounds (medians agree):
+Branch prepfast against main b0dc6b0 (``/work/wt/base``), 2026-12-03 14:46 UTC, ``--n 18800
+--repeat 3``, 2 cores shared with other engineers' benchmarks (load average 5.3-7.0 throughout);
+best of 3 interleaved rounds (medians agree within a few per cent but for one disturbed round):
 
-=====================  ==============  ==============  ==============  ==============
-18,800 sentences        load 1.8-2.3 (14:34 UTC)        load 5.5-5.9 (14:44 UTC, final code)
----------------------  ------------------------------  ------------------------------
-                        base -> new     ratio           base -> new     ratio
-=====================  ==============  ==============  ==============  ==============
-chat prepare            4.62 -> 3.08 s  x0.67           7.19 -> 4.97 s  x0.69
-completions prepare     3.63 -> 2.89 s  x0.80           6.03 -> 4.18 s  x0.69
-chat read               1.43 -> 1.29 s  x0.90           2.29 -> 1.95 s  x0.85
-completions read        1.26 -> 0.99 s  x0.78           1.85 -> 1.48 s  x0.80
-=====================  ==============  ==============  ==============  ==============
+=========================  ==========  ==========  =======
+18,800 sentences            base        prepfast    ratio
+=========================  ==========  ==========  =======
+chat: prepare, whole        6.26 s      4.55 s      x0.73
+completions: prepare        5.23 s      3.62 s      x0.69
+chat: read (scoring's too)  2.17 s      1.85 s      x0.85
+completions: read           1.76 s      1.31 s      x0.74
+render, 5 shots             100 us      61 us       x0.61
+render, no shots            22 us       17 us       x0.80
+stage (key + packed JSON)   58 us       40 us       x0.69
+=========================  ==========  ==========  =======
 
-(The first column's new code lacked the last CoNLL commit.) Both forms stage byte-identical plans
-(digests ``044eb66a…`` chat, ``e53c25e5…`` completions, 18,800 rows each, the same in every
-round and checkout). ``read`` is the data read that scoring repeats; the first child's ``chat
-read`` also pays first-use imports.
+An earlier run at load 1.8-2.3 (before the last CoNLL commit) gave the same picture: chat
+prepare 4.62 -> 3.08 s (x0.67), completions 3.63 -> 2.89 s (x0.80). Both forms stage
+byte-identical plans in every round (digests ``044eb66a…`` chat, ``e53c25e5…`` completions, 18,800
+rows each). ``read`` is the data read that scoring repeats; the first child's ``chat read`` also
+pays first-use imports.
 
-Where it came from (one process, same data; ``cProfile`` overstates Python-level steps, so these
-are unprofiled timings of the piece alone):
+Where it came from:
 
-- rendering, 5-shot NCBI chat prompt: 90 -> 51 us (x0.57). The bounded sandbox's ``getattr``
-  answers a plain ``dict``'s key and a loop's counters itself (the sandbox first raised and caught
-  an ``AttributeError`` for every ``shot.inputs.text``) and calls a template's own macro without
-  the width/size and ``is_safe_callable`` checks that cannot apply to it; every bound still holds
-  and the clock is still read on every hook (``tests/test_template_lookup.py`` renders every
-  shipped template in every form under both, and odd names under three ``Undefined`` kinds);
-- span NER gold (``span_ner.read``): 0.30 -> 0.18-0.22 s for 18,800 sentences: a sentence's tags
+- rendering: the bounded sandbox's ``getattr`` answers a plain ``dict``'s key and a loop's
+  counters itself (the sandbox first raised and caught an ``AttributeError`` for every
+  ``shot.inputs.text``) and calls a template's own macro without the width/size and
+  ``is_safe_callable`` checks that cannot apply to it. Every bound still holds and the clock is
+  still read on every hook (``tests/test_template_lookup.py``: every shipped template in every
+  form under both, and odd names under three ``Undefined`` kinds);
+- span NER gold (``span_ner.read``): 0.30 -> 0.18-0.22 s for 18,800 sentences, a sentence's tags
   checked and decoded as one string of one character per tag (``evalpipe/data/iob2_codes.py``),
   tuples of plain strings no longer copied;
-- the CoNLL reader: 0.56 -> 0.49 s (x0.88 at load 6): no tag check for ``O``, the
+- the CoNLL reader: 0.56 -> 0.49 s alone (x0.88 at load 6): no tag check for ``O``, the
   ``-DOCSTART-`` test only when the token holds it. A reader by regular expressions over whole
   blocks was tried and was *slower* (0.46 against 0.40 s): making a million token and tag strings
   and interning them is most of the cost either way;
-- staging (cache key + packed JSON): the key written key by key in sorted order, the prompt's
-  JSON built directly (params' JSON once per params object), the slot walk one list instead of a
-  generator per level, one encoder object.
+- staging: the key's JSON written key by key in sorted order, the prompt's JSON built directly
+  (params' JSON once per params object), the slot walk one list instead of a generator per level,
+  one encoder object.
 
-Not done: the five shots are still rendered for every sentence (about 35 us of the 51): a
-``prompt`` macro may use the shots and the example together in any way, so caching their
-rendering is not provably byte-identical for every template without a template contract change.
+Not done: the five shots are still rendered for every sentence (44 of the 61 us): a ``prompt``
+macro may use the shots and the example together in any way, so caching their rendering is not
+provably byte-identical for every template without a template contract change (a shots macro of
+its own). What is left of a render is Jinja's macro machinery and the clock read on each hook.
 """
 
 from __future__ import annotations
