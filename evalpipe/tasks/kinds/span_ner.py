@@ -28,13 +28,13 @@ from typing import Literal, Any
 from pydantic import Field, model_validator
 
 from evalpipe.data.file_records import Record
+from evalpipe.data.iob2_codes import gold_spans, tag_codes
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.metrics.spans import TOKEN_ACCURACY, bio_to_spans, span_score_sheet, spans_to_bio, token_accuracy, token_counts
 from evalpipe.parsers.xml_tags import char_spans_to_token_spans, parse_tagged_answer, token_offsets
 from evalpipe.records import Example, Prediction, ScoreSheet, Span
 from evalpipe.tasks.base import StructuredOutput, Scoring
 from evalpipe.tasks.kinds.base import Drafted, Kind, KindParts, register_kind
-from evalpipe.data.iob2_codes import gold_spans, tag_codes
 from evalpipe.tasks.taskfile.schema import TaskFile, Text
 
 METRICS = ("precision", "recall", "f1", "partial_f1", "accuracy")
