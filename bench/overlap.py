@@ -68,6 +68,28 @@ benchmarks): run 10.4 s -> 9.2 s (x0.89), CPU 8.3 s -> 7.4 s (x0.89), after the 
 before it 3.2 s -> 3.0 s, sending 5.0 s -> 4.7 s; run / sending x2.08 -> x1.97; peak 107 -> 110 MB.
 The small job (940 sentences, L = 1 s) at 72d2a0e, load 2.6-2.8: efficiency 0.954 (issue 28 asks >= 0.95).
 
+The CPU before the sending made cheaper (branch prepfast, 2026-12-03; its pieces side by side in
+``bench/prepare_speed.py``, Findings: prepare x0.69-0.73, the data read x0.74-0.85, a 5-shot render
+x0.61, staging x0.69, staged plans byte-identical). Whole runs, ``--jobs big --n 18800 --repeat 3
+--repo /work/wt/base --repo /work/wt/prepfast`` (main b0dc6b0 against prepfast), three invocations
+on the 2 shared cores; medians of 3 interleaved rounds, then the ratio prepfast / base:
+
+============================  ================  ================  ================
+invocation (UTC, load)         before sending    CPU of the run    after sending
+============================  ================  ================  ================
+14:35, load 2.1-9.3            6.7 -> 5.4 s      18.2 -> 16.1 s    5.7 -> 4.8 s
+                               x0.81             x0.89
+14:49, load 3.6-6.4            8.0 -> 4.2 s      17.2 -> 15.9 s    3.8 -> 4.5 s
+                               x0.53             x0.92
+14:52, load 2.6-3.7            8.9 -> 6.3 s      18.0 -> 16.1 s    5.5 -> 5.5 s
+                               x0.71             x0.90
+============================  ================  ================  ================
+
+The run's CPU falls by 1.3-2.1 s (x0.89-0.92) in every invocation (the sending, unchanged, is most
+of it); the wall-clock "before" moves with the load of the round (the first round of the first
+invocation, at load 2.1-3.4, had 6.7 -> 4.6 s, x0.69), and "after" (scoring, which reads the data
+again) is within the noise. Peak RSS 113-114 -> 112-113 MB.
+
 The overlap itself (render and score beside the sender, in a second process) is not built: the
 scoring fold (``evalpipe.scoring.fold.TaskFold``) can now take a page the moment its answers are
 stored, which is the piece it needs.

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import jinja2
+from jinja2.runtime import LoopContext, Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment, safe_range
 
 #: the longest prompt a render may produce (characters): far above any task (a LongHealth prompt
@@ -230,6 +231,8 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 
     def call(__self, __context: jinja2.runtime.Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
         _tick()
+        if type(__obj) is Macro:  # a template's own macro: no bound to check, and always safely callable
+            return __context.call(__obj, *args, **kwargs)
         owner = getattr(__obj, "__self__", None)
         if isinstance(owner, str):
             name = getattr(__obj, "__name__", "")
@@ -243,7 +246,21 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         return super().call(__context, __obj, *args, **kwargs)
 
     def getattr(self, obj: Any, attribute: str) -> Any:
+        """The sandbox's lookup, two cases answered directly (issue 28: lookups were ~40 % of a render).
+
+        ``shot.inputs.text`` on a plain ``dict`` first costs the sandbox a raised and caught
+        ``AttributeError`` before it looks the key up: for an exact ``dict`` and a name that is not
+        one of its attributes ``getattr`` always raises, so the answer is the key's value or the
+        undefined value the sandbox would give. ``loop.last`` and the other counters of an exact
+        ``LoopContext`` are ints and bools: the sandbox's checks (no underscore, not internal, not
+        a mutating method, not ``str.format``) all pass, so the value is what it would return.
+        Every other object and name takes the sandbox's own path; the clock is checked either way."""
         _tick()
+        if type(attribute) is str:
+            if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+                return obj[attribute] if attribute in obj else self.undefined(obj=obj, name=attribute)
+            if type(obj) is LoopContext and attribute in _LOOP_NUMBERS:
+                return getattr(obj, attribute)
         return super().getattr(obj, attribute)
 
     def getitem(self, obj: Any, argument: Any) -> Any:
@@ -255,6 +272,13 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         if isinstance(owner, str) and getattr(value, "__name__", "") in ("format", "format_map"):
             _check_format(owner, "{}")
         return super().wrap_str_format(value)
+
+
+#: every attribute a plain dict has (its methods and ``object``'s): any other name is a key lookup
+_DICT_ATTRIBUTES = frozenset(dir(dict))
+#: a loop's counters and flags: public, ints and bools, never a mutating or internal attribute
+_LOOP_NUMBERS = frozenset({"index", "index0", "revindex", "revindex0", "first", "last", "length",
+                           "depth", "depth0"})
 
 
 def _is_int(value: Any) -> bool:

@@ -45,3 +45,48 @@ def test_a_pinned_key():
     prompt = Prompt(params=GenerationParams(max_tokens=5, seed=1, stop=("x",)), messages=(Message("user", "hi"),))
     for _ in range(2):  # the second time from the reused params JSON
         assert cache_key("m", prompt) == "ad71beaaade6d99cca1760d53aa382830cc6d5b749b8c6391b48b4cf20b42255"
+
+
+class Odd(str):
+    """A str that is not a plain str: the direct form leaves it to the payload path."""
+
+
+def test_the_direct_form_gives_the_reference_key_for_any_text():
+    """Keys written out key by key (sorted order, the params' text reused) against the payload
+    serialised whole: quotes, escapes, control characters, non-ASCII, lone surrogates, choices,
+    completion texts, several messages, str subclasses."""
+    import random
+
+    rng = random.Random(5)
+    alphabet = ['"', "\\", "\n", "\t", "\x00", "\x1f", "\x7f", "é", "中", "\u2028", "\ud800", "\U0001f600", "a", " ", "/"]
+
+    def text() -> str:
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+
+    params = [GenerationParams(max_tokens=5), GenerationParams(max_tokens=7, temperature=0.7, top_p=0.9, seed=2,
+                                                               stop=("</s>", "\n\n", text())),
+              GenerationParams(max_tokens=3, reasoning_effort="high", response_format='{"type":"json_object"}')]
+    for _ in range(400):
+        p = rng.choice(params)
+        shape = rng.randrange(4)
+        if shape == 0:
+            prompt = Prompt(params=p, text=text())
+        elif shape == 1:
+            prompt = Prompt(params=p, text=text(), choices=tuple(text() for _ in range(rng.randint(1, 3))))
+        elif shape == 2:
+            prompt = Prompt(params=p, messages=tuple(Message(rng.choice(["system", "user", "assistant"]), text())
+                                                     for _ in range(rng.randint(1, 4))))
+        else:
+            prompt = Prompt(params=p, messages=(Message("user", Odd(text())),), )
+        model = rng.choice(["m", "bench-model", text(), Odd("m")])
+        assert cache_key(model, prompt) == reference_key(model, prompt)
+
+
+def test_plain_prompts_take_the_direct_form():
+    from evalpipe.store import keys
+
+    params = GenerationParams(max_tokens=5)
+    for prompt in (Prompt(params=params, text="t"), Prompt(params=params, text="t", choices=("a",)),
+                   Prompt(params=params, messages=(Message("system", "s"), Message("user", "u")))):
+        assert keys._direct_blob("m", prompt) is not None
+    assert keys._direct_blob(Odd("m"), Prompt(params=params, text="t")) is None

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalpipe.data.errors import DataError
-from evalpipe.data.file_records import iter_lines
+from evalpipe.data.file_records import text_blocks
 
 
 @dataclass(frozen=True)
@@ -49,39 +49,49 @@ def _check_tag(path: Path, line_no: int, tag: str, previous: str, types: Collect
 DOCSTART = "-DOCSTART-"
 
 
-def _sentences(path: Path, types: Collection[str] | None) -> Iterator[TaggedSentence]:
+def _sentences(path: Path, types: Collection[str] | None,
+               block_bytes: int | None = None) -> Iterator[TaggedSentence]:
+    """The file's sentences, line by line (a block of :func:`text_blocks` at a time). The common
+    line is cheap (issue 28: this runs for every token, again when a streamed task is scored): an
+    ``O`` tag needs no check (:func:`_check_tag` accepts it after anything), and a token can only be
+    a document separator if it holds ``-DOCSTART-`` at all."""
     tokens: list[str] = []
     tags: list[str] = []
     start = 0
-    # iter_lines names the line of a byte that is not UTF-8 (a bare codec error names neither)
-    for line_no, raw in iter_lines(path):
-        line = raw.rstrip("\r")
-        if not line.strip():
-            if tokens:
-                yield TaggedSentence(tuple(tokens), tuple(tags), start)
-                tokens, tags = [], []
-            continue
-        columns = line.split("\t")
-        if columns[0].split(" ")[0].strip() == DOCSTART:  # a document separator, not a sentence
-            if tokens:
-                yield TaggedSentence(tuple(tokens), tuple(tags), start)
-                tokens, tags = [], []
-            continue
-        if len(columns) != 2:
-            raise DataError(
-                path, line_no, "columns",
-                f"found {len(columns)} tab-separated column(s), expected 2 (token<TAB>tag)",
-            )
-        token, tag = columns
-        if not token.strip():
-            raise DataError(path, line_no, "token", "empty token")
-        _check_tag(path, line_no, tag, tags[-1] if tags else "O", types)
-        if not tokens:
-            start = line_no
-        # interned: a corpus repeats a small vocabulary and a handful of tags (47,000 sentences hold
-        # ~1.2 million token strings but ~30,000 distinct ones)
-        tokens.append(sys.intern(token))
-        tags.append(sys.intern(tag))
+    # text_blocks names the line of a byte that is not UTF-8 (a bare codec error names neither)
+    for first, text in text_blocks(path, block_bytes=block_bytes):
+        lines = text.split("\n")
+        if text.endswith("\n"):
+            lines.pop()
+        for line_no, raw in enumerate(lines, start=first):
+            line = raw.rstrip("\r")
+            if not line.strip():
+                if tokens:
+                    yield TaggedSentence(tuple(tokens), tuple(tags), start)
+                    tokens, tags = [], []
+                continue
+            columns = line.split("\t")
+            if DOCSTART in columns[0] and columns[0].split(" ")[0].strip() == DOCSTART:  # a document separator
+                if tokens:
+                    yield TaggedSentence(tuple(tokens), tuple(tags), start)
+                    tokens, tags = [], []
+                continue
+            if len(columns) != 2:
+                raise DataError(
+                    path, line_no, "columns",
+                    f"found {len(columns)} tab-separated column(s), expected 2 (token<TAB>tag)",
+                )
+            token, tag = columns
+            if not token.strip():
+                raise DataError(path, line_no, "token", "empty token")
+            if tag != "O":
+                _check_tag(path, line_no, tag, tags[-1] if tags else "O", types)
+            if not tokens:
+                start = line_no
+            # interned: a corpus repeats a small vocabulary and a handful of tags (47,000 sentences hold
+            # ~1.2 million token strings but ~30,000 distinct ones)
+            tokens.append(sys.intern(token))
+            tags.append(sys.intern(tag))
     if tokens:
         yield TaggedSentence(tuple(tokens), tuple(tags), start)
 

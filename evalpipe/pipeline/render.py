@@ -13,7 +13,7 @@ import functools
 import itertools
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from evalpipe.pipeline.prepared import PreparedTask
 from evalpipe.pipeline.render_beside import rendered
 from evalpipe.pipeline.stage import DuplicateSample, PlanStage, info_json
 from evalpipe.prompting import DEFAULT_VARIANT, PromptOptions, PromptRenderer, variant_templates
-from evalpipe.records import Example, GenerationParams, Prompt, to_jsonable
+from evalpipe.records import Example, GenerationParams, Message, Prompt, to_jsonable
 from evalpipe.store.keys import cache_key
 from evalpipe.store.prompt_pack import LEARN, Packer
 from evalpipe.structured import structured_format
@@ -92,12 +92,13 @@ def stage_all(stage: PlanStage, plan: str, model: str, examples: Examples,
     text they share is learnt from them) and stage its cache key and packed form as plan ``plan``;
     the number of samples and the packer (its shared texts)."""
     packer = Packer()
-    packer.learn(to_jsonable(make_prompt(ex)) for ex in itertools.islice(iter(examples), LEARN))
+    as_json = _PromptJson()
+    packer.learn(as_json(make_prompt(ex)) for ex in itertools.islice(iter(examples), LEARN))
     unbudgeted = info_json(0)
 
     def row(example: Example) -> tuple[str, str]:
         prompt = make_prompt(example)
-        return cache_key(model, prompt), dumps_packed(packer.pack(to_jsonable(prompt)))
+        return cache_key(model, prompt), dumps_packed(packer.pack(as_json(prompt)))
 
     def rows() -> Iterator[tuple[str, str, str, str]]:
         # a large plan is rendered in two processes (evalpipe.pipeline.render_beside): the same rows
@@ -110,8 +111,48 @@ def stage_all(stage: PlanStage, plan: str, model: str, examples: Examples,
         raise RunError(f"task {plan}: {exc}; sample ids must be unique") from None
 
 
+#: what ``json.dumps(packed, ensure_ascii=False)`` builds for each call, built once
+_DUMPS_PACKED = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def dumps_packed(packed: Any) -> str:
-    return json.dumps(packed, ensure_ascii=False)
+    return _DUMPS_PACKED(packed)
+
+
+#: the prompt's JSON is built directly only while a Prompt and a Message have these fields
+_DIRECT_FIELDS = (tuple(f.name for f in fields(Prompt)) == ("params", "messages", "text", "choices")
+                  and tuple(f.name for f in fields(Message)) == ("role", "content"))
+
+
+class _PromptJson:
+    """:func:`~evalpipe.records.to_jsonable` of a plan's prompts, built directly (issue 28): the
+    fields in their order, ``choices`` only when set, and the params' JSON worked out once per
+    params object (a plan's prompts share one; matched by identity, as equal params may differ in
+    JSON). The params dict is shared by the prompts' JSON, which is only packed and serialised.
+    A prompt holding anything but plain strings gets :func:`to_jsonable` itself."""
+
+    def __init__(self) -> None:
+        self._params: tuple[GenerationParams, Any] | None = None
+
+    def __call__(self, prompt: Prompt) -> Any:
+        messages, text, choices = prompt.messages, prompt.text, prompt.choices
+        if not _DIRECT_FIELDS or not (text is None or type(text) is str):
+            return to_jsonable(prompt)
+        if messages is None:
+            listed = None
+        elif type(messages) is tuple and all(type(m) is Message and type(m.role) is str and type(m.content) is str
+                                             for m in messages):
+            listed = [{"role": m.role, "content": m.content} for m in messages]
+        else:
+            return to_jsonable(prompt)
+        if self._params is None or self._params[0] is not prompt.params:
+            self._params = (prompt.params, to_jsonable(prompt.params))
+        built = {"params": self._params[1], "messages": listed, "text": text}
+        if choices is not None:
+            if type(choices) is not tuple or not all(type(c) is str for c in choices):
+                return to_jsonable(prompt)
+            built["choices"] = list(choices)
+        return built
 
 
 def _with_choices(render: Callable[[Example], Prompt], params: GenerationParams,

@@ -72,17 +72,30 @@ def _common_suffix(a: str, b: str) -> int:
     return low
 
 
-def _slots(obj: Any, path: Path = ()) -> Iterable[tuple[Path, str]]:
-    """Every string of a prompt's JSON with its path (only long strings are worth packing)."""
+#: leaves of a prompt's JSON that hold no string (answered before the ``Mapping`` check, an ABC's)
+_NUMBERS = frozenset({int, float, bool, type(None)})
+
+
+def _slots(obj: Any, path: Path = ()) -> list[tuple[Path, str]]:
+    """Every string of a prompt's JSON with its path, in document order (only long strings are
+    worth packing). Collected into one list: a generator per level was most of packing's cost."""
+    found: list[tuple[Path, str]] = []
+    _collect(obj, path, found)
+    return found
+
+
+def _collect(obj: Any, path: Path, found: list[tuple[Path, str]]) -> None:
+    if type(obj) in _NUMBERS:
+        return
     if isinstance(obj, str):
         if len(obj) >= MIN_SHARED:
-            yield path, obj
-    elif isinstance(obj, Mapping):
+            found.append((path, obj))
+    elif type(obj) is dict or isinstance(obj, Mapping):
         for key, value in obj.items():
-            yield from _slots(value, (*path, key))
+            _collect(value, (*path, key), found)
     elif isinstance(obj, list):
         for index, value in enumerate(obj):
-            yield from _slots(value, (*path, index))
+            _collect(value, (*path, index), found)
 
 
 def _replace(obj: Any, path: Path, value: Any) -> Any:
@@ -90,7 +103,7 @@ def _replace(obj: Any, path: Path, value: Any) -> Any:
     if not path:
         return value
     head, rest = path[0], path[1:]
-    if isinstance(obj, Mapping):
+    if type(obj) is dict or isinstance(obj, Mapping):
         return {k: (_replace(v, rest, value) if k == head else v) for k, v in obj.items()}
     return [(_replace(v, rest, value) if i == head else v) for i, v in enumerate(obj)]
 
@@ -136,7 +149,7 @@ class Packer:
     def pack(self, prompt: Mapping[str, Any]) -> Any:
         """The prompt's JSON with each slot that holds a shared text as ``{"$pieces": [...]}``."""
         packed: Any = prompt
-        for path, text in list(_slots(prompt)):
+        for path, text in _slots(prompt):
             prefix, suffix = self._shared.get(path, ("", ""))
             if prefix and not text.startswith(prefix):
                 prefix = ""

@@ -28,6 +28,7 @@ from typing import Literal, Any
 from pydantic import Field, model_validator
 
 from evalpipe.data.file_records import Record
+from evalpipe.data.iob2_codes import gold_spans, tag_codes
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.metrics.spans import TOKEN_ACCURACY, bio_to_spans, span_score_sheet, spans_to_bio, token_accuracy, token_counts
 from evalpipe.parsers.xml_tags import char_spans_to_token_spans, parse_tagged_answer, token_offsets
@@ -66,26 +67,43 @@ def _tag_field(task: SpanNerTask) -> str:
 
 
 def read(task: SpanNerTask, records: Sequence[Record]) -> list[Drafted]:
+    """Each record's tokens and checked tags; a sentence's tags are checked and decoded at once
+    (:mod:`~evalpipe.data.iob2_codes`) unless that declines, then tag by tag."""
     types = set(task.entities.values())
+    codes = tag_codes(types)
     out = []
     for record in records:
         tokens = record.get(task.tokens_field, (list, tuple))
         tags = record.get(_tag_field(task), (list, tuple))
         if len(tokens) != len(tags) or not tokens:
             raise record.error(_tag_field(task), f"{len(tags)} tags for {len(tokens)} tokens")
-        previous = "O"
-        for i, tag in enumerate(tags):
-            prefix, _, kind = str(tag).partition("-")
-            if tag != "O" and (prefix not in ("B", "I") or kind not in types):
-                raise record.error(f"{_tag_field(task)}[{i}]", f"{tag!r} is not O, B-<type> or I-<type> with a type "
-                                   f"of entities ({', '.join(sorted(types))})")
-            if prefix == "I" and previous not in (f"B-{kind}", f"I-{kind}"):
-                raise record.error(f"{_tag_field(task)}[{i}]", f"{tag!r} follows {previous!r}: bad BIO sequence")
-            previous = str(tag)
-        tokens, tags = tuple(map(str, tokens)), tuple(map(str, tags))
-        out.append(Drafted(gold=NerGold(tags=tags, spans=bio_to_spans(tags)),
+        spans = gold_spans(codes, tags) if codes is not None else None
+        if spans is None:
+            _check_tags(task, record, tags, types)
+        tokens, tags = _strings(tokens), _strings(tags)
+        out.append(Drafted(gold=NerGold(tags=tags, spans=bio_to_spans(tags) if spans is None else spans),
                            inputs={"text": " ".join(tokens), "tokens": tokens}))
     return out
+
+
+def _strings(values: Sequence[Any]) -> tuple[str, ...]:
+    """``tuple(map(str, values))``: a tuple of plain strings (what a CoNLL file gives) is that already."""
+    if type(values) is tuple and set(map(type, values)) == {str}:
+        return values
+    return tuple(map(str, values))
+
+
+def _check_tags(task: SpanNerTask, record: Record, tags: Sequence[Any], types: set[str]) -> None:
+    """The rules tag by tag: the first tag that breaks one is the error."""
+    previous = "O"
+    for i, tag in enumerate(tags):
+        prefix, _, kind = str(tag).partition("-")
+        if tag != "O" and (prefix not in ("B", "I") or kind not in types):
+            raise record.error(f"{_tag_field(task)}[{i}]", f"{tag!r} is not O, B-<type> or I-<type> with a type "
+                               f"of entities ({', '.join(sorted(types))})")
+        if prefix == "I" and previous not in (f"B-{kind}", f"I-{kind}"):
+            raise record.error(f"{_tag_field(task)}[{i}]", f"{tag!r} follows {previous!r}: bad BIO sequence")
+        previous = str(tag)
 
 
 def tagged_answer(example: Example, tag_of: Mapping[str, str]) -> str:
