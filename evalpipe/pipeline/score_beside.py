@@ -19,6 +19,13 @@ folder, so neither side ever blocks on a full pipe. Parent → child, once the s
 failure's, or was never answered). Child → parent: ``("done", path)`` with the states, or
 ``("error", path)`` with the traceback of what the child raised.
 
+**Same priority as the sender.** Measured (``bench/overlap.py``, 94,000 sentences, the server on the
+same 2 cores, a quiet machine): a child at niceness 10 folded only what CPU the sending left and
+lagged, so 8.9 s of folding waited after the sending (run / sending ×1.82); at the run's own
+priority the sending took longer (25.4 → 33.5 s) but 1.9 s was left after it (×1.43), for the same
+whole run (46.2 s and 47.9 s, one round each). The work is the same either way; done during the
+sending, it leaves no core idle at the end.
+
 **When the child is used.** There is something to send (a resumed run whose answers are all
 stored is scored at once), at least :data:`MIN_PENDING` prompts (a fork and a pipe cost more than
 a small run's scoring), a samplewise task (a corpus scoring holds every sample until the end
@@ -59,9 +66,6 @@ from evalpipe.tasks.base import Examples, TaskSpec
 ENV = "EVALPIPE_SCORE_BESIDE"
 #: fewer prompts to send than this: scored after the sending (forking is not worth it)
 MIN_PENDING = 4096
-#: the child's niceness over the run's: where the cores are all busy (the sender, a local server), the
-#: sending goes first and the child folds in what CPU is left (see docs/architecture.md)
-NICENESS = 10
 #: the child's wait between looks at a page's missing answers: doubled while none arrive, up to the max
 POLL_FIRST_S, POLL_MAX_S = 0.05, 1.0
 
@@ -196,8 +200,6 @@ class _Arrivals:
 def _child(conn: Connection, jobs: tuple[BesideJob, ...], store_path: Path, folder: Path) -> None:
     """The forked process: fold every job's pages as their answers arrive; report the states."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle: it stops this child
-    with contextlib.suppress(OSError):  # the sender first: the child takes what CPU the sending leaves
-        os.nice(NICENESS)
     try:
         arrivals = _Arrivals(conn)
         states: dict[int, FoldState] = {}
