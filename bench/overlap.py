@@ -110,8 +110,8 @@ The whole run x0.68-0.70 of this morning's; before the sending 19.5 -> 12 s (ren
 processes, the cheaper prepare); after it 17.6 -> 1.9 s once the scoring child runs at the
 sender's priority (niced, it folded only what CPU the sending and the server left, and 8.9 s of it
 waited until the end; the wall is the same within one round's noise, but nothing is left for
-after). The sending itself got cheaper (25.4 s against 31.2 s with nothing beside it); beside a
-child at full priority it stretches to 33.5 s, the server and both processes sharing 2 cores. Peak
+after). The sending itself got cheaper (25.4 s with the niced child beside it, against 31.2 s); beside
+a child at full priority it stretches to 33.5 s, the server and both processes sharing 2 cores. Peak
 RSS is per process (the children are forked: the largest is reported). Issue 28's x1.3 is not
 reached on 2 cores with the server on them: what remains before the sending is the interpreter
 and imports (~1 s), the first 4,096 prompts rendered alone, the rest in two processes, the plan's

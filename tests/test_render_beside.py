@@ -149,3 +149,13 @@ def test_auto_forks_only_with_an_idle_core(monkeypatch):
 def test_idle_cores_reads_the_machine():
     idle = forking.idle_cores(0.02)
     assert 0.0 <= idle <= (os.cpu_count() or 1) + 0.01
+
+
+def test_no_fork_to_be_had_renders_alone(monkeypatch):
+    def refused(*args, **kw):
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(render_beside._Helper, "start", refused)
+    rows, texts, seen = render_all(500)
+    monkeypatch.setenv(render_beside.ENV, "0")
+    assert (rows, texts, seen) == render_all(500)

@@ -190,3 +190,14 @@ def test_the_child_waits_for_each_answer_until_the_sending_is_over(tmp_path, mon
     assert {k: v.text for k, v in page.items()} == {"a": "A", "b": "B", "c": None}
     assert page["c"].error == "refused" and "d" not in page  # d: never answered, never failed
     store.close()
+
+
+def test_no_fork_to_be_had_scores_after_the_sending(tmp_path, big_data, monkeypatch):
+    def refused(*args, **kw):
+        raise OSError(11, "Resource temporarily unavailable")
+
+    after = run(tmp_path, big_data, "0", monkeypatch, "after", limit=1_500)
+    monkeypatch.setattr(score_beside.ScoringBeside, "start", refused)
+    outcome = run(tmp_path, big_data, "1", monkeypatch, "refused", limit=1_500)
+    assert outcome.tasks[0].metrics == after.tasks[0].metrics
+    assert "scoring" not in json.loads((outcome.run_dir.path / "summary.json").read_text())["run"]

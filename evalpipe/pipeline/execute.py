@@ -22,6 +22,7 @@ Memory is flat in the number of samples: no stage holds a sample from one stage 
 from __future__ import annotations
 
 import contextlib
+import logging
 import functools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -70,6 +71,9 @@ from evalpipe.store.answers import ResponseStore
 from evalpipe.task_identity import definitions_tag
 from evalpipe.tasks.base import TaskSpec
 from evalpipe.variants.robustness import ConditionOutcome, combine_tasks
+
+
+log = logging.getLogger(__name__)
 
 
 def run_dir_for(config: RunConfig, results_root: Path, specs: Sequence[TaskSpec] = ()) -> RunDir:
@@ -293,7 +297,13 @@ def _start_beside(config: RunConfig, run: RunDir, prepared: Sequence[PreparedTas
     jobs = [BesideJob(i, p.spec, p.plan_name, p.examples, config.compat, options, answer_prefix(p.spec, config),
                       p.stage.folder)
             for i, p in enumerate(prepared) if p.size and p.spec.scoring(config.compat).samplewise]
-    return ScoringBeside.start(jobs, run.store_path, prepared[0].stage.folder) if jobs else None
+    if not jobs:
+        return None
+    try:
+        return ScoringBeside.start(jobs, run.store_path, prepared[0].stage.folder)
+    except OSError as exc:  # no fork to be had (a process limit, memory): scored after the sending
+        log.info("no scoring beside the sending: %s", exc)
+        return None
 
 
 def _beside_states(beside: ScoringBeside, failures: Mapping[str, Completion], notes: list[str]) -> dict[int, FoldState]:

@@ -67,27 +67,32 @@ def rendered(examples: Iterable[Example], render: RenderRow, texts: MutableMappi
     """Every example with its rendered row, in order; ``texts`` (the packer's shared texts, which
     ``render`` may add to) gets the child's additions too. ``watch`` sees each example first."""
     reading = iter(examples)
-    for example in itertools.islice(reading, START):
-        if watch is not None:
-            watch(example)
-        yield (example, *render(example))
+    yield from _alone(itertools.islice(reading, START), render, watch)
     following = next(reading, None)
     if following is None:  # a small plan: rendered alone
         return
     reading = itertools.chain((following,), reading)
     # a fork only for examples that can be read again (a stream re-opens its file; an iterator read in
     # the child would move the run's own reading)
-    if iter(examples) is examples or not fork_wanted(ENV, 1, 0, idle_needed=IDLE_NEEDED):
-        for example in reading:
-            if watch is not None:
-                watch(example)
-            yield (example, *render(example))
+    helper = None
+    if iter(examples) is not examples and fork_wanted(ENV, 1, 0, idle_needed=IDLE_NEEDED):
+        with contextlib.suppress(OSError):  # no fork to be had (a process limit, memory): rendered alone
+            helper = _Helper.start(examples, render, texts)
+    if helper is None:
+        yield from _alone(reading, render, watch)
         return
-    helper = _Helper.start(examples, render, texts)
     try:
         yield from helper.run(reading, watch)
     finally:
         helper.stop()
+
+
+def _alone(examples: Iterable[Example], render: RenderRow,
+           watch: Callable[[Example], None] | None) -> Iterator[Rendered]:
+    for example in examples:
+        if watch is not None:
+            watch(example)
+        yield (example, *render(example))
 
 
 @dataclass
