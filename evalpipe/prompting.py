@@ -32,7 +32,7 @@ from typing import Any, Literal
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from evalpipe.template_limits import BoundedSandbox, TemplateLimit, check_size, render_budget
+from evalpipe.template_limits import BoundedSandbox, MacroMemo, TemplateLimit, check_size, render_budget
 
 from evalpipe.records import Example, GenerationParams, Message, Prompt
 from evalpipe.tasks.base import TaskSpec
@@ -238,6 +238,8 @@ class PromptRenderer:
         if not hasattr(self._module, needed):
             raise TemplateError(f"{path}: the template has no `{needed}` macro, needed for the {options.endpoint} form")
         self._shots: list[dict[str, Any]] = [{"inputs": dict(s.inputs), "target": spec.shot_target(s)} for s in shots]
+        # the shots' macros rendered once, not for every example (evalpipe.template_limits.MacroMemo)
+        self._memo = MacroMemo([self._shots])
         # what is the same for every example, rendered once: the system text, the shot turns, and
         # the completion form's parameters (the task's stop sequences unless the user gave some)
         self._turn = "turn" if hasattr(self._module, "turn") else None
@@ -256,7 +258,7 @@ class PromptRenderer:
         line naming the template, the macro and the example)."""
         which = f"example {example_id}: " if example_id is not None else ""
         try:
-            with render_budget():
+            with render_budget(self._memo):
                 return check_size(str(getattr(self._module, macro)(*args)))
         except TemplateLimit as exc:
             line = self._template_line(exc)
