@@ -117,6 +117,11 @@ reached on 2 cores with the server on them: what remains before the sending is t
 and imports (~1 s), the first 4,096 prompts rendered alone, the rest in two processes, the plan's
 copy into the store and the queue (~2 s). The small job (940 sentences, L = 1 s, ``--repeat 2``,
 load 0.4): efficiency 0.969 -> 0.967 (>= 0.95 holds; it never forks: under 4,096 prompts).
+
+Then the shots rendered once per renderer (``template_limits.MacroMemo``), main fd56b53 against
+b0dc6b0, one more round on the quiet machine (load 0.6 -> 1.55): run 64.7 -> 43.0 s (x0.66), sending
+29.5 -> 30.1 s, before 18.8 -> 10.8 s, after 16.4 -> 2.1 s, run / sending x2.19 -> x1.43, peak 126 ->
+114 MB, CPU 64.3 -> 55.5 s (x0.86).
 """
 
 from __future__ import annotations
