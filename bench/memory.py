@@ -182,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated, from {', '.join(STEPS)}")
     parser.add_argument("--repeat", type=int, default=1, help="interleaved rounds over the Ns (medians)")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="work in this folder and keep it (the runs and reports, to diff or profile them)")
     parser.add_argument("--repo", type=Path, action="append",
                         help="an evalpipe checkout to measure, with its .venv (repeatable; default: this one)")
     args = parser.parse_args(argv)
@@ -198,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
           f"C={args.concurrency}, server in a subprocess", flush=True)
     measured: list[Measured] = []
     with tempfile.TemporaryDirectory(prefix="memory-bench-") as tmp:
-        work = Path(tmp)
+        work = Path(tmp) if args.keep is None else args.keep.resolve()
+        work.mkdir(parents=True, exist_ok=True)
         data = {n: work / f"ncbi-{n}.tsv" for n in ns}
         for n, path in data.items():
             write_unique_sentences(path, n, REPO / "data" / "ncbi_disease" / "test.tsv")

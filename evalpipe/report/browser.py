@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from html import escape
 from importlib.resources import files
 from typing import Any, Literal, NotRequired, TypedDict
@@ -37,6 +38,7 @@ __all__ = [
     "FRAGMENT_KEYS",
     "PAGE_SIZE",
     "RunResult",
+    "SplicedSample",
     "iter_sample_browser",
     "json_for_script",
     "render_sample_browser",
@@ -238,6 +240,46 @@ def samples_fragment(*, task: str | None = None, run: str | None = None, compare
 #: samples serialised per piece of the streamed page (:func:`iter_sample_browser`)
 BATCH = 500
 
+
+@dataclass(frozen=True)
+class SplicedSample:
+    """A sample of the browser's data whose ``input`` is already its JSON text (as
+    :func:`json_for_script` writes it): made once, while the run's records were read, it is put
+    into the page as it is instead of being decoded and encoded again
+    (:mod:`evalpipe.report.browser_spool`). ``sample`` holds the other fields, in the order the
+    page writes them, ``input`` going after ``id``."""
+
+    sample: Mapping[str, Any]
+    input_json: str
+
+    def text(self) -> str:
+        """:func:`json_for_script` of :meth:`as_dict`: JSON with these separators is the concatenation
+        of its members' texts, and the escapes replace single characters, so each piece is escaped alone."""
+        rest = {k: v for k, v in self.sample.items() if k not in ("task", "id")}
+        head = "".join(f"{json_for_script(k)}:{json_for_script(self.sample[k])}," for k in ("task", "id")
+                       if k in self.sample)
+        tail = json_for_script(rest)
+        return "{" + head + '"input":' + self.input_json + ("," + tail[1:] if rest else "}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The sample as a dict, ``input`` decoded, in the page's order of fields."""
+        out: dict[str, Any] = {k: self.sample[k] for k in ("task", "id") if k in self.sample}
+        out["input"] = json.loads(self.input_json)
+        out.update((k, v) for k, v in self.sample.items() if k not in ("task", "id"))
+        return out
+
+
+def _batch_text(batch: Sequence[Any]) -> str:
+    """The members of :func:`json_for_script` of ``batch`` (a list), without its brackets."""
+    if not any(isinstance(s, SplicedSample) for s in batch):
+        return json_for_script(batch)[1:-1]
+    return ",".join(s.text() if isinstance(s, SplicedSample) else json_for_script(s) for s in batch)
+
+
+def _checked(batch: Sequence[Any]) -> list[Any]:
+    """What :func:`_validate_samples` checks of each sample (a spliced sample's input is a JSON object's text)."""
+    return [s.sample if isinstance(s, SplicedSample) else s for s in batch]
+
 def _json_pieces(data: Mapping[str, Any], samples: Iterable[Any], count: int) -> Iterator[str]:
     """The text :func:`json_for_script` makes of ``{**data, "samples": [*samples]}`` (``samples`` in
     ``data``'s place when it has the key, else last), in pieces of :data:`BATCH` samples, each
@@ -258,13 +300,13 @@ def _json_pieces(data: Mapping[str, Any], samples: Iterable[Any], count: int) ->
         for sample in samples:
             batch.append(sample)
             if len(batch) == BATCH:
-                _validate_samples(batch, known_runs, known_tasks, written)
-                yield ("," if written else "") + json_for_script(batch)[1:-1]
+                _validate_samples(_checked(batch), known_runs, known_tasks, written)
+                yield ("," if written else "") + _batch_text(batch)
                 written += len(batch)
                 batch = []
         if batch:
-            _validate_samples(batch, known_runs, known_tasks, written)
-            yield ("," if written else "") + json_for_script(batch)[1:-1]
+            _validate_samples(_checked(batch), known_runs, known_tasks, written)
+            yield ("," if written else "") + _batch_text(batch)
             written += len(batch)
         if written != count:
             raise ValueError(f"sample browser data: {written} samples, announced {count}")
