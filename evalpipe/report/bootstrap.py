@@ -188,12 +188,20 @@ def resample_blocks(n: int, resamples: int, seed: int, stream: str = "") -> Iter
 
 
 def resample_counts(idx: np.ndarray, n: int) -> np.ndarray:
-    """``counts[b, i]`` = how often position ``i`` occurs in row ``b`` of ``idx``."""
+    """``counts[b, i]`` = how often position ``i`` occurs in row ``b`` of ``idx`` (as floats, for the
+    matrix product with the parts).
+
+    Counted row by row, each row's counts written straight into the float matrix: one row's counts
+    (``n`` of them) stay in the processor's cache where a block's (``rows × n``, counted as one long
+    vector with offset positions) did not — half the time at 94,000 samples (issue 28), and none of
+    the block-sized integer temporaries. The counts are the same integers either way."""
     rows = idx.shape[0]
+    counts = np.zeros((rows, n))
     if n == 0:
-        return np.zeros((rows, 0))
-    offsets = (np.arange(rows, dtype=np.int64) * n)[:, None]
-    return np.bincount((idx + offsets).ravel(), minlength=rows * n).reshape(rows, n).astype(float)
+        return counts
+    for b in range(rows):
+        counts[b] = np.bincount(idx[b], minlength=n)
+    return counts
 
 
 def percentile_interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float] | None:
@@ -243,6 +251,8 @@ def replicate_each(tasks: Sequence[ResampleTask], idx: np.ndarray | Iterable[np.
             counts = resample_counts(block, task.n)
             for metric, values in task.values(counts).items():
                 found.setdefault(metric, []).append(values)
+            del counts  # before the next task's: one block of counts at a time
+        del block  # before the next is drawn: one block of draws at a time (at 94,000 samples 16 MB each)
     seconds = (time.perf_counter() - start) / max(len(tasks), 1)
     return [_replicates(task, found, seconds) for task, found in zip(tasks, chunks)]
 

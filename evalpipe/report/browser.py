@@ -197,15 +197,26 @@ def json_for_script(data: Any) -> str:
     undefined score. Kept fast for 20 000 samples: the data is walked to replace NaN only when
     the C encoder refuses it, and the escapes are whole-string replacements.
     """
-    dump: dict[str, Any] = {"ensure_ascii": False, "separators": (",", ":"), "allow_nan": False, "default": _jsonable}
     try:
-        text = json.dumps(data, **dump)
+        text = _ENCODE(data)
     except ValueError:  # a NaN or infinity somewhere
-        text = json.dumps(_finite(data), **dump)
-    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
-                          ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
-        text = text.replace(char, escaped)
+        text = _ENCODE(_finite(data))
+    return _escaped(text)
+
+
+def _escaped(text: str) -> str:
+    """JSON text with ``<``, ``>``, ``&``, U+2028 and U+2029 written as ``\\uXXXX`` (see :func:`json_for_script`)."""
+    for char, escaped in _ESCAPES:
+        if char in text:
+            text = text.replace(char, escaped)
     return text
+
+
+_ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
+#: ``json.dumps`` with these arguments, its encoder made once (json.dumps makes one per call)
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_jsonable).encode
+#: a string as JSON, as the encoder above writes it (before the escapes)
+_STRING = json.encoder.encode_basestring
 
 
 def _asset(name: str, closing: str) -> str:
@@ -241,6 +252,9 @@ def samples_fragment(*, task: str | None = None, run: str | None = None, compare
 BATCH = 500
 
 
+_MISSING = object()
+
+
 @dataclass(frozen=True)
 class SplicedSample:
     """A sample of the browser's data whose ``input`` is already its JSON text (as
@@ -255,11 +269,11 @@ class SplicedSample:
     def text(self) -> str:
         """:func:`json_for_script` of :meth:`as_dict`: JSON with these separators is the concatenation
         of its members' texts, and the escapes replace single characters, so each piece is escaped alone."""
-        rest = {k: v for k, v in self.sample.items() if k not in ("task", "id")}
-        head = "".join(f"{json_for_script(k)}:{json_for_script(self.sample[k])}," for k in ("task", "id")
-                       if k in self.sample)
-        tail = json_for_script(rest)
-        return "{" + head + '"input":' + self.input_json + ("," + tail[1:] if rest else "}")
+        sample = self.sample
+        head = "".join(f'"{k}":{_escaped(_STRING(v)) if isinstance(v, str) else json_for_script(v)},'
+                       for k in ("task", "id") if (v := sample.get(k, _MISSING)) is not _MISSING)
+        rest = {k: v for k, v in sample.items() if k != "task" and k != "id"}
+        return "{" + head + '"input":' + self.input_json + ("," + json_for_script(rest)[1:] if rest else "}")
 
     def as_dict(self) -> dict[str, Any]:
         """The sample as a dict, ``input`` decoded, in the page's order of fields."""

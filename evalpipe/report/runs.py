@@ -44,11 +44,12 @@ import pandas as pd
 
 from evalpipe.config import scoring_method
 from evalpipe.frames import run_identity, samples_frame
-from evalpipe.heap import collector_paused
+from evalpipe.heap import collector_paused, frozen_heap
 from evalpipe.metrics import calibration as _calibration  # noqa: F401 (registers its aggregation kinds)
 from evalpipe.metrics.aggregation import Aggregation, aggregation_from_json
 from evalpipe.report.bootstrap import ResampleTask
 from evalpipe.report.browser_spool import BrowserSpool
+from evalpipe.report.frame import report_frame
 from evalpipe.report.sharing import SHARED_CHARS, SHARING_TRIAL, _Sharing  # noqa: F401 (re-exported)
 from evalpipe.report.ner_errors import SampleOutcomes, classify, gold_spans, is_span_kind, prediction_spans
 from evalpipe.results import RunDir, RunSummary, TaskSummary
@@ -403,9 +404,18 @@ def full_samples_frame(run: ReportRun) -> pd.DataFrame:
 
 
 def load_report_runs(paths: Sequence[Path], compat: str | None = None) -> list[ReportRun]:
-    """Read every run directory; raises FileNotFoundError naming the first missing file."""
+    """Read every run directory; raises FileNotFoundError naming the first missing file.
+
+    The records are read with the collector paused (see the module docstring); each run's frame
+    (``ReportRun.samples``, :func:`~evalpipe.report.frame.report_frame`) is made afterwards, with
+    the records frozen out of the collector's sight instead, so what pandas leaves as it builds a
+    frame is collected as usual."""
     with collector_paused():
-        return _load_report_runs(paths, compat)
+        runs = _load_report_runs(paths, compat)
+    with frozen_heap():
+        for run in runs:
+            run.samples = report_frame(run.records, run_identity(run.path), compat, FRAME_COLUMNS)
+    return runs
 
 
 def _load_report_runs(paths: Sequence[Path], compat: str | None) -> list[ReportRun]:
@@ -439,7 +449,7 @@ def _load_report_runs(paths: Sequence[Path], compat: str | None) -> list[ReportR
             # the spread numbers are the robustness section's; every other part reads the reference's metrics
             metrics={t: plain_metrics(v) if t in variants else v for t, v in metrics.items()},
             summary=run_dir.read_summary(compat),
-            samples=samples_frame(records, identity, compat, columns=FRAME_COLUMNS),
+            samples=pd.DataFrame(),  # made by load_report_runs
             records=records, variants=variants, condition_records=by_condition, lines=lines,
             spool=spool if lines is not None else None,
         )
