@@ -328,7 +328,7 @@ def _json_pieces(data: Mapping[str, Any], samples: Iterable[Any], count: int) ->
     yield "}"
 
 
-def iter_sample_browser(data: Mapping[str, Any], samples: Iterable[Mapping[str, Any]] | None = None,
+def iter_sample_browser(data: Mapping[str, Any], samples: Iterable[Mapping[str, Any] | SplicedSample] | None = None,
                         count: int | None = None) -> Iterator[str]:
     """:func:`render_sample_browser` in pieces, for writing straight into a file.
 
