@@ -20,7 +20,10 @@ reads is left out as they stream in — the prompt older runs repeated in every 
 key — and so are the bulky fields only a few readers need (:data:`ON_DEMAND_FIELDS`: inputs, gold,
 reasoning, the data file's position), which those readers get by reading the record's line of
 ``samples.jsonl`` again (:meth:`ReportRun.full_records`, :class:`RecordLines`): held, inputs and
-gold were over half of what a record cost, so the report grew by ~3 KB per NCBI sample (issue 28);
+gold were over half of what a record cost, so the report grew by ~3 KB per NCBI sample (issue 28).
+The one reader of every record's bulky fields, the sample browser, gets what its rows show of them
+from a temporary file written as the records are read, whole (``ReportRun.spool``,
+:mod:`evalpipe.report.browser_spool`), not by decoding every line a second time;
 what repeats from record to record is kept once (short strings, token and tag strings, equal flat
 dicts such as the parse diagnostics: :class:`_Sharing`), and the garbage collector is paused while
 they are read (hundreds of thousands of new containers would make it walk them all again and
