@@ -24,6 +24,10 @@ same rounds, interleaved, and prints each one's figures as ratios to the first.
     .venv/bin/python bench/memory.py                          # N = 4700, 18800, 47000
     .venv/bin/python bench/memory.py --n 4700,18800 --steps run,report
     .venv/bin/python bench/memory.py --repo . --repo /work/main   # this checkout and another, side by side
+    .venv/bin/python bench/memory.py --n 18800 --steps run,report --keep /tmp/m   # keep the runs and reports
+
+``--keep DIR`` works in DIR and leaves the runs (``results-CHECKOUT-N/bench``) and reports there, to
+profile a report or to check two checkouts' reports of one run byte for byte (``bench/report_same.py``).
 
 Findings (issue 28, ``report``; 2 shared CPUs, one round, the old checkout and the new one
 interleaved in the same rounds; ``--n 18800,94000 --steps run,report --repo /work/main --repo .``):
@@ -54,7 +58,61 @@ The first new version classified span outcomes from records read again after the
 (lowest peak, x1.22 wall); the final one classifies them as the records stream in (wall back to
 the old, the outcomes ~30 MB held during the bootstrap's blocks).
 
-Left (the issue's goal, <= 300 MB and <= 5 s at 94,000, is not reached): what still grows with N
+Second round (issue 28, "flat and fast"; ``--n 18800,94000 --steps run,report --repo /work/wt/base
+--repo /work/wt/reportflat2``, one round, interleaved, 2 shared CPUs under other engineers' load):
+
+=============================  ===============  ===============  ==============
+report of N NCBI samples        old (b0dc6b0)    new (d4d7966)    new vs old
+=============================  ===============  ===============  ==============
+N = 18,800: peak RSS / wall     265 / 4.5        211 / 4.0        x0.80 / x0.89
+N = 94,000: peak RSS / wall     394 / 19.1       353 / 14.3       x0.90 / x0.75
+N = 94,000: CPU seconds         18.1             14.3             x0.79
+load average                    2.8-4.5 (the whole invocation; per process in its output)
+=============================  ===============  ===============  ==============
+
+(MB and seconds.) The reports of one run (results-base-18800, and the 94,000 one) by the old and
+the new checkout are byte-identical but for the bootstrap's measured seconds in the method table
+(``bench/report_same.py OLD_REPORT NEW_REPORT``: report.md and report.html differ in that one cell,
+leaderboard.csv not at all).
+
+Where the time went (cProfile, and CPU seconds per phase without the profiler, at 94,000 on the
+old code): imports 1.1 s, reading the records 5.8 s (JSON 2-3 s, sharing their values 1.7 s,
+classifying the span outcomes 1.6 s), writing report.html 6.8 s — the sample browser decoded each
+record's line of samples.jsonl a second time (~30 % of it) and worked each row's entities out again
+from the re-decoded gold and prediction —, the bootstrap 3.2 s (counting the draws: 1.9 s), the
+frame 0.7 s. What was done, each checked byte for byte:
+
+* the browser's texts of each record (its input already as the page's JSON, the gold and
+  prediction texts and entities of a span record, the reasoning) are made as the records are read,
+  whole, and kept in a temporary file (``evalpipe.report.browser_spool``); a row reads them back
+  and its input is spliced into the page as it is (``browser.SplicedSample``): writing the page
+  6.8 → 2.9-3.5 s, reading +2 s (the texts are made there now) — net ~1 s;
+* the bootstrap counts its draws row by row (a row's counts stay in cache; the same counts):
+  counting twice as fast; a task whose parts are all whole numbers (NER's counts) is resampled in
+  blocks of 500,000 draws instead of 2,000,000 (sums exact in any order, so the same numbers), and
+  only one block of draws and of counts is alive at a time: the bootstrap 3.2 → 1.5 s CPU, its
+  blocks ~64 MB → ~8 MB at 94,000;
+* the frame is made a column at a time (``evalpipe.report.frame.report_frame``, the very frame of
+  ``frames.samples_frame``): its peak above the records +53 → +17 MB at 94,000;
+* span outcomes are slotted objects (~40 B less each).
+
+Tried and dropped: reading the frame's columns (usage, latency …) as the records stream in so
+slim records could leave those fields out — a record's dict does not shrink when keys are popped
+and the usage dicts were shared already: 25 B a record less held, the peak 30 MB higher.
+
+Left (the issue's goal, <= 300 MB and <= 5 s at 94,000, is still not reached; a redesign, not a
+cut): the time is Python work spread over every record — decoding (~25 µs), sharing its values
+(~18 µs), classifying its spans (~15 µs), the browser's texts (~20 µs), its row as a dict and its
+JSON (~25 µs), the frame, the indexes — ~120 µs a record in all; 5 s at 94,000 needs ~40. What
+still grows with N: the slim record (~0.9 KB: its dict 464 B even with five fields popped, the
+answer, the id), the span outcomes (~0.3 KB), the frame (~0.1 KB), the two indexes by record
+(line offset, spool offset: ~0.15 KB); the fixed part is ~140 MB of imports. Next steps, in order
+of what they would save: the slim records rebuilt as dicts of at most ten keys (272 B instead of
+464: the frame's and browser's fields read as they stream in, the answer in the spool — compare's
+answer check by a digest), the NER analysis counted as the records stream in (no outcomes held),
+one index for both files.
+
+First round's "left" (kept for the record): what still grows with N
 is the slim records (~1.1 KB each: the answer, the scores/parts dicts, the record dict itself),
 the span outcomes (~0.37 KB each) and the frame; the fixed part is the interpreter with numpy and
 pandas and the bootstrap's ~64 MB of blocks (smaller blocks would change the float summation
@@ -182,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated, from {', '.join(STEPS)}")
     parser.add_argument("--repeat", type=int, default=1, help="interleaved rounds over the Ns (medians)")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="work in this folder and keep it (the runs and reports, to diff or profile them)")
     parser.add_argument("--repo", type=Path, action="append",
                         help="an evalpipe checkout to measure, with its .venv (repeatable; default: this one)")
     args = parser.parse_args(argv)
@@ -198,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
           f"C={args.concurrency}, server in a subprocess", flush=True)
     measured: list[Measured] = []
     with tempfile.TemporaryDirectory(prefix="memory-bench-") as tmp:
-        work = Path(tmp)
+        work = Path(tmp) if args.keep is None else args.keep.resolve()
+        work.mkdir(parents=True, exist_ok=True)
         data = {n: work / f"ncbi-{n}.tsv" for n in ns}
         for n, path in data.items():
             write_unique_sentences(path, n, REPO / "data" / "ncbi_disease" / "test.tsv")

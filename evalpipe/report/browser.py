@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from html import escape
 from importlib.resources import files
 from typing import Any, Literal, NotRequired, TypedDict
@@ -37,6 +38,7 @@ __all__ = [
     "FRAGMENT_KEYS",
     "PAGE_SIZE",
     "RunResult",
+    "SplicedSample",
     "iter_sample_browser",
     "json_for_script",
     "render_sample_browser",
@@ -195,15 +197,26 @@ def json_for_script(data: Any) -> str:
     undefined score. Kept fast for 20 000 samples: the data is walked to replace NaN only when
     the C encoder refuses it, and the escapes are whole-string replacements.
     """
-    dump: dict[str, Any] = {"ensure_ascii": False, "separators": (",", ":"), "allow_nan": False, "default": _jsonable}
     try:
-        text = json.dumps(data, **dump)
+        text = _ENCODE(data)
     except ValueError:  # a NaN or infinity somewhere
-        text = json.dumps(_finite(data), **dump)
-    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
-                          ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
-        text = text.replace(char, escaped)
+        text = _ENCODE(_finite(data))
+    return _escaped(text)
+
+
+def _escaped(text: str) -> str:
+    """JSON text with ``<``, ``>``, ``&``, U+2028 and U+2029 written as ``\\uXXXX`` (see :func:`json_for_script`)."""
+    for char, escaped in _ESCAPES:
+        if char in text:
+            text = text.replace(char, escaped)
     return text
+
+
+_ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
+#: ``json.dumps`` with these arguments, its encoder made once (json.dumps makes one per call)
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_jsonable).encode
+#: a string as JSON, as the encoder above writes it (before the escapes)
+_STRING = json.encoder.encode_basestring
 
 
 def _asset(name: str, closing: str) -> str:
@@ -238,6 +251,49 @@ def samples_fragment(*, task: str | None = None, run: str | None = None, compare
 #: samples serialised per piece of the streamed page (:func:`iter_sample_browser`)
 BATCH = 500
 
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class SplicedSample:
+    """A sample of the browser's data whose ``input`` is already its JSON text (as
+    :func:`json_for_script` writes it): made once, while the run's records were read, it is put
+    into the page as it is instead of being decoded and encoded again
+    (:mod:`evalpipe.report.browser_spool`). ``sample`` holds the other fields, in the order the
+    page writes them, ``input`` going after ``id``."""
+
+    sample: Mapping[str, Any]
+    input_json: str
+
+    def text(self) -> str:
+        """:func:`json_for_script` of :meth:`as_dict`: JSON with these separators is the concatenation
+        of its members' texts, and the escapes replace single characters, so each piece is escaped alone."""
+        sample = self.sample
+        head = "".join(f'"{k}":{_escaped(_STRING(v)) if isinstance(v, str) else json_for_script(v)},'
+                       for k in ("task", "id") if (v := sample.get(k, _MISSING)) is not _MISSING)
+        rest = {k: v for k, v in sample.items() if k != "task" and k != "id"}
+        return "{" + head + '"input":' + self.input_json + ("," + json_for_script(rest)[1:] if rest else "}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The sample as a dict, ``input`` decoded, in the page's order of fields."""
+        out: dict[str, Any] = {k: self.sample[k] for k in ("task", "id") if k in self.sample}
+        out["input"] = json.loads(self.input_json)
+        out.update((k, v) for k, v in self.sample.items() if k not in ("task", "id"))
+        return out
+
+
+def _batch_text(batch: Sequence[Any]) -> str:
+    """The members of :func:`json_for_script` of ``batch`` (a list), without its brackets."""
+    if not any(isinstance(s, SplicedSample) for s in batch):
+        return json_for_script(batch)[1:-1]
+    return ",".join(s.text() if isinstance(s, SplicedSample) else json_for_script(s) for s in batch)
+
+
+def _checked(batch: Sequence[Any]) -> list[Any]:
+    """What :func:`_validate_samples` checks of each sample (a spliced sample's input is a JSON object's text)."""
+    return [s.sample if isinstance(s, SplicedSample) else s for s in batch]
+
 def _json_pieces(data: Mapping[str, Any], samples: Iterable[Any], count: int) -> Iterator[str]:
     """The text :func:`json_for_script` makes of ``{**data, "samples": [*samples]}`` (``samples`` in
     ``data``'s place when it has the key, else last), in pieces of :data:`BATCH` samples, each
@@ -258,13 +314,13 @@ def _json_pieces(data: Mapping[str, Any], samples: Iterable[Any], count: int) ->
         for sample in samples:
             batch.append(sample)
             if len(batch) == BATCH:
-                _validate_samples(batch, known_runs, known_tasks, written)
-                yield ("," if written else "") + json_for_script(batch)[1:-1]
+                _validate_samples(_checked(batch), known_runs, known_tasks, written)
+                yield ("," if written else "") + _batch_text(batch)
                 written += len(batch)
                 batch = []
         if batch:
-            _validate_samples(batch, known_runs, known_tasks, written)
-            yield ("," if written else "") + json_for_script(batch)[1:-1]
+            _validate_samples(_checked(batch), known_runs, known_tasks, written)
+            yield ("," if written else "") + _batch_text(batch)
             written += len(batch)
         if written != count:
             raise ValueError(f"sample browser data: {written} samples, announced {count}")
@@ -272,7 +328,7 @@ def _json_pieces(data: Mapping[str, Any], samples: Iterable[Any], count: int) ->
     yield "}"
 
 
-def iter_sample_browser(data: Mapping[str, Any], samples: Iterable[Mapping[str, Any]] | None = None,
+def iter_sample_browser(data: Mapping[str, Any], samples: Iterable[Mapping[str, Any] | SplicedSample] | None = None,
                         count: int | None = None) -> Iterator[str]:
     """:func:`render_sample_browser` in pieces, for writing straight into a file.
 

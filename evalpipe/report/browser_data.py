@@ -33,23 +33,21 @@ Run keys are ``r0``, ``r1`` … in the order the runs were given (A = ``r0`` in 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from typing import Any
 
 from evalpipe.metrics.aggregation import Mean
-from evalpipe.report.browser import samples_fragment
+from evalpipe.report.browser import SplicedSample, samples_fragment
+from evalpipe.report.browser_spool import INPUT_CHARS, SpooledTexts, entities, gold_text, prediction_text, shown_inputs
 from evalpipe.report.leaderboard import primary_metric
-from evalpipe.report.ner_errors import SampleOutcomes, gold_spans, prediction_spans, sample_outcomes, span_text
+from evalpipe.report.ner_errors import SampleOutcomes, sample_outcomes
 from evalpipe.report.runs import ReportRun, TaskInfo
 
-__all__ = ["LINKED_OUTCOMES", "BrowserRows", "SampleLinks", "TaskKind", "browser_data", "correctness_key", "run_key", "task_kinds"]
+__all__ = ["INPUT_CHARS", "LINKED_OUTCOMES", "BrowserRows", "SampleLinks", "TaskKind", "browser_data", "correctness_key", "run_key", "task_kinds"]
 
 #: the outcomes any task can have, besides its own (NER categories, correct/incorrect)
 PARSE_FAILURE, ERROR = "parse_failure", "error"
-#: a text input field longer than this many characters is cut in the page (see the module docstring)
-INPUT_CHARS = 20_000
 
 
 def run_key(index: int) -> str:
@@ -115,51 +113,6 @@ def task_kinds(runs: Sequence[ReportRun], infos: Mapping[str, TaskInfo]) -> dict
     return kinds
 
 
-def _json_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-def _inputs(record: Mapping[str, Any]) -> Mapping[str, Any]:
-    inputs = record.get("inputs")
-    return inputs if isinstance(inputs, Mapping) else {}
-
-
-def _shown_inputs(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The inputs for the page: long texts cut at :data:`INPUT_CHARS`, saying so."""
-    shown = {}
-    for key, value in _inputs(record).items():
-        if isinstance(value, str) and len(value) > INPUT_CHARS:
-            value = (f"{value[:INPUT_CHARS]}\n[… {len(value) - INPUT_CHARS:,} more characters not shown here; "
-                     "the whole input is in the run's samples.jsonl]")
-        shown[key] = value
-    return shown
-
-
-def _gold_text(record: Mapping[str, Any], ner: bool) -> str:
-    gold = record.get("gold")
-    if ner:
-        spans = gold_spans(gold) or ()
-        return "; ".join(f"{span_text(_inputs(record), s)} ({s.label})" for s in spans) or "(no entity)"
-    if gold is None:
-        return ""
-    return _json_text(gold)
-
-
-def _prediction_text(record: Mapping[str, Any], ner: bool) -> str:
-    prediction = record.get("prediction")
-    if prediction is None:
-        return ""
-    if ner:
-        spans = prediction_spans(prediction, record.get("gold")) or ()
-        return "; ".join(f"{span_text(_inputs(record), s)} ({s.label})" for s in spans) or "(no entity)"
-    if isinstance(prediction, Mapping) and "rank" in prediction and "depth" in prediction:
-        # a ranking: where the gold candidate came, within the ranked depth
-        rank, depth = prediction.get("rank"), prediction.get("depth")
-        where = f"rank {rank} of the top {depth}" if rank is not None else f"not in the top {depth}"
-        return f"{where}; ranked: {_json_text(prediction.get('top'))}"
-    return _json_text(prediction)
-
-
 def _diagnostics(record: Mapping[str, Any]) -> dict[str, Any]:
     """The parse diagnostics that say something (a set flag, a count above 0, a non-empty list)."""
     found = record.get("diagnostics")
@@ -167,14 +120,6 @@ def _diagnostics(record: Mapping[str, Any]) -> dict[str, Any]:
         return {}
     return {k: v for k, v in found.items()
             if v not in (False, 0, None, "", [], {}) and not (k.endswith("coverage") and v == 1.0)}
-
-
-def _entities(record: Mapping[str, Any], outcomes: SampleOutcomes | None) -> tuple[list[dict[str, Any]], list[str]]:
-    gold_out, pred_out = outcomes if outcomes is not None else sample_outcomes(record)
-    inputs = _inputs(record)
-    entities = [{"side": o.side, "text": span_text(inputs, o.span), "label": o.span.label, "category": o.category,
-                 "start": o.span.start, "end": o.span.end} for o in (*gold_out, *pred_out)]
-    return entities, list(dict.fromkeys(o.category for o in (*gold_out, *pred_out)))
 
 
 def _outcomes(record: Mapping[str, Any], kind: str, key: str | None,
@@ -196,22 +141,26 @@ def _outcomes(record: Mapping[str, Any], kind: str, key: str | None,
 
 
 def _result(record: Mapping[str, Any], kind: str, key: str | None,
-            entity_outcomes: SampleOutcomes | None = None) -> dict[str, Any]:
+            entity_outcomes: SampleOutcomes | None = None, texts: SpooledTexts | None = None) -> dict[str, Any]:
+    """One run's result of one sample: from its whole record, or from its slim record and the
+    ``texts`` made of it as it was read (:mod:`evalpipe.report.browser_spool`; usable for ``kind``)."""
     ner = kind == TaskKind.NER
+    ner_texts = texts.ner if texts is not None and ner else None
     result: dict[str, Any] = {
         "answer": record.get("answer"),
-        "prediction_text": _prediction_text(record, ner),
+        "prediction_text": ner_texts.prediction_text if ner_texts is not None else prediction_text(record, ner),
         "scores": dict(record.get("scores") or {}),
         "parse_failed": record.get("parse_failed"),
         "error": record.get("error"),
     }
-    if record.get("reasoning"):  # the API's separate reasoning text (issue 25), shown apart from the answer
-        result["reasoning"] = record["reasoning"]
+    reasoning = texts.reasoning if texts is not None else record.get("reasoning")
+    if reasoning:  # the API's separate reasoning text (issue 25), shown apart from the answer
+        result["reasoning"] = reasoning
     diagnostics = _diagnostics(record)
     if diagnostics:
         result["diagnostics"] = diagnostics
     if ner:
-        result["entities"], _ = _entities(record, entity_outcomes)
+        result["entities"] = ner_texts.entities if ner_texts is not None else entities(record, entity_outcomes)[0]
     result["outcomes"] = _outcomes(record, kind, key, entity_outcomes)
     judge = record.get("judge")
     if judge is not None:
@@ -287,19 +236,33 @@ class BrowserRows:
         return links
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        """The rows, each record read whole from its run's samples file as its row is made (the runs
-        hold slim records: :data:`~evalpipe.report.runs.ON_DEMAND_FIELDS`)."""
+        """The rows as dicts (:meth:`pieces`, each spliced row decoded)."""
+        for row in self.pieces():
+            yield row.as_dict() if isinstance(row, SplicedSample) else row
+
+    def pieces(self) -> Iterator[dict[str, Any] | SplicedSample]:
+        """The rows, each made as it is asked for: from the texts its records' run made of them as they
+        were read (:class:`~evalpipe.report.browser_spool.BrowserSpool`; the input already as the page's
+        JSON, a :class:`~evalpipe.report.browser.SplicedSample`), else from each record read whole from
+        its run's samples file (the runs hold slim records: :data:`~evalpipe.report.runs.ON_DEMAND_FIELDS`)."""
         with ExitStack() as stack:
             readers = [stack.enter_context(run.reader()) for run in self._runs]
             yield from self._rows(readers)
 
-    def _rows(self, readers: Sequence[Callable[[Mapping[str, Any]], Mapping[str, Any]]]) -> Iterator[dict[str, Any]]:
+    def _texts(self, index: int, record: Mapping[str, Any], ner: bool) -> SpooledTexts | None:
+        spool = self._runs[index].spool
+        texts = spool.texts(record) if spool is not None else None
+        return texts if texts is not None and texts.usable(ner) else None
+
+    def _rows(self, readers: Sequence[Callable[[Mapping[str, Any]], Mapping[str, Any]]],
+              ) -> Iterator[dict[str, Any] | SplicedSample]:
         for task, (kind, correct_key) in self._kinds.items():
-            per_run = [(run_key(index), run.task_records(task), self._where[task][index],
-                        run.span_outcomes(task) if kind == TaskKind.NER else None)
+            ner = kind == TaskKind.NER
+            per_run = [(index, run_key(index), run.task_records(task), self._where[task][index],
+                        run.span_outcomes(task) if ner else None)
                        for index, run in enumerate(self._runs)]
             firsts: list[dict[str, int]] = []
-            for _, records, where, _ in per_run:  # the first record of each id, for input and gold
+            for _, _, records, where, _ in per_run:  # the first record of each id, for input and gold
                 first: dict[str, int] = {}
                 if len(where) != len(records):
                     for i, record in enumerate(records):
@@ -307,19 +270,28 @@ class BrowserRows:
                 firsts.append(first)
             for sample_id in self._order[task]:
                 sample: dict[str, Any] | None = None
-                for (key, records, where, outcomes), first, full in zip(per_run, firsts, readers):
+                input_json: str | None = None
+                for (index, key, records, where, outcomes), first, full in zip(per_run, firsts, readers):
                     at = where.get(sample_id)
                     if at is None:
                         continue
-                    result = full(records[at])
+                    texts = self._texts(index, records[at], ner)
+                    result = records[at] if texts is not None else full(records[at])
                     if sample is None:
                         at_first = first.get(sample_id, at)
-                        given = result if at_first == at else full(records[at_first])
-                        sample = {"task": task, "id": sample_id, "input": _shown_inputs(given),
-                                  "gold_text": _gold_text(given, kind == TaskKind.NER), "runs": {}}
-                    sample["runs"][key] = _result(result, kind, correct_key, outcomes[at] if outcomes else None)
+                        given_texts = texts if at_first == at else self._texts(index, records[at_first], ner)
+                        sample = {"task": task, "id": sample_id}
+                        if given_texts is not None:
+                            input_json = given_texts.input_json
+                            sample["gold_text"] = given_texts.gold(ner)
+                        else:
+                            given = result if at_first == at and texts is None else full(records[at_first])
+                            sample["input"] = shown_inputs(given)
+                            sample["gold_text"] = gold_text(given, ner)
+                        sample["runs"] = {}
+                    sample["runs"][key] = _result(result, kind, correct_key, outcomes[at] if outcomes else None, texts)
                 assert sample is not None
-                yield sample
+                yield SplicedSample(sample, input_json) if input_json is not None else sample
 
 
 def browser_data(runs: Sequence[ReportRun], infos: Mapping[str, TaskInfo] | None = None) -> dict[str, Any]:

@@ -264,7 +264,7 @@ def _samples_section(runs: Sequence[ReportRun], specs: dict[str, TaskInfo]) -> t
     text = (f"The sample browser ({n} samples × {len(runs)} run{'s' if len(runs) > 1 else ''}) is in report.html: "
             "open report.html#samples, or a view such as report.html#samples?task=TASK&outcome=missed.")
     # the rows are made (and serialised) as report.html is written, never held all at once
-    block = Html("", text, pieces=lambda: iter_sample_browser(rows.header, rows, n))
+    block = Html("", text, pieces=lambda: iter_sample_browser(rows.header, rows.pieces(), n))
     return Section("samples", "Samples", [block], own_element=True), rows.links()
 
 

@@ -68,8 +68,12 @@ PRED_CATEGORIES = ("correct", "type", "boundary", "boundary+type", "spurious")
 CATEGORIES = ("correct", "type", "boundary", "boundary+type", "missed", "spurious")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EntityOutcome:
+    """One entity's category (see the module table). Slotted: the report holds one per entity of
+    every sample of a span task (:meth:`evalpipe.report.runs.ReportRun.span_outcomes`), and a
+    slotted object is half the size of one with a dictionary."""
+
     side: Side
     span: Span
     category: str

@@ -20,7 +20,10 @@ reads is left out as they stream in — the prompt older runs repeated in every 
 key — and so are the bulky fields only a few readers need (:data:`ON_DEMAND_FIELDS`: inputs, gold,
 reasoning, the data file's position), which those readers get by reading the record's line of
 ``samples.jsonl`` again (:meth:`ReportRun.full_records`, :class:`RecordLines`): held, inputs and
-gold were over half of what a record cost, so the report grew by ~3 KB per NCBI sample (issue 28);
+gold were over half of what a record cost, so the report grew by ~3 KB per NCBI sample (issue 28).
+The one reader of every record's bulky fields, the sample browser, gets what its rows show of them
+from a temporary file written as the records are read, whole (``ReportRun.spool``,
+:mod:`evalpipe.report.browser_spool`), not by decoding every line a second time;
 what repeats from record to record is kept once (short strings, token and tag strings, equal flat
 dicts such as the parse diagnostics: :class:`_Sharing`), and the garbage collector is paused while
 they are read (hundreds of thousands of new containers would make it walk them all again and
@@ -44,10 +47,13 @@ import pandas as pd
 
 from evalpipe.config import scoring_method
 from evalpipe.frames import run_identity, samples_frame
-from evalpipe.heap import collector_paused
+from evalpipe.heap import collector_paused, frozen_heap
 from evalpipe.metrics import calibration as _calibration  # noqa: F401 (registers its aggregation kinds)
 from evalpipe.metrics.aggregation import Aggregation, aggregation_from_json
 from evalpipe.report.bootstrap import ResampleTask
+from evalpipe.report.browser_spool import BrowserSpool
+from evalpipe.report.frame import report_frame
+from evalpipe.report.sharing import SHARED_CHARS, SHARING_TRIAL, _Sharing  # noqa: F401 (re-exported)
 from evalpipe.report.ner_errors import SampleOutcomes, classify, gold_spans, is_span_kind, prediction_spans
 from evalpipe.results import RunDir, RunSummary, TaskSummary
 from evalpipe.variants.robustness import plain_metrics
@@ -110,6 +116,8 @@ class ReportRun:
     condition_records: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict, repr=False)
     #: where each slim record's line is (None: the records are held whole)
     lines: RecordLines | None = field(default=None, repr=False)
+    #: what the sample browser shows of each reference record beyond its slim fields, made as it was read
+    spool: BrowserSpool | None = field(default=None, repr=False)
 
     _task_records: dict[str, list[dict[str, Any]]] = field(default_factory=dict, init=False, repr=False)
     _outcomes: dict[str, list[SampleOutcomes] | None] = field(default_factory=dict, init=False, repr=False)
@@ -285,100 +293,6 @@ FRAME_COLUMNS = frozenset({"task", "id", "answer_chars", "parse_failed", "error"
                            "completion_tokens", "truncated_tokens", "finish_reason"})
 
 
-#: strings up to this long are shared between records as they are read (see :class:`_Sharing`)
-SHARED_CHARS = 200
-#: a field's dicts are shared while fewer than half of them are new after this many records
-SHARING_TRIAL = 512
-_FLAT = frozenset({str, int, float, bool, type(None)})
-
-
-class _Sharing:
-    """Makes records read by the report share their repeated values, as each is read.
-
-    The JSON decoder makes every value anew: 47,000 NCBI records held 1.1 million token and tag
-    strings ("the", "I-Disease" …), the task's name, the endpoint and the data file's name once
-    per record, and as many parse ``diagnostics`` dicts, nearly all equal — about half of what a
-    record held. So, since the report only reads records:
-
-    * a string up to :data:`SHARED_CHARS` long is replaced by the first equal one (a list of
-      strings, such as tokens or tags, in one C-level pass);
-    * a *flat* dict (scalar values, empty lists) one level down in a record (``diagnostics``,
-      ``scores``, ``parts``, ``usage`` …) is replaced by the first one that is the same JSON value: compared by the ``repr`` of its values, so 1,
-      1.0 and True differ, and so do 0.0 and -0.0. A field whose dicts are mostly distinct
-      (``usage``, ``meta``: after :data:`SHARING_TRIAL` records, more than half new) is no longer
-      tried: its keys would cost more than they save.
-
-    Numbers are never shared on their own (small ints already are; equal floats are rare).
-    """
-
-    def __init__(self) -> None:
-        self.strings: dict[str, str] = {}
-        #: field → its flat dicts by key; None for a field no longer tried
-        self.dicts: dict[str, dict[tuple[Any, ...], dict[str, Any]] | None] = {}
-        self.records = 0
-
-    def record(self, record: dict[str, Any]) -> dict[str, Any]:
-        share = self.strings.setdefault
-        for name, item in record.items():
-            kind = type(item)
-            if kind is str:
-                if len(item) <= SHARED_CHARS:
-                    record[name] = share(item, item)
-            elif kind is dict:
-                if item:
-                    record[name] = self._dict(name, item, True)
-            elif kind is list:
-                if item:
-                    self._list(name, item)
-        self.records += 1
-        if self.records == SHARING_TRIAL:
-            for name, cache in self.dicts.items():
-                if cache is not None and 2 * len(cache) > SHARING_TRIAL:
-                    self.dicts[name] = None
-        return record
-
-    def _list(self, field: str, items: list[Any]) -> None:
-        if set(map(type, items)) == _STR:
-            share = self.strings.setdefault
-            items[:] = map(share, items, items)
-
-    def _dict(self, field: str, item: dict[str, Any], nested: bool) -> dict[str, Any]:
-        values = item.values()
-        kinds = set(map(type, values))
-        if kinds <= _FLAT or (kinds <= _FLAT_OR_LIST and not any(v for v in values if type(v) is list)):
-            cache = self.dicts.get(field, _NEW)
-            if cache is not None:
-                # str, int and None values are equal only to their own type's; bool (True == 1)
-                # and float (1.0 == 1, 0.0 == -0.0) are told apart by their repr
-                key = tuple(item.items()) if kinds <= _EXACT else (*item, *map(repr, values))
-                found = cache.get(key)
-                if found is not None:
-                    return found
-                if cache is _NEW:
-                    cache = self.dicts[field] = {}
-                cache[key] = item
-            if str not in kinds:
-                return item
-        share = self.strings.setdefault
-        for name, value in item.items():
-            kind = type(value)
-            if kind is str:
-                if len(value) <= SHARED_CHARS:
-                    item[name] = share(value, value)
-            elif kind is list:
-                if value:
-                    self._list(f"{field}.{name}", value)
-            elif kind is dict and nested:
-                item[name] = self._dict(f"{field}.{name}", value, False)
-        return item
-
-
-_STR, _EXACT = frozenset({str}), frozenset({str, int, type(None)})
-_FLAT_OR_LIST = _FLAT | {list}
-#: a field not seen yet (its cache is made on its first flat dict)
-_NEW: dict[tuple[Any, ...], dict[str, Any]] = {}
-
-
 #: record fields held by no reader of every record: read again from the record's line by the few
 #: that need them (the sample browser's rows, span outcomes and NER examples, disagreement examples)
 ON_DEMAND_FIELDS = ("inputs", "gold", "meta", "reasoning")
@@ -428,25 +342,33 @@ class _SpanCollector:
     """Each reference record's span outcomes (:meth:`ReportRun.span_outcomes`) for the tasks that may
     be span tasks, classified as the records stream in, whole: so the slim records need not be read
     again for them. A task one of whose records does not read as spans gets None, as
-    :func:`_span_outcomes` gives it."""
+    :func:`_span_outcomes` gives it. Each reference record, whole, also goes to the ``spool`` (with
+    its spans when it reads as spans), which makes the sample browser's texts of it."""
 
-    def __init__(self, tasks: Iterable[str], variants: Mapping[str, Mapping[str, Any]]) -> None:
+    def __init__(self, tasks: Iterable[str], variants: Mapping[str, Mapping[str, Any]],
+                 spool: BrowserSpool | None = None) -> None:
         self._found: dict[str, list[SampleOutcomes] | None] = {task: [] for task in tasks}
         self._references = {task: doc.get("reference") for task, doc in variants.items()}
+        self._spool = spool
 
     def __call__(self, record: Mapping[str, Any]) -> None:
         task, condition = str(record.get("task")), record.get("condition")
+        if condition is not None and task in self._references and condition != self._references[task]:
+            return
         found = self._found.get(task)
-        if found is None or (condition is not None and task in self._references
-                             and condition != self._references[task]):
-            return
-        gold = record.get("gold")
-        gold_entities = gold_spans(gold)
-        predicted = prediction_spans(record.get("prediction"), gold) if gold_entities is not None else None
-        if gold_entities is None or predicted is None:
-            self._found[task] = None
-            return
-        found.append(classify(gold_entities, predicted))
+        spans = None
+        if found is not None:
+            gold = record.get("gold")
+            gold_entities = gold_spans(gold)
+            predicted = prediction_spans(record.get("prediction"), gold) if gold_entities is not None else None
+            if gold_entities is None or predicted is None:
+                self._found[task] = None
+            else:
+                outcome = classify(gold_entities, predicted)
+                found.append(outcome)
+                spans = (gold_entities, predicted, outcome)
+        if self._spool is not None:
+            self._spool.add(record, spans)
 
     def outcomes(self) -> dict[str, list[SampleOutcomes] | None]:
         return {task: found or None for task, found in self._found.items()}
@@ -485,9 +407,18 @@ def full_samples_frame(run: ReportRun) -> pd.DataFrame:
 
 
 def load_report_runs(paths: Sequence[Path], compat: str | None = None) -> list[ReportRun]:
-    """Read every run directory; raises FileNotFoundError naming the first missing file."""
+    """Read every run directory; raises FileNotFoundError naming the first missing file.
+
+    The records are read with the collector paused (see the module docstring); each run's frame
+    (``ReportRun.samples``, :func:`~evalpipe.report.frame.report_frame`) is made afterwards, with
+    the records frozen out of the collector's sight instead, so what pandas leaves as it builds a
+    frame is collected as usual."""
     with collector_paused():
-        return _load_report_runs(paths, compat)
+        runs = _load_report_runs(paths, compat)
+    with frozen_heap():
+        for run in runs:
+            run.samples = report_frame(run.records, run_identity(run.path), compat, FRAME_COLUMNS)
+    return runs
 
 
 def _load_report_runs(paths: Sequence[Path], compat: str | None) -> list[ReportRun]:
@@ -508,8 +439,11 @@ def _load_report_runs(paths: Sequence[Path], compat: str | None) -> list[ReportR
         recorded_tasks = config.get("tasks") or {}
         tasks = tuple(config.get("config", {}).get("tasks", []))
         infos = {task: TaskInfo.from_config(task, recorded_tasks.get(task) or {}) for task in tasks}
-        spans = _SpanCollector([t for t in tasks if is_span_kind(infos[t].kind) is not False], variants)
+        spool = BrowserSpool()
+        spans = _SpanCollector([t for t in tasks if is_span_kind(infos[t].kind) is not False], variants, spool)
         read, lines = _read_records(run_dir, compat, slim=True, whole=spans)
+        if lines is None:  # the records were read again, whole: the spool's are other records
+            spool.close()
         records, by_condition = _split_conditions(read, variants)
         metrics = run_dir.read_metrics(compat)
         run = ReportRun(
@@ -518,8 +452,9 @@ def _load_report_runs(paths: Sequence[Path], compat: str | None) -> list[ReportR
             # the spread numbers are the robustness section's; every other part reads the reference's metrics
             metrics={t: plain_metrics(v) if t in variants else v for t, v in metrics.items()},
             summary=run_dir.read_summary(compat),
-            samples=samples_frame(records, identity, compat, columns=FRAME_COLUMNS),
+            samples=pd.DataFrame(),  # made by load_report_runs
             records=records, variants=variants, condition_records=by_condition, lines=lines,
+            spool=spool if lines is not None else None,
         )
         by_task: dict[str, list[dict[str, Any]]] = {}
         for record in records:

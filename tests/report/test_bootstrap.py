@@ -8,7 +8,7 @@ resample's samples (drawn duplicates included).
 import numpy as np
 import pytest
 
-from evalpipe.metrics.aggregation import Mean, Total
+from evalpipe.metrics.aggregation import Mean, MicroPRF, Total
 from evalpipe.metrics.chinese_text import text_score_sheet
 from evalpipe.metrics.spans import span_score_sheet
 from evalpipe.records import Span
@@ -244,3 +244,23 @@ def test_paired_needs_aligned_samples_and_restrict_recomputes_the_metrics():
 def test_a_resample_task_is_built_from_json_alone():
     task = spans(TINY_GOLD, TINY_PRED)
     assert isinstance(task, ResampleTask) and set(task.keys) >= {"tp", "fp", "fn", "partial_tp"}
+
+
+def test_whole_number_parts_are_resampled_in_smaller_blocks_to_the_same_numbers(monkeypatch):
+    """Sums of whole numbers are exact in any order, so a task whose parts are all whole numbers
+    is resampled a smaller block at a time (less memory) with not one value changed; a task with a
+    fractional part keeps the usual blocks (a matrix product's order of additions may change with
+    the block's shape)."""
+    rng = np.random.default_rng(1)
+    records = [{"id": str(i), "parts": {"tp": int(rng.integers(0, 4)), "fp": int(rng.integers(0, 3)),
+                                        "fn": int(rng.integers(0, 3))}} for i in range(5000)]
+    summary = TaskSummary(aggregations={"f1": MicroPRF("f1").to_json(), "tp": Total("tp").to_json()})
+    task = resample_task("t", records, {"f1": 0.5, "tp": 1.0}, summary, [])
+    assert bootstrap.exact_cells([task]) == bootstrap.EXACT_CHUNK_CELLS
+    small = bootstrap_task(task, resamples=300, seed=2)
+    monkeypatch.setattr(bootstrap, "EXACT_CHUNK_CELLS", bootstrap.CHUNK_CELLS)
+    usual = bootstrap_task(task, resamples=300, seed=2)
+    for metric in ("f1", "tp"):
+        assert np.array_equal(small.replicates.values[metric], usual.replicates.values[metric])
+    fractional = resample_task("t", [{"id": "a", "parts": {"tp": 0.5, "fp": 1, "fn": 0}}], {"f1": 0.5}, summary, [])
+    assert bootstrap.exact_cells([task, fractional]) == bootstrap.CHUNK_CELLS

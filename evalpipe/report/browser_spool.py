@@ -1,0 +1,169 @@
+"""What the sample browser shows of each record beyond its slim fields, made while the records are read.
+
+The report holds its records *slim* (:data:`evalpipe.report.runs.ON_DEMAND_FIELDS` left out), and
+the sample browser used to read every record's line of ``samples.jsonl`` again, whole, as its row
+was made: at 94,000 NCBI samples that second JSON pass, and working the entities out again from
+the re-decoded gold and prediction, were the largest part of the report's time (issue 28). But
+every record is whole once anyway, as it is read; so what its row needs from the fields the slim
+record lacks is made then and written to a temporary file (:class:`BrowserSpool`), and the row
+reads it back:
+
+* the inputs as the page shows them, already as the page's JSON text (:func:`shown_inputs` through
+  :func:`~evalpipe.report.browser.json_for_script`): the bulk of a row, never decoded again;
+* the gold as text — for a record of a possible span task whose gold and prediction read as spans,
+  its NER form (with the prediction's text and the entities, from the outcomes just classified),
+  else the plain form;
+* the API's separate reasoning text.
+
+A row whose task turns out to be of the other kind than the one its record's texts were made for
+(a task of two runs, one of whose records do not read as spans) is made as before, from the
+record read whole again: the spool is a shortcut that gives the very same row, never another one.
+The helpers that say what a row's texts are live here too, so both paths use the same ones.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from evalpipe.records import Span
+from evalpipe.report.browser import json_for_script
+from evalpipe.report.ner_errors import SampleOutcomes, gold_spans, prediction_spans, sample_outcomes, span_text
+
+__all__ = ["INPUT_CHARS", "BrowserSpool", "NerTexts", "SpooledTexts", "entities", "gold_text", "prediction_text",
+           "shown_inputs"]
+
+#: a text input field longer than this many characters is cut in the page (see browser_data's docstring)
+INPUT_CHARS = 20_000
+
+
+def json_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def inputs_of(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    inputs = record.get("inputs")
+    return inputs if isinstance(inputs, Mapping) else {}
+
+
+def shown_inputs(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The inputs for the page: long texts cut at :data:`INPUT_CHARS`, saying so."""
+    shown = {}
+    for key, value in inputs_of(record).items():
+        if isinstance(value, str) and len(value) > INPUT_CHARS:
+            value = (f"{value[:INPUT_CHARS]}\n[… {len(value) - INPUT_CHARS:,} more characters not shown here; "
+                     "the whole input is in the run's samples.jsonl]")
+        shown[key] = value
+    return shown
+
+
+def spans_text(inputs: Mapping[str, Any], spans: Iterable[Span]) -> str:
+    """Entities as the page lists them: ``text (type)``, separated by ``; ``."""
+    return "; ".join(f"{span_text(inputs, s)} ({s.label})" for s in spans) or "(no entity)"
+
+
+def gold_text(record: Mapping[str, Any], ner: bool) -> str:
+    gold = record.get("gold")
+    if ner:
+        return spans_text(inputs_of(record), gold_spans(gold) or ())
+    if gold is None:
+        return ""
+    return json_text(gold)
+
+
+def prediction_text(record: Mapping[str, Any], ner: bool) -> str:
+    prediction = record.get("prediction")
+    if prediction is None:
+        return ""
+    if ner:
+        return spans_text(inputs_of(record), prediction_spans(prediction, record.get("gold")) or ())
+    if isinstance(prediction, Mapping) and "rank" in prediction and "depth" in prediction:
+        # a ranking: where the gold candidate came, within the ranked depth
+        rank, depth = prediction.get("rank"), prediction.get("depth")
+        where = f"rank {rank} of the top {depth}" if rank is not None else f"not in the top {depth}"
+        return f"{where}; ranked: {json_text(prediction.get('top'))}"
+    return json_text(prediction)
+
+
+def entities(record: Mapping[str, Any], outcomes: SampleOutcomes | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each classified entity as the page marks it, and the record's categories in order."""
+    gold_out, pred_out = outcomes if outcomes is not None else sample_outcomes(record)
+    inputs = inputs_of(record)
+    found = [{"side": o.side, "text": span_text(inputs, o.span), "label": o.span.label, "category": o.category,
+              "start": o.span.start, "end": o.span.end} for o in (*gold_out, *pred_out)]
+    return found, list(dict.fromkeys(o.category for o in (*gold_out, *pred_out)))
+
+
+@dataclass(frozen=True)
+class NerTexts:
+    """A span record's texts: its gold and prediction as entity lists, and its marked entities."""
+
+    gold_text: str
+    prediction_text: str
+    entities: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class SpooledTexts:
+    """What a row needs of one record beyond its slim fields (see the module docstring)."""
+
+    #: :func:`shown_inputs` as the page's JSON text
+    input_json: str
+    #: the plain gold text (None when the record's NER texts were made instead)
+    plain_gold: str | None
+    reasoning: Any
+    ner: NerTexts | None
+
+    def usable(self, ner: bool) -> bool:
+        """Whether these texts make the row of a task of this kind (else it is made from the whole record)."""
+        return self.ner is not None if ner else self.plain_gold is not None
+
+    def gold(self, ner: bool) -> str:
+        text = self.ner.gold_text if ner and self.ner is not None else self.plain_gold
+        assert text is not None, "texts not made for this kind (see usable)"
+        return text
+
+
+#: a span record's gold entities, predicted entities and their outcomes, as the reader classified them
+Spans = tuple[tuple[Span, ...], tuple[Span, ...], SampleOutcomes]
+
+
+class BrowserSpool:
+    """Each record's :class:`SpooledTexts`, in a temporary file (deleted when closed or collected).
+
+    Keyed by the record's identity, as :class:`evalpipe.report.runs.RecordLines` is: the slim
+    record is the very dict that was whole when its texts were made (its bulky fields popped),
+    and it lives as long as its run."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile()
+        self._at: dict[int, int] = {}
+
+    def add(self, record: Mapping[str, Any], spans: Spans | None) -> None:
+        """Make and keep the texts of one whole record; ``spans`` when it reads as spans."""
+        ner = None
+        if spans is not None:
+            gold_entities, predicted, outcomes = spans
+            inputs = inputs_of(record)
+            ner = (spans_text(inputs, gold_entities), spans_text(inputs, predicted), entities(record, outcomes)[0])
+        plain = gold_text(record, False) if ner is None else None
+        self._at[id(record)] = self._file.tell()
+        pickle.dump((json_for_script(shown_inputs(record)), plain, record.get("reasoning"), ner), self._file,
+                    protocol=pickle.HIGHEST_PROTOCOL)
+
+    def texts(self, record: Mapping[str, Any]) -> SpooledTexts | None:
+        """The texts made of ``record`` (one of this run's slim records), or None."""
+        at = self._at.get(id(record))
+        if at is None:
+            return None
+        self._file.seek(at)
+        input_json, plain, reasoning, ner = pickle.load(self._file)
+        return SpooledTexts(input_json, plain, reasoning, NerTexts(*ner) if ner is not None else None)
+
+    def close(self) -> None:
+        self._file.close()
+        self._at.clear()
