@@ -112,6 +112,12 @@ of what they would save: the slim records rebuilt as dicts of at most ten keys (
 answer check by a digest), the NER analysis counted as the records stream in (no outcomes held),
 one index for both files.
 
+Quiet check on the merged main (f1652ad: this round's report with the run's overlap, the prepare
+cuts and the shots memo), ``--n 94000 --steps run,report --repo /work/wt/base --repo /work/main``,
+one round, load 1.1-1.7 (the benchmark's own processes): report 13.0 s / 395 MB -> 11.9 s / 354 MB
+(x0.92 / x0.90; CPU 14.2 -> 12.0 s); run 66.5 s / 125 MB -> 44.8 s / 114 MB (x0.67 / x0.92),
+sending 2,946 requests/s.
+
 First round's "left" (kept for the record): what still grows with N
 is the slim records (~1.1 KB each: the answer, the scores/parts dicts, the record dict itself),
 the span outcomes (~0.37 KB each) and the frame; the fixed part is the interpreter with numpy and
