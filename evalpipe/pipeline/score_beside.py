@@ -113,8 +113,9 @@ class ScoringBeside:
 
     def finish(self, failures: Mapping[str, Completion]) -> dict[int, FoldState] | None:
         """Tell the child the sending is over and wait for its folds: each task's state by its
-        position, or None if the child died without a word (the caller scores as before). How long
-        the wait was is :attr:`tail_seconds` (the pages whose answers came last)."""
+        position, or None if it gave none — it died or raised, :attr:`problem` says which — and the
+        caller scores as before. How long the wait was is :attr:`tail_seconds` (the pages whose
+        answers came last)."""
         started = time.monotonic()
         try:
             return self._finish(failures)
