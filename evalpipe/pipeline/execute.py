@@ -155,8 +155,9 @@ async def _execute_locked(
             on_prepared(run, total, pending)
         if config.batch.get("export"):  # `run --batch-export FILE`: the requests written, nothing sent
             return _export_only(config, run, prepared, skipped, budget_info, notes)
+        options = MetricOptions.from_json(config.metric_options)
         # forked before any backend exists (no thread, no connection shared): see score_beside
-        beside = _start_beside(config, run, prepared, pending)
+        beside = _start_beside(config, run, prepared, pending, options)
         if beside is not None:
             heap.callback(beside.stop)
         identity = await _start_backends(config, queues, store, backend_factory, embedder_factory, identity, notes,
@@ -170,7 +171,7 @@ async def _execute_locked(
         outcome = RunOutcome(run_dir=run, tasks=[], sent=pending, cached=total - pending,
                              skipped=skipped, budget=Budget.from_json(budget_info.get("budget")), notes=notes)
         states = _beside_states(beside, fetched.failures, notes) if beside is not None else {}
-        options = _score(config, run, prepared, fetched.failures, outcome, states)
+        _score(config, run, prepared, fetched.failures, outcome, options, states)
         scoring = {"beside_sending": sorted(prepared[i].plan_name for i in states),
                    "tail_seconds": round(beside.tail_seconds, 3)} if beside is not None and states else {}
         _write_results(config, run, prepared, outcome, options, fetched, notes, invoked, scoring)
@@ -288,12 +289,11 @@ def _keep_backend_stats(stats: dict[str, Any], backend: Backend, store: Response
         endpoint_identity.add_fingerprints(store, identity, endpoint_identity.fingerprints_in(stats), notes)
 
 
-def _start_beside(config: RunConfig, run: RunDir, prepared: Sequence[PreparedTask],
-                  pending: int) -> ScoringBeside | None:
+def _start_beside(config: RunConfig, run: RunDir, prepared: Sequence[PreparedTask], pending: int,
+                  options: MetricOptions) -> ScoringBeside | None:
     """The samplewise tasks folded beside the sending, in a child (None: scored after the sending)."""
     if not score_beside.wanted(pending):
         return None
-    options = MetricOptions.from_json(config.metric_options)
     jobs = [BesideJob(i, p.spec, p.plan_name, p.examples, config.compat, options, answer_prefix(p.spec, config),
                       p.stage.folder)
             for i, p in enumerate(prepared) if p.size and p.spec.scoring(config.compat).samplewise]
@@ -317,16 +317,14 @@ def _beside_states(beside: ScoringBeside, failures: Mapping[str, Completion], no
 
 
 def _score(config: RunConfig, run: RunDir, prepared: Sequence[PreparedTask], failures: dict[str, Completion],
-           outcome: RunOutcome, states: Mapping[int, FoldState]) -> MetricOptions:
+           outcome: RunOutcome, options: MetricOptions, states: Mapping[int, FoldState]) -> None:
     """Score every task and prompt condition into ``outcome`` (a task's conditions become one task,
-    :mod:`evalpipe.variants.robustness`); the metric options they were scored with. A task folded
-    beside the sending (``states``, by position) is finished from its fold's state."""
-    options = MetricOptions.from_json(config.metric_options)
+    :mod:`evalpipe.variants.robustness`) with the run's metric ``options``. A task folded beside the
+    sending (``states``, by position) is finished from its fold's state."""
     check_unchanged(prepared)
     outcome.tasks.extend(combine_tasks([
         ConditionOutcome(p.spec, p.condition, len(p.shots), _scored(config, run, p, failures, options, states.get(i)))
         for i, p in enumerate(prepared)]))
-    return options
 
 
 def _scored(config: RunConfig, run: RunDir, p: PreparedTask, failures: Mapping[str, Completion],

@@ -142,7 +142,7 @@ class _Helper:
             if not self._claim(index):
                 self.waiting.append(_Waiting(index, block))
             elif not self.waiting:
-                yield from self._rendered(block)
+                yield from ((e, k, p) for e, (_, k, p) in zip(block, self._rows(block)))
                 continue
             else:
                 self.waiting.append(_Waiting(index, block, self._rows_in_order(block)))
@@ -159,19 +159,20 @@ class _Helper:
                 return True
         return False
 
-    def _rendered(self, block: list[Example]) -> list[Rendered]:
-        return [(example, *self.render(example)) for example in block]
+    def _rows(self, block: list[Example]) -> list[tuple[str, str, str]]:
+        """A block rendered by the run: each example's (sample id, key, packed prompt), as the child sends them."""
+        return [(example.id, *self.render(example)) for example in block]
 
     def _rows_in_order(self, block: list[Example]) -> list[tuple[str, str, str]]:
         """A block the run claimed, rendered while earlier blocks wait for the child: should it raise,
         the earlier blocks are rendered first, so that the error raised is the first in sample order."""
         try:
-            return [(e.id, k, p) for e, k, p in self._rendered(block)]
+            return self._rows(block)
         except BaseException:
             self.alive = False
             for earlier in self.waiting:
                 if earlier.rows is None:
-                    earlier.rows = [(e.id, k, p) for e, k, p in self._rendered(earlier.examples)]
+                    earlier.rows = self._rows(earlier.examples)
             raise
 
     def _done(self, limit: int) -> Iterator[Rendered]:
@@ -184,7 +185,7 @@ class _Helper:
             if head.rows is None and (len(self.waiting) > limit or not self.alive):
                 self._drain()
                 if head.rows is None:
-                    head.rows = [(e.id, k, p) for e, k, p in self._rendered(head.examples)]
+                    head.rows = self._rows(head.examples)
             if head.rows is None:
                 return
             self.waiting.popleft()

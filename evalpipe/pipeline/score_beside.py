@@ -129,7 +129,7 @@ class ScoringBeside:
         try:
             kind, where = self._conn.recv()
         except (EOFError, OSError):
-            self.problem = f"it ended without a result (exit code {self.exit_code()})"
+            self.problem = f"it ended without a result (exit code {self._exit_code()})"
             return None
         payload = _load(Path(where))
         if kind == "done":
@@ -138,7 +138,7 @@ class ScoringBeside:
         self.problem = f"it failed ({str(payload).strip().splitlines()[-1]})"
         return None
 
-    def exit_code(self) -> int | None:
+    def _exit_code(self) -> int | None:
         self._process.join(timeout=5)
         code: int | None = self._process.exitcode
         return code
@@ -178,8 +178,9 @@ class _Arrivals:
 
     def __call__(self, store: ResponseStore, keys: list[str]) -> Mapping[str, Completion]:
         found = store.get_many(keys)
+        wanted = len(set(keys))
         wait = POLL_FIRST_S
-        while len(found) < len(set(keys)) and self._failures is None:
+        while len(found) < wanted and self._failures is None:
             if self._conn.poll(wait):
                 self._receive()
             more = store.get_many([k for k in keys if k not in found])

@@ -196,7 +196,7 @@ def exact_cells(tasks: Sequence[ResampleTask]) -> int:
 def resample_blocks(n: int, resamples: int, seed: int, stream: str = "", cells: int | None = None,
                     ) -> Iterator[np.ndarray]:
     """The rows of :func:`resample_indices`, a block of rows at a time (at most :data:`CHUNK` rows and
-    about :data:`CHUNK_CELLS` draws): 1,000 resamples of 47,000 samples are 376 MB of positions at
+    about ``cells`` draws, :data:`CHUNK_CELLS` unless given: :func:`exact_cells`): 1,000 resamples of 47,000 samples are 376 MB of positions at
     once, a block a few MB. The blocks are the very same draws (numpy's generator fills row after
     row from one stream; ``tests/report/test_bootstrap.py`` checks it)."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, zlib.crc32(stream.encode("utf-8"))]))

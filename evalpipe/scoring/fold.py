@@ -224,7 +224,7 @@ class TaskFold:
         #: the parsed (samplewise: scored) chunks, held where there is no source to read them again
         #: from, or the scoring is a corpus one
         self.held: list[tuple[ScoringChunk, ScoredChunk]] = []
-        self.spill = Spill(scratch) if scratch is not None and source is not None and self.samplewise else None
+        self.spill = Spill.new(scratch) if scratch is not None and source is not None and self.samplewise else None
         #: the parts the spilled records carry; the spill is usable only if every chunk read the same
         self.spill_keys: frozenset[str] | None = None
         self.spill_ok = True

@@ -185,18 +185,19 @@ class ChunkedRecords(Sequence[dict[str, Any]]):
 class Spill:
     """A file in ``scratch`` for a task's record lines (see :class:`evalpipe.scoring.fold.TaskFold`)."""
 
-    def __init__(self, scratch: Path) -> None:
+    def __init__(self, path: Path, handle: TextIO) -> None:
+        self.path, self.handle = path, handle
+
+    @classmethod
+    def new(cls, scratch: Path) -> Spill:
+        """An empty spill file in ``scratch``."""
         fd, name = tempfile.mkstemp(dir=scratch, prefix="records-", suffix=".jsonl")
-        self.path = Path(name)
-        self.handle: TextIO = os.fdopen(fd, "w", encoding="utf-8", newline="")
+        return cls(Path(name), os.fdopen(fd, "w", encoding="utf-8", newline=""))
 
     @classmethod
     def adopt(cls, path: Path) -> Spill:
         """A spill another fold wrote (and closed), appended to from here on."""
-        spill = cls.__new__(cls)
-        spill.path = path
-        spill.handle = path.open("a", encoding="utf-8", newline="")
-        return spill
+        return cls(path, path.open("a", encoding="utf-8", newline=""))
 
     def drop(self) -> None:
         self.handle.close()
