@@ -159,3 +159,68 @@ def test_no_fork_to_be_had_renders_alone(monkeypatch):
     rows, texts, seen = render_all(500)
     monkeypatch.setenv(render_beside.ENV, "0")
     assert (rows, texts, seen) == render_all(500)
+
+
+class CountingRenderer(Renderer):
+    """A Renderer that counts the samples the run itself renders."""
+
+    def __init__(self) -> None:
+        super().__init__({})
+        self.rendered: list[str] = []
+
+    def __call__(self, example: Example) -> tuple[str, str]:
+        self.rendered.append(example.id)
+        return super().__call__(example)
+
+
+class Delivered:
+    """A pipe end holding the child's messages, all sent before the run reads anything."""
+
+    def __init__(self, messages: list[tuple[int, list[tuple[str, str, str]], list[tuple[str, str]]]]) -> None:
+        self.messages = list(messages)
+
+    def poll(self, timeout: float = 0.0) -> bool:
+        return bool(self.messages)
+
+    def recv(self):
+        return self.messages.pop(0)
+
+
+def child_rows(index: int) -> list[tuple[str, str, str]]:
+    block = range(index * render_beside.BLOCK, (index + 1) * render_beside.BLOCK)
+    return [(f"e-{i}", *Renderer({})(Example(id=f"e-{i}", inputs={"text": f"sentence {i}"}, gold=None)))
+            for i in block]
+
+
+def test_rows_that_come_before_the_run_reads_their_block_are_used():
+    """A child ahead of the run sends rows for blocks the run has not read yet: they are held until
+    the run reads the block (measured: dropping them, the run rendered a third of the child's blocks
+    again), and the run renders only its own blocks."""
+    first = render_beside.START // render_beside.BLOCK  # 4: examples 64-79
+    free = multiprocessing.Value("q", first + 3)  # the child has claimed blocks 4, 5 and 6
+    renderer = CountingRenderer()
+    helper = render_beside._Helper(process=None, conn=Delivered([(i, child_rows(i), []) for i in (4, 5, 6)]),
+                                   free=free, render=renderer, texts={})
+    examples = iter([Example(id=f"e-{i}", inputs={"text": f"sentence {i}"}, gold=None) for i in range(64, 144)])
+    done = [(e.id, k, p) for e, k, p in helper.run(examples, None)]
+    assert done == [row for i in range(4, 9) for row in child_rows(i)]
+    assert renderer.rendered == [f"e-{i}" for i in range(112, 144)]  # blocks 7 and 8: the run's own
+    assert helper.alive and not helper.arrived
+
+
+def test_rows_held_ahead_of_the_reading_are_bounded(monkeypatch):
+    """Beyond ARRIVED blocks held, the run leaves the child's messages in the pipe (the child then waits)."""
+    monkeypatch.setattr(render_beside, "ARRIVED", 2)
+    conn = Delivered([(i, child_rows(i), []) for i in (5, 6, 7, 8)])
+    helper = render_beside._Helper(process=None, conn=conn, free=None, render=Renderer({}), texts={})
+    helper._drain()
+    assert sorted(helper.arrived) == [5, 6] and len(conn.messages) == 2
+
+
+@pytest.mark.skipif(not hasattr(__import__("fcntl"), "F_GETPIPE_SZ"), reason="Linux pipes only")
+def test_the_pipe_is_widened():
+    import fcntl
+
+    ours, theirs = multiprocessing.Pipe(duplex=False)
+    render_beside._widen(theirs)
+    assert fcntl.fcntl(theirs.fileno(), fcntl.F_GETPIPE_SZ) == render_beside.PIPE_BYTES
