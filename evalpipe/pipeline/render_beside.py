@@ -53,7 +53,7 @@ from evalpipe.records import Example
 
 ENV = "EVALPIPE_RENDER_BESIDE"
 #: examples the run renders alone before it forks (a multiple of BLOCK)
-START = 4096
+START = 1024
 #: examples per block (one message of the pipe: some hundred KB of rows)
 BLOCK = 256
 #: the child's blocks the run holds, waiting for their rows, before it renders the oldest itself
