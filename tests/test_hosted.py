@@ -145,6 +145,24 @@ def test_the_costs_summed_beside_the_scoring_are_those_summed_after_it(tmp_path)
         CostsAhead(tmp_path / "no-store.sqlite", plans, prices, 0.0).result()
 
 
+def test_an_answer_two_samples_ask_is_counted_once(tmp_path):
+    """Two samples (or two prompt conditions) with the same prompt share one stored answer: its tokens
+    are summed once; an answer no plan of the task asks is not summed."""
+    path = tmp_path / "store.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE plan (task TEXT, sample_id TEXT, key TEXT)")
+    db.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, prompt_tokens INTEGER, completion_tokens INTEGER, "
+               "extra TEXT, created REAL)")
+    db.executemany("INSERT INTO plan VALUES (?, ?, ?)", [("t", "s1", "k1"), ("t", "s2", "k1"), ("t", "s3", "k2"),
+                                                         ("t@v2", "s1", "k1"), ("other", "s9", "k9")])
+    db.executemany("INSERT INTO responses VALUES (?, ?, ?, NULL, 1.0)", [("k1", 10, 1), ("k2", 20, 2), ("k9", 90, 9)])
+    db.commit()
+    db.close()
+    (totals,) = task_costs(path, {"t": ["t", "t@v2"]}, Prices.from_json({"input": 1.0, "output": 2.0}), 0.0).values()
+    assert (totals.answers, totals.prompt_tokens, totals.completion_tokens) == (2, 30, 3)
+    assert totals.cost_usd == pytest.approx((30 * 1.0 + 3 * 2.0) / 1e6)
+
+
 # ---- structured output ---------------------------------------------------------------------------
 
 def _json_entities(body: dict) -> str:
