@@ -417,3 +417,18 @@ def test_a_run_directory_written_before_prompts_were_stored_once_is_read_scored_
     records = run_dir.read_samples(prompts=True)
     assert len(records) == 12 and {r["id"]: r["prompt"] for r in records[:10]} == prompts
     assert records[11]["prompt"]["messages"][0]["content"].endswith(f"{records[11]['inputs']['text']}\n")
+
+
+def test_a_prompt_two_samples_share_is_sent_once_and_counted_once(tmp_path):
+    """Three sentences, two of them the same text (one prompt, one key): a fresh run sends two
+    requests and says none were stored (its total is taken from the queue when the store holds no
+    answer); run again, both come from the store."""
+    data = tmp_path / "twice.tsv"
+    data.write_text("Breast\tB-Disease\ncancer\tI-Disease\n\nBreast\tB-Disease\ncancer\tI-Disease\n\n"
+                    "No\tO\ndisease\tO\n\n", encoding="utf-8")
+    conf = config(limit=None, data={"ncbi_disease": str(data)})
+    backend = ScriptedBackend(lambda prompt: "")
+    fresh = run(conf, backend, tmp_path / "results")
+    assert (fresh.sent, fresh.cached, len(backend.calls)) == (2, 0, 2)
+    again = run(conf, ScriptedBackend(lambda prompt: ""), tmp_path / "results")
+    assert (again.sent, again.cached) == (0, 2)

@@ -148,9 +148,10 @@ async def _execute_locked(
         # the prepared tasks live until the end: out of the garbage collector's sight (evalpipe.heap)
         settle = heap.enter_context(frozen_heap())
         _store_plans(store, prepared, notes)
-        total = store.distinct_keys([p.plan_name for p in prepared])
         queues = pending_queues(store, prepared)
         pending = sum(q.pending for q in queues)
+        # the queues hold each key of every plan once, less the answered ones: with none answered, all
+        total = store.distinct_keys([p.plan_name for p in prepared]) if store.has_answers() else pending
         if on_prepared is not None:
             on_prepared(run, total, pending)
         if config.batch.get("export"):  # `run --batch-export FILE`: the requests written, nothing sent

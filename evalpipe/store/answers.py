@@ -235,6 +235,10 @@ class ResponseStore:
         return int(self._db.execute(f"SELECT COUNT(DISTINCT key) FROM plan WHERE task IN ({marks})",
                                     list(tasks)).fetchone()[0])
 
+    def has_answers(self) -> bool:
+        """Whether the store holds any answer at all (a fresh run's holds none)."""
+        return bool(self._db.execute("SELECT EXISTS (SELECT 1 FROM responses)").fetchone()[0])
+
     def unanswered(self, task: str) -> int:
         """How many samples of the plan of ``task`` have no stored answer."""
         return int(self._db.execute("SELECT COUNT(*) FROM plan p WHERE p.task = ? AND NOT EXISTS "
