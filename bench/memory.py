@@ -135,6 +135,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,23 +174,79 @@ class Measured:
     load_after: float
     returncode: int
     extra: str = ""
+    #: peak summed PSS of the process and its children (TreePss), and the most processes seen at once
+    tree_mb: float = 0.0
+    processes: int = 1
+
+
+def _children(pid: int) -> list[int]:
+    """The process's children (every thread's), from /proc; none where it cannot be read."""
+    out: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as handle:
+                out.extend(int(c) for c in handle.read().split())
+    except OSError:
+        pass
+    return out
+
+
+def _pss_kb(pid: int) -> int:
+    """The process's proportional set size (shared pages split between their users), in KB."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class TreePss:
+    """The peak, over samples every ~20 ms, of the summed PSS of a process and its descendants: a
+    report that forks a helper (evalpipe.report.browser_beside) counts both processes, their
+    copy-on-write pages once (ru_maxrss would count one process only)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak_kb, self.most = pid, 0, 1
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.02):
+            tree, todo = [], [self.pid]
+            while todo:
+                pid = todo.pop()
+                tree.append(pid)
+                todo.extend(_children(pid))
+            self.peak_kb = max(self.peak_kb, sum(map(_pss_kb, tree)))
+            self.most = max(self.most, len(tree))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def measure(command: list[str], cwd: Path, step: str, n: int) -> tuple[Measured, str]:
-    """Run ``command`` to its end; its wall time, its own peak RSS and CPU (os.wait4)."""
+    """Run ``command`` to its end; its wall time, its own peak RSS and CPU (os.wait4), and the peak
+    summed PSS of its process tree (:class:`TreePss`; the fake server is the bench's, not its child)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(cwd), NO_COLOR="1", COLUMNS="200")
     before = load()
     started = time.perf_counter()
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        tree = TreePss(process.pid)
         _, status, usage = os.wait4(process.pid, 0)
+        tree.stop()
         process.returncode = os.waitstatus_to_exitcode(status)
         wall = time.perf_counter() - started
         log.seek(0)
         output = log.read().decode("utf-8", "replace")
     # ru_maxrss is in kilobytes on Linux
     return Measured(cwd.name, step, n, wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, before,
-                    load(), process.returncode), output
+                    load(), process.returncode, tree_mb=tree.peak_kb / 1024, processes=tree.most), output
 
 
 def evalpipe(repo: Path) -> list[str]:
@@ -276,12 +333,13 @@ def main(argv: list[str] | None = None) -> int:
                         for m in one_round(repo, server, n, data[n], work, steps, args.concurrency):
                             measured.append(m)
                             print(f"  {m.repo} {m.step:6s} N={m.n:6d}: {m.wall_s:6.1f} s  peak {m.peak_mb:6.0f} MB  "
+                                  f"tree PSS {m.tree_mb:6.0f} MB ({m.processes} proc)  "
                                   f"cpu {m.cpu_s:6.1f} s  exit {m.returncode}  "
                                   f"load {m.load_before:.2f}-{m.load_after:.2f}  {m.extra}", flush=True)
     print(f"\nmedians over {args.repeat} round(s) ({os.cpu_count()} CPUs; load per process above)")
     first = repos[0].name
-    print(f"{'checkout':12s} {'step':6s} {'N':>7s} {'wall s':>7s} {'peak MB':>8s} {'cpu s':>7s}"
-          + (f"   vs {first}: wall, peak" if len(repos) > 1 else ""))
+    print(f"{'checkout':12s} {'step':6s} {'N':>7s} {'wall s':>7s} {'peak MB':>8s} {'tree MB':>8s} {'cpu s':>7s}"
+          + (f"   vs {first}: wall, peak, tree" if len(repos) > 1 else ""))
     status = 0
     for step in steps:
         for n in ns:
@@ -293,11 +351,12 @@ def main(argv: list[str] | None = None) -> int:
                 status |= any(m.returncode for m in ms)
                 row = Measured(repo.name, step, n, statistics.median(m.wall_s for m in ms),
                                statistics.median(m.peak_mb for m in ms), statistics.median(m.cpu_s for m in ms),
-                               0, 0, 0)
+                               0, 0, 0, tree_mb=statistics.median(m.tree_mb for m in ms))
                 base = base or row
-                ratio = (f"   x{row.wall_s / base.wall_s:.2f}, x{row.peak_mb / base.peak_mb:.2f}"
-                         if len(repos) > 1 and row is not base else "")
-                print(f"{repo.name:12s} {step:6s} {n:7d} {row.wall_s:7.1f} {row.peak_mb:8.0f} {row.cpu_s:7.1f}{ratio}")
+                ratio = (f"   x{row.wall_s / base.wall_s:.2f}, x{row.peak_mb / base.peak_mb:.2f}, "
+                         f"x{row.tree_mb / max(base.tree_mb, 1e-9):.2f}" if len(repos) > 1 and row is not base else "")
+                print(f"{repo.name:12s} {step:6s} {n:7d} {row.wall_s:7.1f} {row.peak_mb:8.0f} {row.tree_mb:8.0f} "
+                      f"{row.cpu_s:7.1f}{ratio}")
     print(f"load average at end {load():.2f}")
     return status
 
