@@ -229,10 +229,15 @@ class TreePss:
         self._thread.join()
 
 
+#: checkout name -> environment variables set for its processes only (--env)
+EXTRA_ENV: dict[str, dict[str, str]] = {}
+
+
 def measure(command: list[str], cwd: Path, step: str, n: int) -> tuple[Measured, str]:
     """Run ``command`` to its end; its wall time, its own peak RSS and CPU (os.wait4), and the peak
     summed PSS of its process tree (:class:`TreePss`; the fake server is the bench's, not its child)."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(cwd), NO_COLOR="1", COLUMNS="200")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(cwd), NO_COLOR="1", COLUMNS="200",
+               **EXTRA_ENV.get(cwd.name, {}))
     before = load()
     started = time.perf_counter()
     with tempfile.TemporaryFile() as log:
@@ -307,7 +312,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="work in this folder and keep it (the runs and reports, to diff or profile them)")
     parser.add_argument("--repo", type=Path, action="append",
                         help="an evalpipe checkout to measure, with its .venv (repeatable; default: this one)")
+    parser.add_argument("--env", action="append", default=[], metavar="CHECKOUT:NAME=VALUE",
+                        help="set NAME=VALUE for that checkout's processes only (e.g. two copies of one "
+                             "checkout, a setting on and off, side by side)")
     args = parser.parse_args(argv)
+    for item in args.env:
+        checkout, _, setting = item.partition(":")
+        name, _, value = setting.partition("=")
+        EXTRA_ENV.setdefault(checkout, {})[name] = value
     ns = [int(x) for x in args.n.split(",") if x.strip()]
     steps = [s.strip() for s in args.steps.split(",") if s.strip()]
     repos = [r.resolve() for r in (args.repo or [REPO])]
