@@ -124,6 +124,58 @@ the span outcomes (~0.37 KB each) and the frame; the fixed part is the interpret
 pandas and the bootstrap's ~64 MB of blocks (smaller blocks would change the float summation
 order of a float part, so not done here). Time: each sample browser row re-parses its line
 (one more JSON pass over samples.jsonl).
+
+Third round (2026-12-03, issue 28's report half, "<= 5 s and <= 300 MB"; the kept 94,000 run,
+``--n 94000 --steps report --repeat 2 --repo /work/wt/main0 --repo /work/wt/repfast --repo COPY-OFF
+--env repfast:EVALPIPE_REPORT_BESIDE=1 --env COPY-OFF:EVALPIPE_REPORT_BESIDE=0``, COPY-OFF a
+``git archive`` of the same commit; 2 shared CPUs, load 1.9-2.8 from other engineers' work; medians
+of two interleaved rounds; "tree" is the new :class:`TreePss`, the peak summed PSS of the report
+and its child, sampled every 20 ms — a few MB noisy):
+
+=================================  ==============  ===================  ==================
+report of 94,000 NCBI samples       old (b348332)   new, browser beside  new, in-process
+=================================  ==============  ===================  ==================
+wall / CPU (s, CPU of both procs)   13.2 / 12.4     9.7 / 11.3           11.4 / 11.3
+peak RSS of one process (MB)        353             356                  356
+peak summed PSS of the tree (MB)    345             471                  348
+vs old: wall, tree                                  x0.73, x1.37         x0.86, x1.01
+=================================  ==============  ===================  ==================
+
+report.html, report.md and leaderboard.csv of the one run (results-main0-94000) by the old
+checkout and by the new with the child forced on and off: byte-identical but for the bootstrap's
+measured seconds (``bench/report_same.py OLD NEW``, both), the browser's JSON included.
+
+What was done:
+
+* the browser's JSON (its rows, each record's inputs) written by orjson where its text is exactly
+  ``json``'s (:mod:`evalpipe.jsonfast`): orjson spells a float below 1e-4 otherwise (``0.00001``,
+  ``1e-7``) — a text that may hold one (a digit before ``e-``, or ``0.0000`` and a digit, found by
+  a ``bytes.translate`` and substring searches) goes to ``json``, as does what orjson refuses
+  (non-string keys, 64-bit overflow, lone surrogates). Encoding the 94,000 rows in batches of 500:
+  2.2 -> 0.8 s; each record's inputs 0.7 -> 0.4 s; the CPU of the report 12.4 -> 11.3 s;
+* the browser written by a forked child (:mod:`evalpipe.report.browser_beside`) once the runs are
+  read, before the frames and bootstraps; the parent splices the child's file into report.html, and
+  makes the browser itself when no fork is wanted, the child fails or is killed (tested). On a
+  quieter moment (load 1.5) one report's timeline: imports 0.8 s, reading 5.2 s, then the parent
+  3.4 s to reach the browser and the child 3.7 s to write it (2.4 s in-process when alone) — the two
+  halves are balanced, so what is left on the critical path is the reading.
+
+Tried and dropped: orjson for decoding samples.jsonl — 0.93 -> 0.71 s for the 94,000 lines in
+batches, but orjson reads an integer beyond 64 bits as a float, silently, and finding such
+integers first (a regular expression: 3.4 s; ``bytes.translate`` and a search: 0.23 s) cost what
+was saved; orjson's dicts are also presized (632 B a record dict, 464 B from ``json``: +16 MB).
+Making the frames before the fork (so that the parent does not copy the records' pages as it
+reads them for the frame): the tree's peak the same (470 vs 472 MB), wall +0.2 s.
+
+Why the child costs ~120 MB: copy-on-write pages are copied when written, and CPython writes a
+reference count each time an object is read, so every page of the records and span outcomes the
+child's rows touch is copied (the collector is kept off them: the heap is frozen before the fork
+and the child disables it). The goal is not reached: the in-process report is CPU-bound at ~11 s
+(~120 µs of Python a record), and the fork trades memory for wall time. What would still pay:
+cutting the reading (decode 1.4 s, span outcomes 0.8 s, the browser's texts 1.1 s, sharing 0.85 s,
+in-process seconds at 94,000), now the critical path; with the fork, a child forked *before*
+reading that reads only what the browser needs would overlap the reading too, but would hold its
+own records (no sharing of pages) — more memory again.
 """
 
 from __future__ import annotations
