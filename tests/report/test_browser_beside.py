@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -68,20 +69,30 @@ def test_the_child_s_browser_is_the_parent_s(two_runs, tmp_path, monkeypatch):
 def test_a_killed_child_leaves_the_browser_to_the_parent(two_runs, tmp_path, monkeypatch):
     monkeypatch.setenv(ENV, "0")
     alone = _report(two_runs, tmp_path / "alone")
-    real_start = browser_beside.start
-    killed: list[int] = []
+    real_start, real_reaped = browser_beside.start, browser_beside._reaped
+    parent = os.getpid()
+    exits: list[int | None] = []
 
     def start(make, rows):  # type: ignore[no-untyped-def]
-        beside = real_start(make, rows)
+        def late():  # type: ignore[no-untyped-def]
+            if os.getpid() != parent:  # the child waits to be killed before it writes anything
+                time.sleep(30)
+            return make()
+
+        beside = real_start(late, rows)
         assert beside.pid is not None
         os.kill(beside.pid, signal.SIGKILL)
-        killed.append(beside.pid)
         return beside
 
+    def reaped(pid: int) -> int | None:
+        exits.append(real_reaped(pid))
+        return exits[-1]
+
     monkeypatch.setattr("evalpipe.report.build.start_beside", start)
+    monkeypatch.setattr(browser_beside, "_reaped", reaped)
     monkeypatch.setenv(ENV, "1")
     assert _report(two_runs, tmp_path / "killed") == alone
-    assert killed
+    assert exits == [None], "the child was not killed"
 
 
 def test_a_child_that_fails_leaves_the_browser_to_the_parent(tmp_path, monkeypatch):
