@@ -124,6 +124,58 @@ the span outcomes (~0.37 KB each) and the frame; the fixed part is the interpret
 pandas and the bootstrap's ~64 MB of blocks (smaller blocks would change the float summation
 order of a float part, so not done here). Time: each sample browser row re-parses its line
 (one more JSON pass over samples.jsonl).
+
+Third round (2026-12-03, issue 28's report half, "<= 5 s and <= 300 MB"; the kept 94,000 run,
+``--n 94000 --steps report --repeat 2 --repo /work/wt/main0 --repo /work/wt/repfast --repo COPY-OFF
+--env repfast:EVALPIPE_REPORT_BESIDE=1 --env COPY-OFF:EVALPIPE_REPORT_BESIDE=0``, COPY-OFF a
+``git archive`` of the same commit; 2 shared CPUs, load 1.9-2.8 from other engineers' work; medians
+of two interleaved rounds; "tree" is the new :class:`TreePss`, the peak summed PSS of the report
+and its child, sampled every 20 ms — a few MB noisy):
+
+=================================  ==============  ===================  ==================
+report of 94,000 NCBI samples       old (b348332)   new, browser beside  new, in-process
+=================================  ==============  ===================  ==================
+wall / CPU (s, CPU of both procs)   13.2 / 12.4     9.7 / 11.3           11.4 / 11.3
+peak RSS of one process (MB)        353             356                  356
+peak summed PSS of the tree (MB)    345             471                  348
+vs old: wall, tree                                  x0.73, x1.37         x0.86, x1.01
+=================================  ==============  ===================  ==================
+
+report.html, report.md and leaderboard.csv of the one run (results-main0-94000) by the old
+checkout and by the new with the child forced on and off: byte-identical but for the bootstrap's
+measured seconds (``bench/report_same.py OLD NEW``, both), the browser's JSON included.
+
+What was done:
+
+* the browser's JSON (its rows, each record's inputs) written by orjson where its text is exactly
+  ``json``'s (:mod:`evalpipe.jsonfast`): orjson spells a float below 1e-4 otherwise (``0.00001``,
+  ``1e-7``) — a text that may hold one (a digit before ``e-``, or ``0.0000`` and a digit, found by
+  a ``bytes.translate`` and substring searches) goes to ``json``, as does what orjson refuses
+  (non-string keys, 64-bit overflow, lone surrogates). Encoding the 94,000 rows in batches of 500:
+  2.2 -> 0.8 s; each record's inputs 0.7 -> 0.4 s; the CPU of the report 12.4 -> 11.3 s;
+* the browser written by a forked child (:mod:`evalpipe.report.browser_beside`) once the runs are
+  read, before the frames and bootstraps; the parent splices the child's file into report.html, and
+  makes the browser itself when no fork is wanted, the child fails or is killed (tested). On a
+  quieter moment (load 1.5) one report's timeline: imports 0.8 s, reading 5.2 s, then the parent
+  3.4 s to reach the browser and the child 3.7 s to write it (2.4 s in-process when alone) — the two
+  halves are balanced, so what is left on the critical path is the reading.
+
+Tried and dropped: orjson for decoding samples.jsonl — 0.93 -> 0.71 s for the 94,000 lines in
+batches, but orjson reads an integer beyond 64 bits as a float, silently, and finding such
+integers first (a regular expression: 3.4 s; ``bytes.translate`` and a search: 0.23 s) cost what
+was saved; orjson's dicts are also presized (632 B a record dict, 464 B from ``json``: +16 MB).
+Making the frames before the fork (so that the parent does not copy the records' pages as it
+reads them for the frame): the tree's peak the same (470 vs 472 MB), wall +0.2 s.
+
+Why the child costs ~120 MB: copy-on-write pages are copied when written, and CPython writes a
+reference count each time an object is read, so every page of the records and span outcomes the
+child's rows touch is copied (the collector is kept off them: the heap is frozen before the fork
+and the child disables it). The goal is not reached: the in-process report is CPU-bound at ~11 s
+(~120 µs of Python a record), and the fork trades memory for wall time. What would still pay:
+cutting the reading (decode 1.4 s, span outcomes 0.8 s, the browser's texts 1.1 s, sharing 0.85 s,
+in-process seconds at 94,000), now the critical path; with the fork, a child forked *before*
+reading that reads only what the browser needs would overlap the reading too, but would hold its
+own records (no sharing of pages) — more memory again.
 """
 
 from __future__ import annotations
@@ -135,6 +187,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,23 +226,84 @@ class Measured:
     load_after: float
     returncode: int
     extra: str = ""
+    #: peak summed PSS of the process and its children (TreePss), and the most processes seen at once
+    tree_mb: float = 0.0
+    processes: int = 1
+
+
+def _children(pid: int) -> list[int]:
+    """The process's children (every thread's), from /proc; none where it cannot be read."""
+    out: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as handle:
+                out.extend(int(c) for c in handle.read().split())
+    except OSError:
+        pass
+    return out
+
+
+def _pss_kb(pid: int) -> int:
+    """The process's proportional set size (shared pages split between their users), in KB."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class TreePss:
+    """The peak, over samples every ~20 ms, of the summed PSS of a process and its descendants: a
+    report that forks a helper (evalpipe.report.browser_beside) counts both processes, their
+    copy-on-write pages once (ru_maxrss would count one process only)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak_kb, self.most = pid, 0, 1
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.02):
+            tree, todo = [], [self.pid]
+            while todo:
+                pid = todo.pop()
+                tree.append(pid)
+                todo.extend(_children(pid))
+            self.peak_kb = max(self.peak_kb, sum(map(_pss_kb, tree)))
+            self.most = max(self.most, len(tree))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+#: checkout name -> environment variables set for its processes only (--env)
+EXTRA_ENV: dict[str, dict[str, str]] = {}
 
 
 def measure(command: list[str], cwd: Path, step: str, n: int) -> tuple[Measured, str]:
-    """Run ``command`` to its end; its wall time, its own peak RSS and CPU (os.wait4)."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(cwd), NO_COLOR="1", COLUMNS="200")
+    """Run ``command`` to its end; its wall time, its own peak RSS and CPU (os.wait4), and the peak
+    summed PSS of its process tree (:class:`TreePss`; the fake server is the bench's, not its child)."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(cwd), NO_COLOR="1", COLUMNS="200",
+               **EXTRA_ENV.get(cwd.name, {}))
     before = load()
     started = time.perf_counter()
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        tree = TreePss(process.pid)
         _, status, usage = os.wait4(process.pid, 0)
+        tree.stop()
         process.returncode = os.waitstatus_to_exitcode(status)
         wall = time.perf_counter() - started
         log.seek(0)
         output = log.read().decode("utf-8", "replace")
     # ru_maxrss is in kilobytes on Linux
     return Measured(cwd.name, step, n, wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, before,
-                    load(), process.returncode), output
+                    load(), process.returncode, tree_mb=tree.peak_kb / 1024, processes=tree.most), output
 
 
 def evalpipe(repo: Path) -> list[str]:
@@ -250,7 +364,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="work in this folder and keep it (the runs and reports, to diff or profile them)")
     parser.add_argument("--repo", type=Path, action="append",
                         help="an evalpipe checkout to measure, with its .venv (repeatable; default: this one)")
+    parser.add_argument("--env", action="append", default=[], metavar="CHECKOUT:NAME=VALUE",
+                        help="set NAME=VALUE for that checkout's processes only (e.g. two copies of one "
+                             "checkout, a setting on and off, side by side)")
     args = parser.parse_args(argv)
+    for item in args.env:
+        checkout, _, setting = item.partition(":")
+        name, _, value = setting.partition("=")
+        EXTRA_ENV.setdefault(checkout, {})[name] = value
     ns = [int(x) for x in args.n.split(",") if x.strip()]
     steps = [s.strip() for s in args.steps.split(",") if s.strip()]
     repos = [r.resolve() for r in (args.repo or [REPO])]
@@ -276,12 +397,13 @@ def main(argv: list[str] | None = None) -> int:
                         for m in one_round(repo, server, n, data[n], work, steps, args.concurrency):
                             measured.append(m)
                             print(f"  {m.repo} {m.step:6s} N={m.n:6d}: {m.wall_s:6.1f} s  peak {m.peak_mb:6.0f} MB  "
+                                  f"tree PSS {m.tree_mb:6.0f} MB ({m.processes} proc)  "
                                   f"cpu {m.cpu_s:6.1f} s  exit {m.returncode}  "
                                   f"load {m.load_before:.2f}-{m.load_after:.2f}  {m.extra}", flush=True)
     print(f"\nmedians over {args.repeat} round(s) ({os.cpu_count()} CPUs; load per process above)")
     first = repos[0].name
-    print(f"{'checkout':12s} {'step':6s} {'N':>7s} {'wall s':>7s} {'peak MB':>8s} {'cpu s':>7s}"
-          + (f"   vs {first}: wall, peak" if len(repos) > 1 else ""))
+    print(f"{'checkout':12s} {'step':6s} {'N':>7s} {'wall s':>7s} {'peak MB':>8s} {'tree MB':>8s} {'cpu s':>7s}"
+          + (f"   vs {first}: wall, peak, tree" if len(repos) > 1 else ""))
     status = 0
     for step in steps:
         for n in ns:
@@ -293,11 +415,12 @@ def main(argv: list[str] | None = None) -> int:
                 status |= any(m.returncode for m in ms)
                 row = Measured(repo.name, step, n, statistics.median(m.wall_s for m in ms),
                                statistics.median(m.peak_mb for m in ms), statistics.median(m.cpu_s for m in ms),
-                               0, 0, 0)
+                               0, 0, 0, tree_mb=statistics.median(m.tree_mb for m in ms))
                 base = base or row
-                ratio = (f"   x{row.wall_s / base.wall_s:.2f}, x{row.peak_mb / base.peak_mb:.2f}"
-                         if len(repos) > 1 and row is not base else "")
-                print(f"{repo.name:12s} {step:6s} {n:7d} {row.wall_s:7.1f} {row.peak_mb:8.0f} {row.cpu_s:7.1f}{ratio}")
+                ratio = (f"   x{row.wall_s / base.wall_s:.2f}, x{row.peak_mb / base.peak_mb:.2f}, "
+                         f"x{row.tree_mb / max(base.tree_mb, 1e-9):.2f}" if len(repos) > 1 and row is not base else "")
+                print(f"{repo.name:12s} {step:6s} {n:7d} {row.wall_s:7.1f} {row.peak_mb:8.0f} {row.tree_mb:8.0f} "
+                      f"{row.cpu_s:7.1f}{ratio}")
     print(f"load average at end {load():.2f}")
     return status
 

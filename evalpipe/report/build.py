@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +25,8 @@ from evalpipe.config import scoring_method
 from evalpipe.heap import frozen_heap
 from evalpipe.report.bootstrap import TaskBootstrap, bootstrap_task
 from evalpipe.report.browser import iter_sample_browser
+from evalpipe.report.browser_beside import Beside
+from evalpipe.report.browser_beside import start as start_beside
 from evalpipe.report.browser_data import BrowserRows, SampleLinks, run_key
 from evalpipe.report.calibration import calibration_section
 from evalpipe.report.contributions import sections as contributed_sections
@@ -45,7 +47,8 @@ from evalpipe.report.operations import operations_table, task_operations
 from evalpipe.report import costs as _costs  # noqa: F401  (registers the cost section)
 from evalpipe.report.pairwise import pairwise_section
 from evalpipe.report.plots import metric_bars, parse_failure_bars, score_vs_length
-from evalpipe.report.runs import ReportRun, TaskInfo, full_samples_frame, load_report_runs
+from evalpipe.report.runs import (ReportRun, TaskInfo, add_report_frames, full_samples_frame, load_report_runs,
+                                  read_report_runs)
 from evalpipe.report.variants import add_rank_stability, robustness_section
 from evalpipe.report.summary import summary_section
 from evalpipe.report.ties import TaskTies, add_ties, tied_with_best, ties_section
@@ -257,29 +260,37 @@ def _specs(runs: Sequence[ReportRun]) -> dict[str, TaskInfo]:
     return out
 
 
-def _samples_section(runs: Sequence[ReportRun], specs: dict[str, TaskInfo]) -> tuple[Section, SampleLinks]:
-    """The sample browser as a section of its own, and the links into it for the other sections."""
-    rows = BrowserRows(runs, specs)
+def _browser_pieces(rows: BrowserRows) -> Callable[[], Iterable[str]]:
+    """The browser's HTML, its rows made (and serialised) as it is written, never held all at once."""
+    return lambda: iter_sample_browser(rows.header, rows.pieces(), len(rows))
+
+
+def _samples_section(runs: Sequence[ReportRun], specs: dict[str, TaskInfo], rows: BrowserRows | None = None,
+                     beside: Beside | None = None) -> tuple[Section, SampleLinks]:
+    """The sample browser as a section of its own, and the links into it for the other sections;
+    its HTML from ``beside`` (:mod:`evalpipe.report.browser_beside`, made from ``rows``) when given."""
+    rows = rows if rows is not None else BrowserRows(runs, specs)
     n = len(rows)
     text = (f"The sample browser ({n} samples × {len(runs)} run{'s' if len(runs) > 1 else ''}) is in report.html: "
             "open report.html#samples, or a view such as report.html#samples?task=TASK&outcome=missed.")
-    # the rows are made (and serialised) as report.html is written, never held all at once
-    block = Html("", text, pieces=lambda: iter_sample_browser(rows.header, rows.pieces(), n))
+    block = Html("", text, pieces=beside.pieces if beside is not None else _browser_pieces(rows))
     return Section("samples", "Samples", [block], own_element=True), rows.links()
 
 
 def build_document(runs: Sequence[ReportRun], boots: dict[str, dict[str, TaskBootstrap]], board: Leaderboard,
                    *, resamples: int, seed: int, compare: CompareResult | None = None,
                    ner_examples: int = 3, level: float = 0.95, browser: bool = True,
-                   ties: dict[str, TaskTies] | None = None) -> Document:
+                   ties: dict[str, TaskTies] | None = None,
+                   browser_beside: tuple[BrowserRows, Beside] | None = None) -> Document:
     """Every section of the report, as data (see :mod:`evalpipe.report.document`).
 
-    ``browser``: include the sample browser (and the links from numbers into it).
+    ``browser``: include the sample browser (and the links from numbers into it); ``browser_beside``:
+    its rows, and the child writing them (:mod:`evalpipe.report.browser_beside`).
     """
     specs = _specs(runs)
     title = "evalpipe report: " + ", ".join(r.label for r in runs)
     doc = Document(title)
-    samples, links = _samples_section(runs, specs) if browser else (None, None)
+    samples, links = _samples_section(runs, specs, *(browser_beside or ())) if browser else (None, None)
     ops = [task_operations(run, task) for run in runs for task in run.tasks]
     shared = compare if compare is not None and any(t.shared for t in compare.tasks) else None
     doc.sections.append(summary_section(runs, boots, shared, specs, ops))
@@ -383,14 +394,24 @@ def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed
             import pyarrow  # noqa: F401
         except ImportError:
             raise UsageError("--parquet needs the pyarrow package: pip install pyarrow") from None
-    loaded = load_report_runs([Path(r) for r in runs], compat)
-    with frozen_heap():  # the records live until the end: out of the collector's sight (evalpipe.heap)
-        return _build_loaded(loaded, Path(out), resamples=resamples, seed=seed, parquet=parquet, level=level,
-                             top=top, start=start)
+    loaded = read_report_runs([Path(r) for r in runs], compat)
+    # the records live until the end: out of the collector's sight (evalpipe.heap) — in a child too, so
+    # that no collection there walks (and copies) the parent's records
+    with frozen_heap():
+        # the sample browser written beside the rest where a fork is wanted (evalpipe.report.browser_beside):
+        # its child starts before the frames and the bootstraps, which it does not need
+        rows = BrowserRows(loaded, _specs(loaded))
+        beside = start_beside(_browser_pieces(rows), len(rows))
+        try:
+            add_report_frames(loaded, compat)
+            return _build_loaded(loaded, Path(out), (rows, beside), resamples=resamples, seed=seed,
+                                 parquet=parquet, level=level, top=top, start=start)
+        finally:
+            beside.close()
 
 
-def _build_loaded(loaded: list[ReportRun], out: Path, *, resamples: int, seed: int, parquet: bool, level: float,
-                  top: int, start: float) -> BuildResult:
+def _build_loaded(loaded: list[ReportRun], out: Path, browser: tuple[BrowserRows, Beside], *, resamples: int,
+                  seed: int, parquet: bool, level: float, top: int, start: float) -> BuildResult:
     boots = {
         run.label: {task: bootstrap_task(sample, resamples=resamples, seed=seed, level=level)
                     for task, sample in run.resample.items()}
@@ -402,7 +423,7 @@ def _build_loaded(loaded: list[ReportRun], out: Path, *, resamples: int, seed: i
     board = add_ties(add_rank_stability(build_leaderboard(loaded, boots, report_suites(loaded), _specs(loaded), level),
                                         loaded), ties)
     doc = build_document(loaded, boots, board, resamples=resamples, seed=seed, compare=compare, level=level,
-                         ner_examples=top, ties=ties)
+                         ner_examples=top, ties=ties, browser_beside=browser)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     html_path, md_path, csv_path = out / "report.html", out / "report.md", out / "leaderboard.csv"

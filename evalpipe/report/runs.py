@@ -413,12 +413,23 @@ def load_report_runs(paths: Sequence[Path], compat: str | None = None) -> list[R
     (``ReportRun.samples``, :func:`~evalpipe.report.frame.report_frame`) is made afterwards, with
     the records frozen out of the collector's sight instead, so what pandas leaves as it builds a
     frame is collected as usual."""
-    with collector_paused():
-        runs = _load_report_runs(paths, compat)
+    runs = read_report_runs(paths, compat)
     with frozen_heap():
-        for run in runs:
-            run.samples = report_frame(run.records, run_identity(run.path), compat, FRAME_COLUMNS)
+        add_report_frames(runs, compat)
     return runs
+
+
+def read_report_runs(paths: Sequence[Path], compat: str | None = None) -> list[ReportRun]:
+    """:func:`load_report_runs` but for each run's frame (``ReportRun.samples`` left empty): for a
+    report that starts work beside it first (:mod:`evalpipe.report.browser_beside`)."""
+    with collector_paused():
+        return _load_report_runs(paths, compat)
+
+
+def add_report_frames(runs: Sequence[ReportRun], compat: str | None = None) -> None:
+    """Each run's ``samples`` frame (:func:`~evalpipe.report.frame.report_frame`), made from its records."""
+    for run in runs:
+        run.samples = report_frame(run.records, run_identity(run.path), compat, FRAME_COLUMNS)
 
 
 def _load_report_runs(paths: Sequence[Path], compat: str | None) -> list[ReportRun]:

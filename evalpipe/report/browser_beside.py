@@ -1,0 +1,129 @@
+"""The sample browser's HTML written by a forked child while the report makes everything else.
+
+Why: at 94,000 NCBI samples, writing the browser (its rows and their JSON, ~90 MB) took ~2.5 s of
+the report's ~10 s, all in one process on a machine with two or more cores; the bootstraps, the
+frame-based sections, report.md and leaderboard.csv do not depend on it (issue 28). So once the
+runs are read, the report forks (:func:`start`): the child has the very records and spools the
+parent read (copy-on-write), writes the browser's section, piece by piece as UTF-8, into a
+temporary file and exits; the parent goes on, and when report.html reaches the browser it waits for
+the child and copies the file into the page (:meth:`Beside.pieces`).
+
+The page is the same either way: the child writes what the parent would (the same function, on the
+same objects, encoded by :func:`evalpipe.report.html.utf8` as :func:`~evalpipe.report.html.write_html`
+encodes it), and the parent decodes the file's valid UTF-8 to hand it to the writer, which encodes
+it back to the same bytes. Where the child did not finish (killed, an exception — e.g. a sample
+the browser refuses, raised again in the parent —, no fork to be had) the parent makes the browser
+itself, as it does when no fork is wanted: ``EVALPIPE_REPORT_BESIDE`` ``0`` never, ``1`` whenever
+a fork exists (the tests), unset or ``auto`` by :func:`evalpipe.pipeline.forking.fork_wanted`'s
+rules (Linux, one thread, two cores, a core idle now, at least :data:`MINIMUM` rows).
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import gc
+import os
+import signal
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import IO
+
+from evalpipe.pipeline.forking import fork_wanted
+from evalpipe.report.html import utf8
+
+__all__ = ["ENV", "MINIMUM", "Beside", "start"]
+
+ENV = "EVALPIPE_REPORT_BESIDE"
+#: rows below which the browser is written in-process (a fork costs more than a small page)
+MINIMUM = 5000
+#: how much of a core must be idle when the report would fork (on a busy machine it only takes turns)
+IDLE_NEEDED = 0.5
+#: bytes of the child's file read at a time
+CHUNK = 1 << 20
+
+Pieces = Callable[[], Iterable[str]]
+
+
+@dataclass
+class Beside:
+    """The parent's side of the child writing the browser (see the module docstring)."""
+
+    make: Pieces
+    pid: int | None
+    out: IO[bytes] | None
+
+    def pieces(self) -> Iterator[str]:
+        """The browser's HTML: the child's, once it has exited well; else made here, by ``make``."""
+        out = self._finished()
+        if out is None:
+            yield from self.make()
+            return
+        try:
+            out.seek(0)
+            decoder = codecs.getincrementaldecoder("utf-8")()
+            while chunk := out.read(CHUNK):
+                yield decoder.decode(chunk)
+            tail = decoder.decode(b"", final=True)
+            if tail:
+                yield tail
+        finally:
+            out.close()
+            self.out = None
+
+    def _finished(self) -> IO[bytes] | None:
+        """The child's file when it exited with 0, else None (and the file closed); the child reaped."""
+        pid, out, self.pid = self.pid, self.out, None
+        if pid is None or out is None:
+            return None
+        status = _reaped(pid)
+        if status == 0:
+            return out
+        out.close()
+        self.out = None
+        return None
+
+    def close(self) -> None:
+        """Stop a child still running (the report failed before the browser), reap it, drop its file."""
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            _reaped(self.pid)
+            self.pid = None
+        if self.out is not None:
+            self.out.close()
+            self.out = None
+
+
+def _reaped(pid: int) -> int | None:
+    """The child's exit code (None when it was killed by a signal or was already reaped)."""
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return None
+    return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None
+
+
+def start(make: Pieces, rows: int) -> Beside:
+    """A :class:`Beside` whose child is already writing ``make()``'s pieces, where a fork is wanted
+    (see the module docstring); else one that makes them when asked."""
+    if not fork_wanted(ENV, rows, MINIMUM, idle_needed=IDLE_NEEDED):
+        return Beside(make, None, None)
+    out = tempfile.TemporaryFile()
+    try:
+        pid = os.fork()
+    except OSError:  # no fork to be had (a process limit, memory): written here
+        out.close()
+        return Beside(make, None, None)
+    if pid == 0:  # the child: write the pieces, and leave without running the parent's exit handlers
+        status = 1
+        gc.disable()  # short-lived, making no cycles: no collection touches (and copies) the parent's pages
+        try:
+            for piece in make():
+                out.write(utf8(piece))
+            out.flush()
+            status = 0
+        finally:
+            os._exit(status)
+    return Beside(make, pid, out)
