@@ -11,7 +11,8 @@ import time
 import pytest
 
 from evalpipe.data.stream import ExampleStream
-from evalpipe.pipeline import forking, render_beside
+from evalpipe import forking
+from evalpipe.pipeline import render_beside
 from evalpipe.records import Example
 
 pytestmark = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(),

@@ -16,7 +16,8 @@ import pytest
 from evalpipe.backends.base import BackendError
 from evalpipe.config import RunConfig
 from evalpipe.outcome import RunError
-from evalpipe.pipeline import forking, score_beside
+from evalpipe import forking
+from evalpipe.pipeline import score_beside
 from evalpipe.pipeline.execute import execute
 from evalpipe.records import Completion, Usage
 from evalpipe.store.answers import ResponseStore

@@ -32,7 +32,7 @@ at sample 40,000), it died, or an id does not match — the run renders the chil
 an error is then raised by the run, at the same sample and with the same message as without one.
 
 ``EVALPIPE_RENDER_BESIDE=0`` never forks, ``=1`` whenever a fork is possible (the tests); the
-rules otherwise are :mod:`evalpipe.pipeline.forking`'s.
+rules otherwise are :mod:`evalpipe.forking`'s.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-from evalpipe.pipeline.forking import fork_wanted
+from evalpipe.forking import fork_wanted
 from evalpipe.records import Example
 
 ENV = "EVALPIPE_RENDER_BESIDE"
@@ -66,7 +66,7 @@ ARRIVED = 32
 #: 94,000 NCBI sentences: 2.5 of 7.6 s), the run taking its messages only once per block read
 PIPE_BYTES = 1 << 20
 
-#: how much of a core must be idle when the run would fork (evalpipe.pipeline.forking)
+#: how much of a core must be idle when the run would fork (evalpipe.forking)
 IDLE_NEEDED = 0.7
 
 #: an example's rendered row: (cache key, packed prompt JSON)

@@ -29,7 +29,7 @@ sending, it leaves no core idle at the end.
 **When the child is used.** There is something to send (a resumed run whose answers are all
 stored is scored at once), at least :data:`MIN_PENDING` prompts (a fork and a pipe cost more than
 a small run's scoring), a samplewise task (a corpus scoring holds every sample until the end
-anyway), and the rules of :mod:`evalpipe.pipeline.forking` (Linux, no other thread).
+anyway), and the rules of :mod:`evalpipe.forking` (Linux, no other thread).
 ``EVALPIPE_SCORE_BESIDE=0`` never uses it, ``=1`` whenever a fork is possible (the tests). If the child dies (killed, out of memory) or raises, the tasks are scored
 after the sending as before: an error the child met (a sample id not in the data any more, a data
 file changed, a scoring declared samplewise that is not) is then met, and raised, by the run itself,
@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.metrics.options import MetricOptions
-from evalpipe.pipeline.forking import fork_wanted
+from evalpipe.forking import fork_wanted
 from evalpipe.records import Completion
 from evalpipe.rescoring import plan_chunks
 from evalpipe.scoring.fold import FoldState, TaskFold

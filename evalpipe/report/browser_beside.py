@@ -14,7 +14,7 @@ encodes it), and the parent decodes the file's valid UTF-8 to hand it to the wri
 it back to the same bytes. Where the child did not finish (killed, an exception — e.g. a sample
 the browser refuses, raised again in the parent —, no fork to be had) the parent makes the browser
 itself, as it does when no fork is wanted: ``EVALPIPE_REPORT_BESIDE`` ``0`` never, ``1`` whenever
-a fork exists (the tests), unset or ``auto`` by :func:`evalpipe.pipeline.forking.fork_wanted`'s
+a fork exists (the tests), unset or ``auto`` by :func:`evalpipe.forking.fork_wanted`'s
 rules (Linux, one thread, two cores, a core idle now, at least :data:`MINIMUM` rows).
 """
 
@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO
 
-from evalpipe.pipeline.forking import fork_wanted
+from evalpipe.forking import fork_wanted
 from evalpipe.report.html import utf8
 
 __all__ = ["ENV", "MINIMUM", "Beside", "start"]

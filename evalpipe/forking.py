@@ -1,8 +1,10 @@
-"""When a run may fork a helper process: the one rule the helpers beside the run's work share.
+"""When a run or a report may fork a helper process: the one rule the helpers beside the run's work share.
 
-The run's helpers (:mod:`evalpipe.pipeline.render_beside`, :mod:`evalpipe.pipeline.score_beside`)
-are forked, not spawned, so they have the very objects the run made (tasks, renderers, streams)
-and nothing has to be rebuilt or pickled but their results. A fork is taken only where it is safe
+The helpers beside a run's or a report's work (:mod:`evalpipe.pipeline.render_beside`,
+:mod:`evalpipe.pipeline.score_beside`, :mod:`evalpipe.report.browser_beside`; this module is
+outside :mod:`evalpipe.pipeline`, which the report must not import) are forked, not spawned, so
+they have the very objects the run made (tasks, renderers, streams) and nothing has to be
+rebuilt or pickled but their results. A fork is taken only where it is safe
 and worth it: on Linux (forking is unsafe on macOS and absent on Windows), in a process with no
 other thread (a fork copies every lock, held or not, and the thread holding it does not come
 along), with at least two cores, for work of at least ``minimum`` items (a fork and a pipe cost
