@@ -176,6 +176,13 @@ cutting the reading (decode 1.4 s, span outcomes 0.8 s, the browser's texts 1.1 
 in-process seconds at 94,000), now the critical path; with the fork, a child forked *before*
 reading that reads only what the browser needs would overlap the reading too, but would hold its
 own records (no sharing of pages) — more memory again.
+
+Quiet check on the merged main (2026-12-03 evening, ``--n 94000 --steps report --repeat 2 --keep
+KEPT --repo /work/wt/main0 --repo /work/wt/trial6``, main0 = b348332, trial6 = main with this round
+and the run's changes of bench/overlap.py's phase 4; load 1.5-1.6, the benchmark's own processes):
+report 12.5 s -> 9.8 s (x0.78), CPU 12.4 -> 11.5 s, peak RSS of one process 353 -> 357 MB, the
+tree's summed PSS 345 -> 472 MB (x1.37, the child's copied pages). ``EVALPIPE_REPORT_BESIDE=0``
+gives the in-process figures of the table above (11.4 s, 348 MB).
 """
 
 from __future__ import annotations

@@ -122,6 +122,35 @@ Then the shots rendered once per renderer (``template_limits.MacroMemo``), main 
 b0dc6b0, one more round on the quiet machine (load 0.6 -> 1.55): run 64.7 -> 43.0 s (x0.66), sending
 29.5 -> 30.1 s, before 18.8 -> 10.8 s, after 16.4 -> 2.1 s, run / sending x2.19 -> x1.43, peak 126 ->
 114 MB, CPU 64.3 -> 55.5 s (x0.86).
+
+Phase 4 (2026-12-03 evening; ``--jobs big,small --n 94000 --repeat 2 --repo /work/wt/main0 --repo
+/work/wt/trial6``: main0 = b348332, the merged main of phase 3; trial6 = what main now is; load
+0.7 at the start, 1.5-2.3 during: the benchmark's own server and processes). What changed for the
+run: the render child's rows for a block the run had not read yet were dropped (the run rendered
+them again) and its sending waited on a full 64 KB pipe for a third of its time — the child now
+renders over half the blocks (measured with the child's own clock: 2.5 of 7.6 s waiting before,
+0.05 s after), the first 1,024 examples alone instead of 4,096; after the sending the costs are
+summed without a DISTINCT (0.57 -> 0.39 s) in a thread, and a fresh run's total is its queue's
+count. Medians of the two rounds:
+
+========  =======  ========  ========  =======  ===============  ========  =======
+checkout  run      sending   before    after    run / sending    peak      CPU
+========  =======  ========  ========  =======  ===============  ========  =======
+main0     48.9 s   34.7 s    12.5 s    1.7 s    x1.41            114 MB    63.7 s
+trial6    43.8 s   32.7 s     9.7 s    1.4 s    x1.34            120 MB    60.1 s
+========  =======  ========  ========  =======  ===============  ========  =======
+
+(rounds: main0 x1.41, x1.41; trial6 x1.33, x1.35.) The small job: efficiency 0.965 -> 0.967 (it
+never forks: 940 prompts). The peak is 6 MB higher (the rows held ahead of the run's reading, up to
+32 blocks, and the wider pipe). Issue 28's x1.3 is still not met on 2 cores with the server on
+them. What is left before the sending (a timeline of one quiet run, seconds from the start): the
+interpreter, imports and start-up ~0.9, preparing 7.0-7.7 (both processes read and validate every
+example, ~3 s each: the CoNLL lines ~1.1 s, the examples built ~1.9 s; the run also stages every
+row), the plan copied into the store 0.6, the queue 0.2. A CoNLL reader splitting whole sentences
+with C loops (``zip``, ``map``, ``str.split``) was tried and was slower (1.26 against 1.15 s for
+94,000 sentences): making the token strings is the cost either way. Next: the child reading the
+examples for the run as well (each read once; measured, a block of examples pickled and unpickled
+costs ~21 us an example against ~27 us to read it, so only ~6 us would be saved: not done).
 """
 
 from __future__ import annotations
