@@ -130,7 +130,7 @@ run: the render child's rows for a block the run had not read yet were dropped (
 them again) and its sending waited on a full 64 KB pipe for a third of its time — the child now
 renders over half the blocks (measured with the child's own clock: 2.5 of 7.6 s waiting before,
 0.05 s after), the first 1,024 examples alone instead of 4,096; after the sending the costs are
-summed without a DISTINCT (0.57 -> 0.39 s) in a thread, and a fresh run's total is its queue's
+summed without a DISTINCT (0.57 -> 0.39 s), and a fresh run's total is its queue's
 count. Medians of the two rounds:
 
 ========  =======  ========  ========  =======  ===============  ========  =======

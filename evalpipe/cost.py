@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -194,47 +193,12 @@ def task_costs(store_path: Path, plans: Mapping[str, Sequence[str]], prices: Pri
 NO_INTERVAL = "a sum over the run's answers (tokens × prices), not an estimate"
 
 
-class CostsAhead:
-    """:func:`task_costs` worked out in a thread from the moment the last answer is stored, while the
-    run finishes its scoring; :meth:`result` waits for it. Why: the query looks every planned key up
-    among the answers (0.6 s at 94,000 answers, after the sending), and SQLite lets go of the GIL
-    while it runs, so the run's own work goes on meanwhile. It reads the store through its own
-    read-only connection; an error it meets is raised by :meth:`result`. Where the scoring was done
-    beside the sending, little is left to overlap (measured at 94,000: the wait for the result is
-    most of the query's time); where the scoring comes after the sending (a corpus metric, or no
-    scoring child), the query is hidden behind it."""
-
-    def __init__(self, store_path: Path, plans: Mapping[str, Sequence[str]], prices: Prices | None,
-                 since: float | None) -> None:
-        self._totals: dict[str, TokenTotals] | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._work, args=(store_path, plans, prices, since),
-                                        name="evalpipe-costs", daemon=True)
-        self._thread.start()
-
-    def _work(self, store_path: Path, plans: Mapping[str, Sequence[str]], prices: Prices | None,
-              since: float | None) -> None:
-        try:
-            self._totals = task_costs(store_path, plans, prices, since)
-        except BaseException as exc:  # noqa: BLE001 - raised again by result(), in the run's thread
-            self._error = exc
-
-    def result(self) -> dict[str, TokenTotals]:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        assert self._totals is not None
-        return self._totals
-
-
 def attach_costs(tasks: Sequence[Any], store_path: Path, plans: Mapping[str, Sequence[str]],
-                 prices: Prices | None, since: float | None,
-                 totals: Mapping[str, TokenTotals] | None = None) -> dict[str, Any]:
+                 prices: Prices | None, since: float | None) -> dict[str, Any]:
     """Add ``cost_usd`` (with prices), ``reasoning_tokens`` and ``cached_tokens`` (where reported) to
     each task outcome's metrics; the run's ``cost`` section for ``summary.json`` (empty when there is
-    nothing to say). ``totals``: :func:`task_costs`' result if already worked out (:class:`CostsAhead`)."""
-    if totals is None:
-        totals = task_costs(store_path, plans, prices, since)
+    nothing to say)."""
+    totals = task_costs(store_path, plans, prices, since)
     for task in tasks:
         found = totals.get(task.name)
         if found is None:

@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+from multiprocessing.process import BaseProcess
 
 _NEVER = {"0", "no", "off", "false"}
 _ALWAYS = {"1", "yes", "on", "true"}
@@ -41,6 +42,16 @@ def fork_wanted(setting: str, work: int, minimum: int, environ: Mapping[str, str
     if sys.platform != "linux" or work < minimum or threading.active_count() != 1 or _cores() < 2:
         return False
     return idle_needed <= 0 or idle_cores() >= idle_needed
+
+
+def stop(process: BaseProcess, grace_s: float = 5.0) -> None:
+    """A helper ended and reaped: terminated if it still runs, killed if it outlives ``grace_s`` more."""
+    if process.is_alive():
+        process.terminate()
+        process.join(timeout=grace_s)
+        if process.is_alive():
+            process.kill()
+    process.join()
 
 
 def _cores() -> int:

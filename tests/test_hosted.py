@@ -16,7 +16,7 @@ from evalpipe.backends.openai_compat import OpenAICompatBackend, OpenAICompatCon
 from evalpipe.backends.wire import read_answer
 from evalpipe.store.keys import cache_key
 from evalpipe.config import RunConfig
-from evalpipe.cost import CostsAhead, PriceError, Prices, resolve_prices, task_costs
+from evalpipe.cost import PriceError, Prices, resolve_prices, task_costs
 from evalpipe.records import Example, GenerationParams, Message, Prompt
 from evalpipe.pipeline.execute import execute
 from evalpipe.structured import SCHEMA_CONFORMANCE, structured_spec, validate
@@ -128,21 +128,6 @@ def test_reasoning_effort_is_sent_and_reasoning_is_kept_apart_and_counted(tmp_pa
     assert metrics["cost_usd"] == pytest.approx(expected, rel=1e-12)
     # the effort is part of the run's identity: a run without it is another directory
     assert config(server.url).default_run_name() != config(server.url, reasoning_effort="low").default_run_name()
-
-
-def test_the_costs_summed_beside_the_scoring_are_those_summed_after_it(tmp_path):
-    """The run sums its costs in a thread while it finishes scoring (CostsAhead): the same totals
-    as the query run at the end, and an error the thread meets is raised where the result is taken."""
-    prices = Prices.from_json({"input": 1.0, "output": 2.0, "cached_input": 0.5})
-    with FakeBatchServer(reasoning="Let me think about diseases.") as server:
-        outcome = run(config(server.url, prices=prices.to_json()), tmp_path)
-    store = outcome.run_dir.store_path
-    plans = {"ncbi_disease": ["ncbi_disease"]}
-    ahead = CostsAhead(store, plans, prices, 0.0).result()
-    assert ahead == task_costs(store, plans, prices, 0.0)
-    assert ahead["ncbi_disease"].answers == 6 and ahead["ncbi_disease"].cost_usd > 0
-    with pytest.raises(sqlite3.OperationalError):
-        CostsAhead(tmp_path / "no-store.sqlite", plans, prices, 0.0).result()
 
 
 def test_an_answer_two_samples_ask_is_counted_once(tmp_path):

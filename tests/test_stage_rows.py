@@ -4,6 +4,7 @@ same, byte for byte, as ``to_jsonable`` + the generator-based slot walk + ``json
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from collections.abc import Iterable, Iterator, Mapping
@@ -13,7 +14,7 @@ from evalpipe.pipeline import render
 from evalpipe.pipeline.render import _PromptJson, stage_all
 from evalpipe.records import Example, GenerationParams, Message, Prompt, to_jsonable
 from evalpipe.store import prompt_pack
-from evalpipe.store.prompt_pack import LEARN, MIN_SHARED, PIECES, Packer, _replace
+from evalpipe.store.prompt_pack import LEARN, MIN_SHARED, Packer
 from tests.test_store_keys import reference_key
 
 
@@ -31,34 +32,25 @@ def reference_slots(obj: Any, path: tuple[Any, ...] = ()) -> Iterable[tuple[tupl
 
 
 class ReferencePacker(Packer):
+    """The packer with the slot walk as it was (:func:`reference_slots`) in learning and packing alike."""
+
     def learn(self, prompts: Iterable[Mapping[str, Any]]) -> None:
-        original = prompt_pack._slots
-        prompt_pack._slots = lambda obj, path=(): list(reference_slots(obj, path))  # type: ignore[assignment]
-        try:
+        with _reference_slots():
             super().learn(prompts)
-        finally:
-            prompt_pack._slots = original
 
     def pack(self, prompt: Mapping[str, Any]) -> Any:
-        packed: Any = prompt
-        for path, text in list(reference_slots(prompt)):
-            prefix, suffix = self._shared.get(path, ("", ""))
-            if prefix and not text.startswith(prefix):
-                prefix = ""
-            if suffix and not (text.endswith(suffix) and len(text) - len(suffix) >= len(prefix)):
-                suffix = ""
-            if not prefix and not suffix:
-                continue
-            pieces: list[Any] = []
-            if prefix:
-                pieces.append(self._ref(prefix))
-            own = text[len(prefix):len(text) - len(suffix)]
-            if own:
-                pieces.append(own)
-            if suffix:
-                pieces.append(self._ref(suffix))
-            packed = _replace(packed, path, {PIECES: pieces})
-        return packed
+        with _reference_slots():
+            return super().pack(prompt)
+
+
+@contextlib.contextmanager
+def _reference_slots() -> Iterator[None]:
+    original = prompt_pack._slots
+    prompt_pack._slots = lambda obj, path=(): list(reference_slots(obj, path))  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        prompt_pack._slots = original
 
 
 def reference_rows(model: str, prompts: list[Prompt]) -> tuple[list[tuple[str, str, str]], dict[str, str]]:

@@ -34,7 +34,7 @@ from evalpipe.backends.base import Backend, BackendError
 from evalpipe.backends.factory import OnceFactory
 from evalpipe.backends.ranking import RankingBackend
 from evalpipe.config import RunConfig
-from evalpipe.cost import CostsAhead, Prices, attach_costs
+from evalpipe.cost import Prices, attach_costs
 from evalpipe.heap import frozen_heap
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.outcome import RunOutcome, write_outcome
@@ -171,13 +171,11 @@ async def _execute_locked(
             settle()  # what fetching made lives until the end too
         outcome = RunOutcome(run_dir=run, tasks=[], sent=pending, cached=total - pending,
                              skipped=skipped, budget=Budget.from_json(budget_info.get("budget")), notes=notes)
-        # every answer is stored: the costs are summed in SQL while the scoring is finished
-        costs = CostsAhead(run.store_path, _plans_by_task(prepared), Prices.from_json(config.prices), invoked)
         states = _beside_states(beside, fetched.failures, notes) if beside is not None else {}
         _score(config, run, prepared, fetched.failures, outcome, options, states)
         scoring = {"beside_sending": sorted(prepared[i].plan_name for i in states),
                    "tail_seconds": round(beside.tail_seconds, 3)} if beside is not None and states else {}
-        _write_results(config, run, prepared, outcome, options, fetched, notes, invoked, scoring, costs)
+        _write_results(config, run, prepared, outcome, options, fetched, notes, invoked, scoring)
         return outcome
     finally:
         heap.close()
@@ -340,20 +338,14 @@ def _scored(config: RunConfig, run: RunDir, p: PreparedTask, failures: Mapping[s
     return score_chunks(p.spec, source, config.compat, options, prefix, scratch=p.stage.folder)
 
 
-def _plans_by_task(prepared: Sequence[PreparedTask]) -> dict[str, list[str]]:
-    """Task → its plans' names (one per prompt condition)."""
+def _write_results(config: RunConfig, run: RunDir, prepared: Sequence[PreparedTask], outcome: RunOutcome,
+                   options: MetricOptions, fetched: _Fetched, notes: list[str], invoked: float,
+                   scoring: dict[str, Any]) -> None:
+    """Costs, suite aggregates, and the run directory's results (samples, metrics, summary)."""
     plans: dict[str, list[str]] = {}
     for p in prepared:
         plans.setdefault(p.spec.name, []).append(p.plan_name)
-    return plans
-
-
-def _write_results(config: RunConfig, run: RunDir, prepared: Sequence[PreparedTask], outcome: RunOutcome,
-                   options: MetricOptions, fetched: _Fetched, notes: list[str], invoked: float,
-                   scoring: dict[str, Any], costs: CostsAhead) -> None:
-    """Costs, suite aggregates, and the run directory's results (samples, metrics, summary)."""
-    cost = attach_costs(outcome.tasks, run.store_path, _plans_by_task(prepared), Prices.from_json(config.prices),
-                        invoked, totals=costs.result())
+    cost = attach_costs(outcome.tasks, run.store_path, plans, Prices.from_json(config.prices), invoked)
     outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
     write_outcome(run, outcome, config.compat, RunInfo(
         sent=outcome.sent, cached=outcome.cached, incomplete_suites=outcome.incomplete,

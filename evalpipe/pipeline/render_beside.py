@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from evalpipe import forking
 from evalpipe.forking import fork_wanted
 from evalpipe.records import Example
 
@@ -248,12 +249,7 @@ class _Helper:
 
     def stop(self) -> None:
         self.conn.close()
-        if self.process.is_alive():
-            self.process.terminate()
-        self.process.join(timeout=5)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
+        forking.stop(self.process)
 
 
 def _widen(conn: Connection) -> None:

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.metrics.options import MetricOptions
+from evalpipe import forking
 from evalpipe.forking import fork_wanted
 from evalpipe.records import Completion
 from evalpipe.rescoring import plan_chunks
@@ -145,12 +146,7 @@ class ScoringBeside:
 
     def stop(self) -> None:
         """The child ended (terminated if it still runs), the pipe closed."""
-        if self._process.is_alive():
-            self._process.terminate()
-            self._process.join(timeout=5)
-            if self._process.is_alive():
-                self._process.kill()
-                self._process.join()
+        forking.stop(self._process)
         self._conn.close()
 
 

@@ -38,6 +38,19 @@ def _report(runs: tuple[Path, Path], out: Path) -> dict[str, bytes]:
     return _files(out)
 
 
+def _recorded_exits(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
+    """The exit code of each child the report reaps (None: killed), in order."""
+    real_reaped = browser_beside._reaped
+    exits: list[int | None] = []
+
+    def reaped(pid: int) -> int | None:
+        exits.append(real_reaped(pid))
+        return exits[-1]
+
+    monkeypatch.setattr(browser_beside, "_reaped", reaped)
+    return exits
+
+
 def test_the_child_s_browser_is_the_parent_s(two_runs, tmp_path, monkeypatch):
     monkeypatch.setenv(ENV, "0")
     alone = _report(two_runs, tmp_path / "alone")
@@ -49,15 +62,8 @@ def test_the_child_s_browser_is_the_parent_s(two_runs, tmp_path, monkeypatch):
         forks.append(beside.pid or 0)
         return beside
 
-    real_reaped = browser_beside._reaped
-    exits: list[int | None] = []
-
-    def reaped(pid: int) -> int | None:
-        exits.append(real_reaped(pid))
-        return exits[-1]
-
+    exits = _recorded_exits(monkeypatch)
     monkeypatch.setattr("evalpipe.report.build.start_beside", start)
-    monkeypatch.setattr(browser_beside, "_reaped", reaped)
     monkeypatch.setenv(ENV, "1")
     beside = _report(two_runs, tmp_path / "beside")
     assert forks and forks[0] > 0, "the browser was not written by a child"
@@ -69,9 +75,9 @@ def test_the_child_s_browser_is_the_parent_s(two_runs, tmp_path, monkeypatch):
 def test_a_killed_child_leaves_the_browser_to_the_parent(two_runs, tmp_path, monkeypatch):
     monkeypatch.setenv(ENV, "0")
     alone = _report(two_runs, tmp_path / "alone")
-    real_start, real_reaped = browser_beside.start, browser_beside._reaped
+    real_start = browser_beside.start
     parent = os.getpid()
-    exits: list[int | None] = []
+    exits = _recorded_exits(monkeypatch)
 
     def start(make, rows):  # type: ignore[no-untyped-def]
         def late():  # type: ignore[no-untyped-def]
@@ -84,12 +90,7 @@ def test_a_killed_child_leaves_the_browser_to_the_parent(two_runs, tmp_path, mon
         os.kill(beside.pid, signal.SIGKILL)
         return beside
 
-    def reaped(pid: int) -> int | None:
-        exits.append(real_reaped(pid))
-        return exits[-1]
-
     monkeypatch.setattr("evalpipe.report.build.start_beside", start)
-    monkeypatch.setattr(browser_beside, "_reaped", reaped)
     monkeypatch.setenv(ENV, "1")
     assert _report(two_runs, tmp_path / "killed") == alone
     assert exits == [None], "the child was not killed"
