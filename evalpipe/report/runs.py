@@ -58,8 +58,8 @@ from evalpipe.report.ner_errors import SampleOutcomes, classify, gold_spans, is_
 from evalpipe.results import RunDir, RunSummary, TaskSummary
 from evalpipe.variants.robustness import plain_metrics
 
-__all__ = ["FRAME_COLUMNS", "ON_DEMAND_FIELDS", "RUNNER_METRICS", "RecordLines", "ReportRun", "TaskInfo",
-           "full_samples_frame", "load_report_runs", "resample_task"]
+__all__ = ["FRAME_COLUMNS", "ON_DEMAND_FIELDS", "RUNNER_METRICS", "RecordLines", "ReportRun", "RunHead", "TaskInfo",
+           "full_samples_frame", "load_report_runs", "resample_task", "run_heads"]
 
 #: metrics the runner adds to every task (bookkeeping: the operations table shows them)
 RUNNER_METRICS = frozenset({"n", "errors", "parse_failure_rate", "answered", "coverage"})
@@ -419,11 +419,17 @@ def load_report_runs(paths: Sequence[Path], compat: str | None = None) -> list[R
     return runs
 
 
-def read_report_runs(paths: Sequence[Path], compat: str | None = None) -> list[ReportRun]:
+def read_report_runs(paths: Sequence[Path], compat: str | None = None, *, spool: bool = True,
+                     heads: Sequence[RunHead] | None = None) -> list[ReportRun]:
     """:func:`load_report_runs` but for each run's frame (``ReportRun.samples`` left empty): for a
-    report that starts work beside it first (:mod:`evalpipe.report.browser_beside`)."""
+    report that starts work beside it first (:mod:`evalpipe.report.browser_beside`).
+
+    ``spool``: make the sample browser's texts of each record as it is read (``ReportRun.spool``);
+    False for a report whose browser is made otherwise. ``heads``: :func:`run_heads` of ``paths``,
+    when already read."""
+    heads = run_heads(paths, compat) if heads is None else heads
     with collector_paused():
-        return _load_report_runs(paths, compat)
+        return _load_report_runs(heads, compat, spool)
 
 
 def add_report_frames(runs: Sequence[ReportRun], compat: str | None = None) -> None:
@@ -432,33 +438,59 @@ def add_report_frames(runs: Sequence[ReportRun], compat: str | None = None) -> N
         run.samples = report_frame(run.records, run_identity(run.path), compat, FRAME_COLUMNS)
 
 
-def _load_report_runs(paths: Sequence[Path], compat: str | None) -> list[ReportRun]:
-    runs = []
+@dataclass(frozen=True)
+class RunHead:
+    """What a run directory says of itself before its samples are read: enough to label it, to
+    know its tasks and conditions, and to check that it has samples (:func:`run_heads`)."""
+
+    path: Path
+    label: str
+    identity: Mapping[str, Any]
+    tasks: tuple[str, ...]
+    infos: Mapping[str, TaskInfo]
+    variants: dict[str, dict[str, Any]]
+    samples_path: Path
+
+
+def run_heads(paths: Sequence[Path], compat: str | None = None) -> list[RunHead]:
+    """Each run directory's :class:`RunHead`; raises FileNotFoundError naming the first missing file."""
     identities = [run_identity(p) for p in paths]
     # a log-likelihood run is labelled so (a generated run of the same model is another measurement)
     methods = [scoring_method(i["config"].get("config", {})) for i in identities]
     labels = _labels([_model_label(i) if m == "generated" else f"{_model_label(i)} [{m}]"
                       for i, m in zip(identities, methods)], [Path(p) for p in paths])
+    heads = []
     for path, identity, label in zip(paths, identities, labels):
         run_dir = RunDir(path)
         samples_path = run_dir.samples_path(compat)
         if not samples_path.is_file():
             hint = f" --compat {compat}" if compat else ""
             raise FileNotFoundError(f"{samples_path}: no samples (run `evalpipe score {run_dir.path}{hint}` first)")
-        variants = run_dir.read_variants(compat)
         config = identity["config"]
         recorded_tasks = config.get("tasks") or {}
         tasks = tuple(config.get("config", {}).get("tasks", []))
         infos = {task: TaskInfo.from_config(task, recorded_tasks.get(task) or {}) for task in tasks}
-        spool = BrowserSpool()
+        heads.append(RunHead(path=Path(path), label=label, identity=identity, tasks=tasks, infos=infos,
+                             variants=run_dir.read_variants(compat), samples_path=samples_path))
+    return heads
+
+
+def _load_report_runs(heads: Sequence[RunHead], compat: str | None, make_spool: bool = True) -> list[ReportRun]:
+    runs = []
+    for head in heads:
+        run_dir = RunDir(head.path)
+        variants = head.variants
+        tasks, infos, identity = head.tasks, dict(head.infos), head.identity
+        config = identity["config"]
+        spool = BrowserSpool() if make_spool else None
         spans = _SpanCollector([t for t in tasks if is_span_kind(infos[t].kind) is not False], variants, spool)
         read, lines = _read_records(run_dir, compat, slim=True, whole=spans)
-        if lines is None:  # the records were read again, whole: the spool's are other records
+        if lines is None and spool is not None:  # the records were read again, whole: the spool's are other records
             spool.close()
         records, by_condition = _split_conditions(read, variants)
         metrics = run_dir.read_metrics(compat)
         run = ReportRun(
-            path=Path(path), label=label, model=identity["model"], compat=compat, config=config,
+            path=head.path, label=head.label, model=identity["model"], compat=compat, config=config,
             tasks=tasks, info=infos,
             # the spread numbers are the robustness section's; every other part reads the reference's metrics
             metrics={t: plain_metrics(v) if t in variants else v for t, v in metrics.items()},
