@@ -39,7 +39,8 @@ from typing import Any
 
 from evalpipe.metrics.aggregation import Mean
 from evalpipe.report.browser import SplicedSample, samples_fragment
-from evalpipe.report.browser_spool import INPUT_CHARS, SpooledTexts, entities, gold_text, prediction_text, shown_inputs
+from evalpipe.report.browser_spool import (INPUT_CHARS, SpooledTexts, entities, gold_text, prediction_text,
+                                           shown_diagnostics, shown_inputs)
 from evalpipe.report.leaderboard import primary_metric
 from evalpipe.report.ner_errors import SampleOutcomes, sample_outcomes
 from evalpipe.report.runs import ReportRun, TaskInfo
@@ -113,15 +114,6 @@ def task_kinds(runs: Sequence[ReportRun], infos: Mapping[str, TaskInfo]) -> dict
     return kinds
 
 
-def _diagnostics(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The parse diagnostics that say something (a set flag, a count above 0, a non-empty list)."""
-    found = record.get("diagnostics")
-    if not isinstance(found, Mapping):
-        return {}
-    return {k: v for k, v in found.items()
-            if v not in (False, 0, None, "", [], {}) and not (k.endswith("coverage") and v == 1.0)}
-
-
 def _outcomes(record: Mapping[str, Any], kind: str, key: str | None,
               entity_outcomes: SampleOutcomes | None = None) -> list[str]:
     """The browser's ``outcomes`` of one record (see the module docstring), in the page's order."""
@@ -142,13 +134,17 @@ def _outcomes(record: Mapping[str, Any], kind: str, key: str | None,
 
 def _result(record: Mapping[str, Any], kind: str, key: str | None,
             entity_outcomes: SampleOutcomes | None = None, texts: SpooledTexts | None = None) -> dict[str, Any]:
-    """One run's result of one sample: from its whole record, or from its slim record and the
+    """One run's result of one sample: from its whole record, or from its lean record and the
     ``texts`` made of it as it was read (:mod:`evalpipe.report.browser_spool`; usable for ``kind``)."""
     ner = kind == TaskKind.NER
     ner_texts = texts.ner if texts is not None and ner else None
+    if texts is not None:
+        shown = ner_texts.prediction_text if ner_texts is not None else texts.plain_prediction
+    else:
+        shown = prediction_text(record, ner)
     result: dict[str, Any] = {
-        "answer": record.get("answer"),
-        "prediction_text": ner_texts.prediction_text if ner_texts is not None else prediction_text(record, ner),
+        "answer": texts.answer if texts is not None else record.get("answer"),
+        "prediction_text": shown,
         "scores": dict(record.get("scores") or {}),
         "parse_failed": record.get("parse_failed"),
         "error": record.get("error"),
@@ -156,7 +152,7 @@ def _result(record: Mapping[str, Any], kind: str, key: str | None,
     reasoning = texts.reasoning if texts is not None else record.get("reasoning")
     if reasoning:  # the API's separate reasoning text (issue 25), shown apart from the answer
         result["reasoning"] = reasoning
-    diagnostics = _diagnostics(record)
+    diagnostics = texts.diagnostics if texts is not None else shown_diagnostics(record)
     if diagnostics:
         result["diagnostics"] = diagnostics
     if ner:

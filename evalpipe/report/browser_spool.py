@@ -13,7 +13,10 @@ reads it back:
 * the gold as text — for a record of a possible span task whose gold and prediction read as spans,
   its NER form (with the prediction's text and the entities, from the outcomes just classified),
   else the plain form;
-* the API's separate reasoning text.
+* the API's separate reasoning text;
+* what the lean record no longer holds (:data:`evalpipe.report.reading.LEAN_FIELDS`): the answer,
+  the prediction as text (for a record not read as spans: the NER form has its own) and the parse
+  diagnostics that say something.
 
 A row whose task turns out to be of the other kind than the one its record's texts were made for
 (a task of two runs, one of whose records do not read as spans) is made as before, from the
@@ -35,7 +38,7 @@ from evalpipe.report.browser import json_for_script
 from evalpipe.report.ner_errors import SampleOutcomes, gold_spans, prediction_spans, sample_outcomes, span_text
 
 __all__ = ["INPUT_CHARS", "BrowserSpool", "NerTexts", "SpooledTexts", "entities", "gold_text", "prediction_text",
-           "shown_inputs"]
+           "record_texts", "shown_diagnostics", "shown_inputs"]
 
 #: a text input field longer than this many characters is cut in the page (see browser_data's docstring)
 INPUT_CHARS = 20_000
@@ -89,6 +92,15 @@ def prediction_text(record: Mapping[str, Any], ner: bool) -> str:
     return json_text(prediction)
 
 
+def shown_diagnostics(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The parse diagnostics that say something (a set flag, a count above 0, a non-empty list)."""
+    found = record.get("diagnostics")
+    if not isinstance(found, Mapping):
+        return {}
+    return {k: v for k, v in found.items()
+            if v not in (False, 0, None, "", [], {}) and not (k.endswith("coverage") and v == 1.0)}
+
+
 def entities(record: Mapping[str, Any], outcomes: SampleOutcomes | None) -> tuple[list[dict[str, Any]], list[str]]:
     """Each classified entity as the page marks it, and the record's categories in order."""
     gold_out, pred_out = outcomes if outcomes is not None else sample_outcomes(record)
@@ -113,9 +125,13 @@ class SpooledTexts:
 
     #: :func:`shown_inputs` as the page's JSON text
     input_json: str
-    #: the plain gold text (None when the record's NER texts were made instead)
+    #: the plain gold and prediction texts (None when the record's NER texts were made instead)
     plain_gold: str | None
+    plain_prediction: str | None
     reasoning: Any
+    answer: Any
+    #: :func:`shown_diagnostics`
+    diagnostics: dict[str, Any]
     ner: NerTexts | None
 
     def usable(self, ner: bool) -> bool:
@@ -132,28 +148,43 @@ class SpooledTexts:
 Spans = tuple[tuple[Span, ...], tuple[Span, ...], SampleOutcomes]
 
 
+def record_texts(record: Mapping[str, Any], spans: Spans | None) -> SpooledTexts:
+    """What a browser row shows of one whole record (``spans`` when it reads as spans): the one place
+    these texts are made, for the spool and for any other maker of rows from whole records."""
+    ner = None
+    if spans is not None:
+        gold_entities, predicted, outcomes = spans
+        inputs = inputs_of(record)
+        ner = NerTexts(spans_text(inputs, gold_entities), spans_text(inputs, predicted), entities(record, outcomes)[0])
+    return SpooledTexts(
+        input_json=json_for_script(shown_inputs(record)),
+        plain_gold=gold_text(record, False) if ner is None else None,
+        plain_prediction=prediction_text(record, False) if ner is None else None,
+        reasoning=record.get("reasoning"), answer=record.get("answer"), diagnostics=shown_diagnostics(record),
+        ner=ner)
+
+
 class BrowserSpool:
     """Each record's :class:`SpooledTexts`, in a temporary file (deleted when closed or collected).
 
-    Keyed by the record's identity, as :class:`evalpipe.report.runs.RecordLines` is: the slim
-    record is the very dict that was whole when its texts were made (its bulky fields popped),
-    and it lives as long as its run."""
+    Keyed by the held record's identity, as :class:`evalpipe.report.reading.RecordLines` is: the
+    lean record the report holds for the whole one its texts were made of (``add``'s ``held``),
+    which lives as long as its run."""
 
     def __init__(self) -> None:
         self._file = tempfile.TemporaryFile()
         self._at: dict[int, int] = {}
 
-    def add(self, record: Mapping[str, Any], spans: Spans | None) -> None:
-        """Make and keep the texts of one whole record; ``spans`` when it reads as spans."""
-        ner = None
-        if spans is not None:
-            gold_entities, predicted, outcomes = spans
-            inputs = inputs_of(record)
-            ner = (spans_text(inputs, gold_entities), spans_text(inputs, predicted), entities(record, outcomes)[0])
-        plain = gold_text(record, False) if ner is None else None
-        self._at[id(record)] = self._file.tell()
-        pickle.dump((json_for_script(shown_inputs(record)), plain, record.get("reasoning"), ner), self._file,
-                    protocol=pickle.HIGHEST_PROTOCOL)
+    def add(self, record: Mapping[str, Any], spans: Spans | None, held: Mapping[str, Any] | None = None) -> None:
+        """Make and keep the texts of one whole record (:func:`record_texts`); ``spans`` when it reads as
+        spans; ``held``: the record the report holds for it (by default the record itself), which
+        :meth:`texts` is then asked with."""
+        texts = record_texts(record, spans)
+        ner = texts.ner
+        self._at[id(record if held is None else held)] = self._file.tell()
+        pickle.dump((texts.input_json, texts.plain_gold, texts.plain_prediction, texts.reasoning, texts.answer,
+                     texts.diagnostics, (ner.gold_text, ner.prediction_text, ner.entities) if ner else None),
+                    self._file, protocol=pickle.HIGHEST_PROTOCOL)
 
     def texts(self, record: Mapping[str, Any]) -> SpooledTexts | None:
         """The texts made of ``record`` (one of this run's slim records), or None."""
@@ -161,8 +192,9 @@ class BrowserSpool:
         if at is None:
             return None
         self._file.seek(at)
-        input_json, plain, reasoning, ner = pickle.load(self._file)
-        return SpooledTexts(input_json, plain, reasoning, NerTexts(*ner) if ner is not None else None)
+        input_json, gold, prediction, reasoning, answer, diagnostics, ner = pickle.load(self._file)
+        return SpooledTexts(input_json, gold, prediction, reasoning, answer, diagnostics,
+                            NerTexts(*ner) if ner is not None else None)
 
     def close(self) -> None:
         self._file.close()

@@ -137,12 +137,22 @@ def _score_key(task: str, records_a: Mapping[str, Mapping[str, Any]], records_b:
     return common[0] if common else None
 
 
-def _records(run: ReportRun, task: str) -> dict[str, Mapping[str, Any]]:
-    return {str(r.get("id")): r for r in run.records if r.get("task") == task}
+def _records(run: ReportRun, task: str) -> tuple[dict[str, Mapping[str, Any]], dict[str, bytes | None]]:
+    """The task's records by id (an id's last), and the digest of each one's answer (the records are
+    lean: :meth:`~evalpipe.report.runs.ReportRun.answer_digests`)."""
+    records: dict[str, Mapping[str, Any]] = {}
+    digests: dict[str, bytes | None] = {}
+    for record, digest in zip(run.records, run.answer_digests()):
+        if record.get("task") == task:
+            sample_id = str(record.get("id"))
+            records[sample_id], digests[sample_id] = record, digest
+    return records, digests
 
 
 def _disagreements(task: str, a: ResampleTask, run_a: ReportRun, run_b: ReportRun, top: int) -> list[Disagreement]:
-    rec_a, rec_b = _records(run_a, task), _records(run_b, task)
+    """The samples the two runs score most apart, then those they answer differently at the same score
+    (at most ``top``), each with its input, both answers and the gold."""
+    (rec_a, digest_a), (rec_b, digest_b) = _records(run_a, task), _records(run_b, task)
     info = run_a.info.get(task)
     primary = primary_metric(info, list(a.corpus))
     key = _score_key(task, rec_a, rec_b, primary, list(a.corpus))
@@ -152,14 +162,14 @@ def _disagreements(task: str, a: ResampleTask, run_a: ReportRun, run_b: ReportRu
         sa = _numeric_scores(ra).get(key) if key else None
         sb = _numeric_scores(rb).get(key) if key else None
         gap = abs(sa - sb) if sa is not None and sb is not None else 0.0
-        differ = _text(ra.get("answer")) != _text(rb.get("answer"))
+        differ = digest_a.get(sample_id) != digest_b.get(sample_id)
         if gap == 0 and not differ:
             continue
         ranked.append((-gap, not differ, i, sample_id, ra, rb, sa, sb))
     ranked.sort(key=lambda r: r[:3])
     out = []
     for _, _, _, sample_id, ra, rb, sa, sb in ranked[:top]:
-        ra, rb = run_a.full_record(ra) if ra else ra, run_b.full_record(rb) if rb else rb  # inputs and gold
+        ra, rb = run_a.full_record(ra) if ra else ra, run_b.full_record(rb) if rb else rb  # answers, inputs, gold
         out.append(Disagreement(
             task=task, id=sample_id, score_key=key, score_a=sa, score_b=sb,
             prompt_excerpt=input_excerpt(ra.get("inputs") if "inputs" in ra else rb.get("inputs")),

@@ -15,32 +15,28 @@ other conditions' records and ``variants.json`` are kept beside them for the rob
 A run written before per-sample parts existed still reports its numbers; its metrics get no
 interval, and the report says why and how to add them (``evalpipe score RUN``).
 
-Memory: the records are read once and kept *slim* (every section reads them): what no section
-reads is left out as they stream in — the prompt older runs repeated in every record, the request
-key — and so are the bulky fields only a few readers need (:data:`ON_DEMAND_FIELDS`: inputs, gold,
-reasoning, the data file's position), which those readers get by reading the record's line of
-``samples.jsonl`` again (:meth:`ReportRun.full_records`, :class:`RecordLines`): held, inputs and
-gold were over half of what a record cost, so the report grew by ~3 KB per NCBI sample (issue 28).
-The one reader of every record's bulky fields, the sample browser, gets what its rows show of them
-from a temporary file written as the records are read, whole (``ReportRun.spool``,
-:mod:`evalpipe.report.browser_spool`), not by decoding every line a second time;
-what repeats from record to record is kept once (short strings, token and tag strings, equal flat
-dicts such as the parse diagnostics: :class:`_Sharing`), and the garbage collector is paused while
-they are read (hundreds of thousands of new containers would make it walk them all again and
-again, for nothing: records hold no cycles). ``ReportRun.samples`` is a frame of only the columns
-the report reads (:data:`FRAME_COLUMNS`); ``report --parquet`` reads the records again for the
-whole frame (:func:`full_samples_frame`).
+Memory: the records are read once and held *lean* (:mod:`evalpipe.report.reading`): each is
+whole only while it streams in, long enough for what is taken of it then (:class:`_WhileWhole`:
+span outcomes, the frame's values, the answer's digest, the sample browser's texts — those in a
+temporary file, ``ReportRun.spool``, :mod:`evalpipe.report.browser_spool`); then only the fields
+the readers of every record use are held. The few readers of a few records' other fields (NER,
+disagreement and judge examples) read the record's line of ``samples.jsonl`` again
+(:meth:`ReportRun.full_records`, :class:`~evalpipe.report.reading.RecordLines`). What repeats
+from record to record is kept once (:class:`~evalpipe.report.sharing._Sharing`), and the garbage
+collector is paused while they are read (hundreds of thousands of new containers would make it
+walk them all again and again, for nothing: records hold no cycles). ``ReportRun.samples`` is a
+frame of only the columns the report reads (:data:`FRAME_COLUMNS`); ``report --parquet`` reads
+the records again for the whole frame (:func:`full_samples_frame`).
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -52,13 +48,14 @@ from evalpipe.metrics import calibration as _calibration  # noqa: F401 (register
 from evalpipe.metrics.aggregation import Aggregation, aggregation_from_json
 from evalpipe.report.bootstrap import ResampleTask
 from evalpipe.report.browser_spool import BrowserSpool
-from evalpipe.report.frame import report_frame
+from evalpipe.report.frame import FrameValues, answer_digest, report_frame
+from evalpipe.report.reading import LEAN_FIELDS, ON_DEMAND_FIELDS, UNREAD_FIELDS, RecordLines, read_records
 from evalpipe.report.sharing import SHARED_CHARS, SHARING_TRIAL, _Sharing  # noqa: F401 (re-exported)
 from evalpipe.report.ner_errors import SampleOutcomes, classify, gold_spans, is_span_kind, prediction_spans
 from evalpipe.results import RunDir, RunSummary, TaskSummary
 from evalpipe.variants.robustness import plain_metrics
 
-__all__ = ["FRAME_COLUMNS", "ON_DEMAND_FIELDS", "RUNNER_METRICS", "RecordLines", "ReportRun", "RunHead", "TaskInfo",
+__all__ = ["FRAME_COLUMNS", "LEAN_FIELDS", "ON_DEMAND_FIELDS", "UNREAD_FIELDS", "RUNNER_METRICS", "RecordLines", "ReportRun", "RunHead", "TaskInfo",
            "full_samples_frame", "load_report_runs", "resample_task", "run_heads"]
 
 #: metrics the runner adds to every task (bookkeeping: the operations table shows them)
@@ -118,6 +115,11 @@ class ReportRun:
     lines: RecordLines | None = field(default=None, repr=False)
     #: what the sample browser shows of each reference record beyond its slim fields, made as it was read
     spool: BrowserSpool | None = field(default=None, repr=False)
+    #: the frame's values of each of ``records``, taken while it was whole (None: made from the records)
+    frame_values: FrameValues | None = field(default=None, repr=False)
+    #: :func:`~evalpipe.report.frame.answer_digest` of each of ``records``' answers, taken while it was
+    #: whole (None: the records hold their answers)
+    digests: list[bytes | None] | None = field(default=None, repr=False)
 
     _task_records: dict[str, list[dict[str, Any]]] = field(default_factory=dict, init=False, repr=False)
     _outcomes: dict[str, list[SampleOutcomes] | None] = field(default_factory=dict, init=False, repr=False)
@@ -167,6 +169,13 @@ class ReportRun:
             return
         with self.lines.reader() as full:
             yield full
+
+    def answer_digests(self) -> list[bytes | None]:
+        """Each of ``records``' :func:`~evalpipe.report.frame.answer_digest`, in order: what tells two
+        answers apart without holding their texts (a comparison's disagreements)."""
+        if self.digests is not None:
+            return self.digests
+        return [answer_digest(record.get("answer")) for record in self.records]
 
     @property
     def aggregates(self) -> dict[str, dict[str, float]]:
@@ -285,73 +294,31 @@ def _split_conditions(records: list[dict[str, Any]], variants: Mapping[str, Mapp
     return kept, by_condition
 
 
-#: record fields no part of the report reads (left out as records are read)
-UNREAD_FIELDS = ("prompt", "key")
 #: the columns of ``ReportRun.samples`` besides the ``score.*`` ones: what the operations table and
 #: the score-vs-length plots read (the whole frame, nested values and all, is :func:`full_samples_frame`)
 FRAME_COLUMNS = frozenset({"task", "id", "answer_chars", "parse_failed", "error", "latency_s", "prompt_tokens",
                            "completion_tokens", "truncated_tokens", "finish_reason"})
 
 
-#: record fields held by no reader of every record: read again from the record's line by the few
-#: that need them (the sample browser's rows, span outcomes and NER examples, disagreement examples)
-ON_DEMAND_FIELDS = ("inputs", "gold", "meta", "reasoning")
+class _WhileWhole:
+    """What is taken of each reference record while it streams in whole (see
+    :mod:`evalpipe.report.reading`), so the lean records need not be read again for it:
 
-
-class RecordLines:
-    """Where the line of each slim record is in a samples file, to read the record whole again.
-
-    Keyed by the record's identity (``id``): the report's records live as long as their run, and
-    a copy of one is not one of them (it reads as itself, unchanged). Positions are those of the
-    file's non-blank lines, as :meth:`~evalpipe.results.RunDir.iter_samples` decodes them."""
-
-    def __init__(self, path: Path, at: dict[int, int]) -> None:
-        self.path = path
-        self._at = at
-
-    @contextmanager
-    def reader(self) -> Iterator[Callable[[Mapping[str, Any]], Mapping[str, Any]]]:
-        with self.path.open("rb") as handle:
-            yield lambda record: self._full(handle, record)
-
-    def _full(self, handle: BinaryIO, record: Mapping[str, Any]) -> Mapping[str, Any]:
-        at = self._at.get(id(record))
-        if at is None:
-            return record
-        handle.seek(at)
-        full = json.loads(handle.readline())
-        if not isinstance(full, dict):
-            return record
-        for name in UNREAD_FIELDS:
-            full.pop(name, None)
-        return full
-
-
-def _line_starts(path: Path) -> list[int]:
-    """The byte offset of each non-blank line of ``path`` (one record each)."""
-    starts, at = [], 0
-    with path.open("rb") as handle:
-        for line in handle:
-            if line.strip():
-                starts.append(at)
-            at += len(line)
-    return starts
-
-
-class _SpanCollector:
-    """Each reference record's span outcomes (:meth:`ReportRun.span_outcomes`) for the tasks that may
-    be span tasks, classified as the records stream in, whole: so the slim records need not be read
-    again for them. A task one of whose records does not read as spans gets None, as
-    :func:`_span_outcomes` gives it. Each reference record, whole, also goes to the ``spool`` (with
-    its spans when it reads as spans), which makes the sample browser's texts of it."""
+    * the span outcomes (:meth:`ReportRun.span_outcomes`) of the tasks that may be span tasks — a task
+      one of whose records does not read as spans gets None, as :func:`_span_outcomes` gives it;
+    * the frame's values (``frame``, :class:`~evalpipe.report.frame.FrameValues`) and the answer's
+      digest (``digests``), in the order of the reference records;
+    * the sample browser's texts (``spool``, with the record's spans when it reads as spans)."""
 
     def __init__(self, tasks: Iterable[str], variants: Mapping[str, Mapping[str, Any]],
-                 spool: BrowserSpool | None = None) -> None:
+                 spool: BrowserSpool | None = None, frame: FrameValues | None = None) -> None:
         self._found: dict[str, list[SampleOutcomes] | None] = {task: [] for task in tasks}
         self._references = {task: doc.get("reference") for task, doc in variants.items()}
         self._spool = spool
+        self.frame = frame
+        self.digests: list[bytes | None] = []
 
-    def __call__(self, record: Mapping[str, Any]) -> None:
+    def __call__(self, record: Mapping[str, Any], held: Mapping[str, Any]) -> None:
         task, condition = str(record.get("task")), record.get("condition")
         if condition is not None and task in self._references and condition != self._references[task]:
             return
@@ -368,41 +335,20 @@ class _SpanCollector:
                 found.append(outcome)
                 spans = (gold_entities, predicted, outcome)
         if self._spool is not None:
-            self._spool.add(record, spans)
+            self._spool.add(record, spans, held)
+        if self.frame is not None:
+            self.frame.add(record)
+        self.digests.append(answer_digest(record.get("answer")))
 
     def outcomes(self) -> dict[str, list[SampleOutcomes] | None]:
         return {task: found or None for task, found in self._found.items()}
-
-
-def _read_records(run_dir: RunDir, compat: str | None, slim: bool = False,
-                  whole: Callable[[dict[str, Any]], None] | None = None,
-                  ) -> tuple[list[dict[str, Any]], RecordLines | None]:
-    """The records as the report holds them; ``slim``: without :data:`ON_DEMAND_FIELDS`, with the
-    :class:`RecordLines` that reads them again (whole records, and None, where the file's lines and
-    records do not pair up one to one — never for a file evalpipe wrote). ``whole`` sees each
-    record before it is made slim."""
-    starts = _line_starts(run_dir.samples_path(compat)) if slim else []
-    dropped = (*UNREAD_FIELDS, *ON_DEMAND_FIELDS) if slim else UNREAD_FIELDS
-    records = []
-    sharing = _Sharing()
-    for record in run_dir.iter_samples(compat):
-        if whole is not None:
-            whole(record)
-        for name in dropped:
-            record.pop(name, None)
-        records.append(sharing.record(record))
-    if not slim:
-        return records, None
-    if len(starts) != len(records):
-        return _read_records(run_dir, compat, slim=False)
-    return records, RecordLines(run_dir.samples_path(compat), {id(r): at for r, at in zip(records, starts)})
 
 
 def full_samples_frame(run: ReportRun) -> pd.DataFrame:
     """Every column of :func:`evalpipe.frames.samples_frame` for the run's samples (its reference
     conditions, as ``ReportRun.samples``), read again from the run directory: ``report --parquet``."""
     run_dir = RunDir(run.path)
-    records = _split_conditions(_read_records(run_dir, run.compat)[0], run.variants)[0]
+    records = _split_conditions(read_records(run_dir, run.compat)[0], run.variants)[0]
     return samples_frame(records, run_identity(run.path), run.compat)
 
 
@@ -435,7 +381,8 @@ def read_report_runs(paths: Sequence[Path], compat: str | None = None, *, spool:
 def add_report_frames(runs: Sequence[ReportRun], compat: str | None = None) -> None:
     """Each run's ``samples`` frame (:func:`~evalpipe.report.frame.report_frame`), made from its records."""
     for run in runs:
-        run.samples = report_frame(run.records, run_identity(run.path), compat, FRAME_COLUMNS)
+        run.samples = report_frame(run.records, run_identity(run.path), compat, FRAME_COLUMNS, run.frame_values)
+        run.frame_values = None  # made once: the values are the frame's now
 
 
 @dataclass(frozen=True)
@@ -483,8 +430,9 @@ def _load_report_runs(heads: Sequence[RunHead], compat: str | None, make_spool: 
         tasks, infos, identity = head.tasks, dict(head.infos), head.identity
         config = identity["config"]
         spool = BrowserSpool() if make_spool else None
-        spans = _SpanCollector([t for t in tasks if is_span_kind(infos[t].kind) is not False], variants, spool)
-        read, lines = _read_records(run_dir, compat, slim=True, whole=spans)
+        spans = _WhileWhole([t for t in tasks if is_span_kind(infos[t].kind) is not False], variants, spool,
+                            FrameValues(FRAME_COLUMNS))
+        read, lines = read_records(run_dir, compat, slim=True, whole=spans)
         if lines is None and spool is not None:  # the records were read again, whole: the spool's are other records
             spool.close()
         records, by_condition = _split_conditions(read, variants)
@@ -498,6 +446,9 @@ def _load_report_runs(heads: Sequence[RunHead], compat: str | None, make_spool: 
             samples=pd.DataFrame(),  # made by load_report_runs
             records=records, variants=variants, condition_records=by_condition, lines=lines,
             spool=spool if lines is not None else None,
+            # else the records were read again, whole: they hold what these were taken from
+            frame_values=spans.frame if lines is not None else None,
+            digests=spans.digests if lines is not None else None,
         )
         by_task: dict[str, list[dict[str, Any]]] = {}
         for record in records:

@@ -2,7 +2,8 @@
 
 import json
 
-from evalpipe.report.runs import SHARING_TRIAL, _read_records, _Sharing
+from evalpipe.report.reading import read_records
+from evalpipe.report.runs import SHARING_TRIAL, _Sharing
 from evalpipe.results import RunDir
 
 
@@ -33,7 +34,7 @@ def test_records_read_back_exactly_with_equal_values_shared(tmp_path):
                            {"empty": False, "unknown": ["X"], "coverage": 1.0},
             "usage": {"prompt_tokens": 10 + i % 3},
         })
-    read = _read_records(_write(tmp_path, records), None)[0]
+    read = read_records(_write(tmp_path, records), None)[0]
     for record in records:
         del record["key"]  # no part of the report reads it
     assert [_typed(r) for r in read] == [_typed(r) for r in records]
@@ -50,7 +51,7 @@ def test_records_read_back_exactly_with_equal_values_shared(tmp_path):
 def test_a_field_whose_dicts_are_mostly_distinct_is_no_longer_tried(tmp_path):
     records = [{"task": "t", "id": str(i), "meta": {"line": i}, "scores": {"acc": i % 2}}
                for i in range(SHARING_TRIAL + 10)]
-    read = _read_records(_write(tmp_path, records), None)[0]
+    read = read_records(_write(tmp_path, records), None)[0]
     assert [_typed(r) for r in read] == [_typed(r) for r in records]
     assert read[0]["scores"] is read[2]["scores"]
     sharing = _Sharing()

@@ -68,7 +68,7 @@ def test_a_report_never_holds_every_record_whole(large_run, tmp_path):
 
 
 def test_slim_records_read_back_whole_and_a_file_whose_lines_do_not_pair_is_held_whole(tmp_path):
-    from evalpipe.report.runs import ON_DEMAND_FIELDS, _read_records
+    from evalpipe.report.reading import ON_DEMAND_FIELDS, read_records
     from evalpipe.results import RunDir
 
     records = [{"task": "t", "id": f"s{i}", "key": "k", "inputs": {"text": f"input {i}"}, "gold": i,
@@ -76,12 +76,12 @@ def test_slim_records_read_back_whole_and_a_file_whose_lines_do_not_pair_is_held
     lines = [json.dumps(r) for r in records]
     (tmp_path / "samples.jsonl").write_text("\n".join(lines[:2]) + "\n\n" + "\n".join(lines[2:]) + "\n",
                                             encoding="utf-8")
-    slim, where = _read_records(RunDir(tmp_path), None, slim=True)
+    slim, where = read_records(RunDir(tmp_path), None, slim=True)
     assert where is not None and not any(name in r for r in slim for name in ON_DEMAND_FIELDS)
     with where.reader() as whole:  # a blank line between records does not shift them
         assert [whole(r) for r in slim] == [{k: v for k, v in r.items() if k != "key"} for r in records]
     # a lone carriage return ends a line for the text reader only: the records are then held whole
     (tmp_path / "samples.jsonl").write_text(lines[0] + "\r" + "\n".join(lines[1:]) + "\n", encoding="utf-8",
                                             newline="")
-    held, where = _read_records(RunDir(tmp_path), None, slim=True)
+    held, where = read_records(RunDir(tmp_path), None, slim=True)
     assert where is None and [r["inputs"] for r in held] == [r["inputs"] for r in records]

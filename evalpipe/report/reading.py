@@ -1,0 +1,113 @@
+"""How the report reads a run's ``samples.jsonl``: once, each record whole for a moment, then held lean.
+
+Every part of the report reads the records, but each reads only a few of their fields, and at
+94,000 NCBI samples what the records held was most of the report's memory (issue 28). So as each
+record streams in it is whole just long enough for what needs it whole (a ``whole`` callback:
+the span outcomes, the sample browser's texts, the frame's values, the answers' digests; see
+:mod:`evalpipe.report.runs`), and then only what the readers of *every* record use is held:
+
+* :data:`UNREAD_FIELDS` no part of the report reads (the prompt older runs repeated, the request key);
+* :data:`ON_DEMAND_FIELDS`, the bulky fields only a few readers need for a few records (inputs,
+  gold, reasoning, the data file's position): those read the record's line again
+  (:class:`RecordLines`);
+* :data:`LEAN_FIELDS`, what the ``whole`` callback has already turned into what its readers use:
+  the answer (its length is a frame column, its digest what a comparison tells apart, its text a
+  browser row's), the prediction and the parse diagnostics (a browser row's), the usage, latency,
+  finish reason and truncation (frame columns), and the request's bookkeeping (attempts, endpoint).
+
+What is held: the task, id, condition, error, parse flag, scores, parts, judge and any field this
+list does not name (a field a later evalpipe adds is held, not lost). Repeated values are shared
+(:class:`~evalpipe.report.sharing._Sharing`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from evalpipe.report.sharing import _Sharing
+from evalpipe.results import RunDir
+
+__all__ = ["LEAN_FIELDS", "ON_DEMAND_FIELDS", "UNREAD_FIELDS", "RecordLines", "read_records"]
+
+#: record fields no part of the report reads (left out as records are read)
+UNREAD_FIELDS = ("prompt", "key")
+#: record fields held by no reader of every record: read again from the record's line by the few
+#: that need them (the sample browser's rows, span outcomes and NER examples, disagreement examples)
+ON_DEMAND_FIELDS = ("inputs", "gold", "meta", "reasoning")
+#: record fields whose readers got what they use of them while the record was whole (see the docstring)
+LEAN_FIELDS = ("answer", "prediction", "diagnostics", "usage", "latency_s", "finish_reason", "truncated_tokens",
+               "attempts", "endpoint")
+
+
+class RecordLines:
+    """Where the line of each slim record is in a samples file, to read the record whole again.
+
+    Keyed by the record's identity (``id``): the report's records live as long as their run, and
+    a copy of one is not one of them (it reads as itself, unchanged). Positions are those of the
+    file's non-blank lines, as :meth:`~evalpipe.results.RunDir.iter_samples` decodes them."""
+
+    def __init__(self, path: Path, at: dict[int, int]) -> None:
+        self.path = path
+        self._at = at
+
+    @contextmanager
+    def reader(self) -> Iterator[Callable[[Mapping[str, Any]], Mapping[str, Any]]]:
+        with self.path.open("rb") as handle:
+            yield lambda record: self._full(handle, record)
+
+    def _full(self, handle: BinaryIO, record: Mapping[str, Any]) -> Mapping[str, Any]:
+        at = self._at.get(id(record))
+        if at is None:
+            return record
+        handle.seek(at)
+        full = json.loads(handle.readline())
+        if not isinstance(full, dict):
+            return record
+        for name in UNREAD_FIELDS:
+            full.pop(name, None)
+        return full
+
+
+def _line_starts(path: Path) -> list[int]:
+    """The byte offset of each non-blank line of ``path`` (one record each)."""
+    starts, at = [], 0
+    with path.open("rb") as handle:
+        for line in handle:
+            if line.strip():
+                starts.append(at)
+            at += len(line)
+    return starts
+
+
+def read_records(run_dir: RunDir, compat: str | None, slim: bool = False,
+                 whole: Callable[[dict[str, Any], dict[str, Any]], None] | None = None,
+                 ) -> tuple[list[dict[str, Any]], RecordLines | None]:
+    """The records as the report holds them.
+
+    ``slim``: without :data:`ON_DEMAND_FIELDS` and :data:`LEAN_FIELDS`, with the :class:`RecordLines`
+    that reads them again — whole records, and None, where the file's lines and records do not pair
+    up one to one (never for a file evalpipe wrote). ``whole`` sees each record whole and the record
+    that is held for it (the very object: what is made of the one may be keyed by the other), and is
+    not called again when the records are then read whole.
+
+    The held record is a new dict of the fields kept, not the decoded one with fields popped: a
+    dict keeps the table of its largest size, so a record of 6 fields popped from 16 would still
+    cost the 16's."""
+    starts = _line_starts(run_dir.samples_path(compat)) if slim else []
+    dropped = frozenset((*UNREAD_FIELDS, *ON_DEMAND_FIELDS, *LEAN_FIELDS) if slim else UNREAD_FIELDS)
+    records = []
+    sharing = _Sharing()
+    for record in run_dir.iter_samples(compat):
+        held = {name: value for name, value in record.items() if name not in dropped}
+        if whole is not None:
+            whole(record, held)
+        records.append(sharing.record(held))
+    if not slim:
+        return records, None
+    if len(starts) != len(records):
+        return read_records(run_dir, compat, slim=False)
+    return records, RecordLines(run_dir.samples_path(compat), {id(r): at for r, at in zip(records, starts)})
