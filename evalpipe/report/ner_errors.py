@@ -234,7 +234,7 @@ def _context(inputs: Mapping[str, Any], span: Span, width: int = 8) -> str:
 
 
 #: one sample's classified gold entities and predicted entities
-SampleOutcomes = tuple[list[EntityOutcome], list[EntityOutcome]]
+SampleOutcomes = tuple[Sequence[EntityOutcome], Sequence[EntityOutcome]]
 
 
 def sample_outcomes(record: Mapping[str, Any]) -> SampleOutcomes:

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from array import array
 
 from evalpipe.config import scoring_method
 from evalpipe.frames import run_identity, samples_frame
@@ -50,7 +51,7 @@ from evalpipe.report.bootstrap import ResampleTask
 from evalpipe.report.browser_spool import BrowserSpool
 from evalpipe.report.frame import FrameValues, answer_digest, report_frame
 from evalpipe.report.reading import LEAN_FIELDS, ON_DEMAND_FIELDS, UNREAD_FIELDS, RecordLines, read_records
-from evalpipe.report.sharing import SHARED_CHARS, SHARING_TRIAL, _Sharing  # noqa: F401 (re-exported)
+from evalpipe.report.sharing import SHARED_CHARS, SHARING_TRIAL, OutcomeSharing, _Sharing  # noqa: F401 (re-exported)
 from evalpipe.report.ner_errors import SampleOutcomes, classify, gold_spans, is_span_kind, prediction_spans
 from evalpipe.results import RunDir, RunSummary, TaskSummary
 from evalpipe.variants.robustness import plain_metrics
@@ -190,13 +191,14 @@ def _span_outcomes(records: Iterable[Mapping[str, Any]]) -> list[SampleOutcomes]
     """``[sample_outcomes(r) for r in records] if is_span_task(records) else None``, each record's
     spans read once instead of twice."""
     outcomes: list[SampleOutcomes] = []
+    shared = OutcomeSharing()
     for record in records:
         gold = record.get("gold")
         gold_entities = gold_spans(gold)
         predicted = prediction_spans(record.get("prediction"), gold) if gold_entities is not None else None
         if gold_entities is None or predicted is None:
             return None
-        outcomes.append(classify(gold_entities, predicted))
+        outcomes.append(shared.sample(classify(gold_entities, predicted)))
     return outcomes or None
 
 
@@ -210,9 +212,47 @@ def _aggregations(summary: TaskSummary, notes: list[str], task: str) -> dict[str
     return out
 
 
+def _keys(aggregations: Mapping[str, Aggregation]) -> tuple[str, ...]:
+    """The parts a task's aggregations read, in the parts matrix's column order."""
+    return tuple(sorted({k for a in aggregations.values() for k in a.keys()}))
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+class TaskParts:
+    """A task's answered samples' ids and parts, taken as its records stream in, so that the
+    records need not hold their ``parts`` (a dict per record, mostly distinct: at 94,000 NCBI
+    samples ~20 MB): what :func:`resample_task` makes its matrix of, in the order given."""
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self.keys = keys
+        self.ids: list[str] = []
+        self.values = array("d")
+        #: records seen (answered or not), and whether an answered one had parts at all
+        self.records = 0
+        self.with_parts = False
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        self.records += 1
+        if record.get("error") is not None:
+            return
+        self.ids.append(str(record.get("id")))
+        parts = record.get("parts")
+        if "parts" in record:
+            self.with_parts = True
+        found = parts if isinstance(parts, Mapping) else {}
+        self.values.extend(0.0 if (v := _number(found.get(k))) is None else v for k in self.keys)
+
+    def matrix(self) -> np.ndarray:
+        return np.array(self.values, dtype=float).reshape(len(self.ids), len(self.keys))
+
+
 def resample_task(task: str, records: Sequence[Mapping[str, Any]], corpus: Mapping[str, Any],
-                  summary: TaskSummary, notes: list[str]) -> ResampleTask:
-    """The task's *answered* samples as a parts matrix with its declared aggregations (see bootstrap).
+                  summary: TaskSummary, notes: list[str], taken: TaskParts | None = None) -> ResampleTask:
+    """The task's *answered* samples as a parts matrix with its declared aggregations (see bootstrap);
+    from ``taken`` where the records' parts were taken as they were read (they then hold none).
 
     A sample without an answer (its record's ``error`` is set) is left out: the task's metrics are
     measured on the answered samples only (:mod:`evalpipe.coverage`), so its intervals and
@@ -220,27 +260,25 @@ def resample_task(task: str, records: Sequence[Mapping[str, Any]], corpus: Mappi
     with failed requests has point estimates that counted them: it is said so, and re-scoring
     (``evalpipe score RUN``) applies the policy."""
     aggregations = _aggregations(summary, notes, task)
-    answered = [r for r in records if r.get("error") is None]
-    if len(answered) < len(records) and not summary.coverage:
-        notes.append(f"{task}: written by an older evalpipe that counted the {len(records) - len(answered)} samples "
+    keys = _keys(aggregations)
+    if taken is None:
+        taken = TaskParts(keys)
+        for record in records:
+            taken.add(record)
+    elif taken.keys != keys:
+        raise ValueError(f"{task}: parts taken for {taken.keys}, the aggregations read {keys}")
+    answered = len(taken.ids)
+    if answered < taken.records and not summary.coverage:
+        notes.append(f"{task}: written by an older evalpipe that counted the {taken.records - answered} samples "
                      "without an answer in its metrics; `evalpipe score RUN` re-scores it on the answered samples")
-    records = answered
-    keys = tuple(sorted({k for a in aggregations.values() for k in a.keys()}))
-    column = {k: j for j, k in enumerate(keys)}
-    parts = np.zeros((len(records), len(keys)))
-    for i, record in enumerate(records):
-        for key, value in (record.get("parts") or {}).items():
-            j = column.get(key)
-            if j is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
-                parts[i, j] = float(value)
     numbers = {k: float(v) for k, v in corpus.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     no_interval = dict(summary.no_interval)
-    if records and not any("parts" in r for r in records):
+    if answered and not taken.with_parts:
         reason = ("the run was written by an older evalpipe without per-sample parts; "
                   "`evalpipe score RUN` (with the data at hand) adds them")
         aggregations = {}
         no_interval = {m: reason for m in numbers}
-    return ResampleTask(name=task, ids=tuple(str(r.get("id")) for r in records), keys=keys, parts=parts,
+    return ResampleTask(name=task, ids=tuple(taken.ids), keys=keys, parts=taken.matrix(),
                         aggregations=aggregations, corpus=numbers, no_interval=no_interval)
 
 
@@ -308,17 +346,22 @@ class _WhileWhole:
       one of whose records does not read as spans gets None, as :func:`_span_outcomes` gives it;
     * the frame's values (``frame``, :class:`~evalpipe.report.frame.FrameValues`) and the answer's
       digest (``digests``), in the order of the reference records;
+    * the parts (``parts``: :class:`TaskParts` of the tasks given, those without prompt conditions,
+      whose every record the robustness section resamples): the held record then has none;
     * the sample browser's texts (``spool``, with the record's spans when it reads as spans)."""
 
     def __init__(self, tasks: Iterable[str], variants: Mapping[str, Mapping[str, Any]],
-                 spool: BrowserSpool | None = None, frame: FrameValues | None = None) -> None:
+                 spool: BrowserSpool | None = None, frame: FrameValues | None = None,
+                 parts: Mapping[str, TaskParts] | None = None) -> None:
         self._found: dict[str, list[SampleOutcomes] | None] = {task: [] for task in tasks}
         self._references = {task: doc.get("reference") for task, doc in variants.items()}
         self._spool = spool
         self.frame = frame
         self.digests: list[bytes | None] = []
+        self._shared = OutcomeSharing()
+        self.parts = dict(parts or {})
 
-    def __call__(self, record: Mapping[str, Any], held: Mapping[str, Any]) -> None:
+    def __call__(self, record: Mapping[str, Any], held: dict[str, Any]) -> None:
         task, condition = str(record.get("task")), record.get("condition")
         if condition is not None and task in self._references and condition != self._references[task]:
             return
@@ -331,7 +374,7 @@ class _WhileWhole:
             if gold_entities is None or predicted is None:
                 self._found[task] = None
             else:
-                outcome = classify(gold_entities, predicted)
+                outcome = self._shared.sample(classify(gold_entities, predicted))
                 found.append(outcome)
                 spans = (gold_entities, predicted, outcome)
         if self._spool is not None:
@@ -339,6 +382,10 @@ class _WhileWhole:
         if self.frame is not None:
             self.frame.add(record)
         self.digests.append(answer_digest(record.get("answer")))
+        taken = self.parts.get(task)
+        if taken is not None:
+            taken.add(record)
+            held.pop("parts", None)
 
     def outcomes(self) -> dict[str, list[SampleOutcomes] | None]:
         return {task: found or None for task, found in self._found.items()}
@@ -430,8 +477,12 @@ def _load_report_runs(heads: Sequence[RunHead], compat: str | None, make_spool: 
         tasks, infos, identity = head.tasks, dict(head.infos), head.identity
         config = identity["config"]
         spool = BrowserSpool() if make_spool else None
+        summary = run_dir.read_summary(compat)
+        task_summaries = summary.tasks if summary is not None else {}
+        parts = {t: TaskParts(_keys(_aggregations(task_summaries.get(t, TaskSummary()), [], t)))
+                 for t in tasks if t not in variants}
         spans = _WhileWhole([t for t in tasks if is_span_kind(infos[t].kind) is not False], variants, spool,
-                            FrameValues(FRAME_COLUMNS))
+                            FrameValues(FRAME_COLUMNS), parts)
         read, lines = read_records(run_dir, compat, slim=True, whole=spans)
         if lines is None and spool is not None:  # the records were read again, whole: the spool's are other records
             spool.close()
@@ -442,7 +493,7 @@ def _load_report_runs(heads: Sequence[RunHead], compat: str | None, make_spool: 
             tasks=tasks, info=infos,
             # the spread numbers are the robustness section's; every other part reads the reference's metrics
             metrics={t: plain_metrics(v) if t in variants else v for t, v in metrics.items()},
-            summary=run_dir.read_summary(compat),
+            summary=summary,
             samples=pd.DataFrame(),  # made by load_report_runs
             records=records, variants=variants, condition_records=by_condition, lines=lines,
             spool=spool if lines is not None else None,
@@ -457,6 +508,7 @@ def _load_report_runs(heads: Sequence[RunHead], compat: str | None, make_spool: 
             run._outcomes.update(spans.outcomes())
         for task in run.tasks:
             run.resample[task] = resample_task(task, by_task.get(task, []), run.metrics.get(task, {}),
-                                               run.task_summary(task), run.notes)
+                                               run.task_summary(task), run.notes,
+                                               parts.get(task) if lines is not None else None)
         runs.append(run)
     return runs

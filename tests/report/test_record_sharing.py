@@ -58,3 +58,38 @@ def test_a_field_whose_dicts_are_mostly_distinct_is_no_longer_tried(tmp_path):
     for record in RunDir(tmp_path).iter_samples():
         sharing.record(record)
     assert sharing.dicts["meta"] is None and len(sharing.dicts["scores"]) == 2
+
+
+def test_equal_span_outcomes_are_one_object_and_read_as_classified():
+    from evalpipe.records import Span
+    from evalpipe.report.ner_errors import classify
+    from evalpipe.report.sharing import OutcomeSharing
+
+    shared = OutcomeSharing()
+    gold, pred = (Span(1, 3, "Disease"), Span(5, 6, "Disease")), (Span(1, 3, "Disease"), Span(5, 7, "Disease"))
+    first = shared.sample(classify(gold, pred))
+    again = shared.sample(classify(gold, pred))
+    other = shared.sample(classify(gold[:1], pred[:1]))
+    assert again is first and other is not first
+    assert other[0][0] is first[0][0]  # the same entity outcome in another sample: one object
+    assert [list(side) for side in first] == [list(side) for side in classify(gold, pred)]
+    assert [o.category for o in first[1]] == ["correct", "boundary"]
+
+
+def test_parts_taken_while_reading_make_the_matrix_the_records_would():
+    import numpy as np
+
+    from evalpipe.metrics.aggregation import Mean
+    from evalpipe.report.runs import TaskParts, _keys, resample_task
+    from evalpipe.results import TaskSummary
+
+    records = [{"task": "t", "id": "a", "parts": {"x": 1, "y": 2.5}}, {"task": "t", "id": "b", "error": "boom"},
+               {"task": "t", "id": "c", "parts": {"x": True, "z": 9}}, {"task": "t", "id": "d"}]
+    summary = TaskSummary(aggregations={"mx": Mean("x").to_json(), "my": Mean("y").to_json()})
+    taken = TaskParts(_keys({"mx": Mean("x"), "my": Mean("y")}))
+    for record in records:
+        taken.add(record)
+    held = resample_task("t", records, {"mx": 0.5}, summary, [])
+    made = resample_task("t", [], {"mx": 0.5}, summary, [], taken)
+    assert made.ids == held.ids == ("a", "c", "d") and made.keys == held.keys == ("x", "y")
+    assert np.array_equal(made.parts, held.parts) and made.parts.tolist() == [[1.0, 2.5], [0.0, 0.0], [0.0, 0.0]]
