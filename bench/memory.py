@@ -183,6 +183,25 @@ and the run's changes of bench/overlap.py's phase 4; load 1.5-1.6, the benchmark
 report 12.5 s -> 9.8 s (x0.78), CPU 12.4 -> 11.5 s, peak RSS of one process 353 -> 357 MB, the
 tree's summed PSS 345 -> 472 MB (x1.37, the child's copied pages). ``EVALPIPE_REPORT_BESIDE=0``
 gives the in-process figures of the table above (11.4 s, 348 MB).
+
+Fourth round (2026-12-04, the records held lean: ``evalpipe/report/reading.py``, frame values and
+answer digests taken while each record is whole, equal span outcomes shared, parts taken while
+reading), ``--n 94000 --steps report --repeat 2 --repo /work/main --repo /work/wt/lean`` (main =
+95acd4b; load 0.4-0.5, medians of two interleaved rounds):
+========  =======  ========  ========  ======
+checkout  wall     peak      tree PSS  CPU
+========  =======  ========  ========  ======
+main      7.3 s    356 MB    471 MB    8.7 s
+lean      7.4 s    310 MB    389 MB    8.4 s
+========  =======  ========  ========  ======
+(x1.02, x0.87, x0.83.) report.md, report.html and leaderboard.csv identical but for the bootstrap's
+seconds and the run directory's path (the second checkout read the same run through a symlink).
+Most of the outcome saving (~29 -> ~1 MB) comes from this corpus repeating its 940 sentences; on
+distinct sentences it is smaller, as the parts saving (~20 MB there, none here: the cycled parts
+dicts were already shared) is larger. The parent alone, without the sample browser, is 4.7 s and
+276 MB; the browser child (forked after reading, its copy-on-write pages and 3.5 s of rows) is now
+what stands between this and issue 28's 5 s / 300 MB: next, a child that starts before the
+records are read and makes the rows from the samples file itself.
 """
 
 from __future__ import annotations
