@@ -299,47 +299,60 @@ def _checked(batch: Sequence[Any]) -> list[Any]:
     """What :func:`_validate_samples` checks of each sample (a spliced sample's input is a JSON object's text)."""
     return [s.sample if isinstance(s, SplicedSample) else s for s in batch]
 
-def _json_pieces(data: Mapping[str, Any], samples: Iterable[Any], count: int) -> Iterator[str]:
+def _json_pieces(data: Mapping[str, Any], samples: Iterable[Any], count: int,
+                 rows: tuple[int, int] | None = None) -> Iterator[str]:
     """The text :func:`json_for_script` makes of ``{**data, "samples": [*samples]}`` (``samples`` in
     ``data``'s place when it has the key, else last), in pieces of :data:`BATCH` samples, each
     checked (:func:`_validate_samples`) as it is made — so neither the samples nor their JSON are
     ever held whole. The pieces joined are exactly the text of the whole (JSON with these separators
-    is the concatenation of its members' texts)."""
+    is the concatenation of its members' texts).
+
+    ``rows`` (start, stop): ``samples`` are only the rows start..stop of the ``count``, and the text
+    is only theirs — with what goes before the samples when start is 0, what goes after them when
+    stop is ``count``: the texts of consecutive ranges joined are the text of the whole."""
+    start, stop = rows if rows is not None else (0, count)
     known_runs = {r.get("key") for r in data["runs"]}
     known_tasks = {t.get("name") for t in data["tasks"]}
     keys = [*data.keys(), *(() if "samples" in data else ("samples",))]
-    for n, key in enumerate(keys):
-        yield ("{" if n == 0 else ",") + json_for_script(key) + ":"
-        if key != "samples":
-            yield json_for_script(data[key])
-            continue
-        yield "["
-        batch: list[Any] = []
-        written = 0
-        for sample in samples:
-            batch.append(sample)
-            if len(batch) == BATCH:
-                _validate_samples(_checked(batch), known_runs, known_tasks, written)
-                yield ("," if written else "") + _batch_text(batch)
-                written += len(batch)
-                batch = []
-        if batch:
+    at = keys.index("samples")
+    if start == 0:
+        for n, key in enumerate(keys[:at]):
+            yield ("{" if n == 0 else ",") + json_for_script(key) + ":" + json_for_script(data[key])
+        yield ("{" if at == 0 else ",") + json_for_script("samples") + ":["
+    batch: list[Any] = []
+    written = start
+    for sample in samples:
+        batch.append(sample)
+        if len(batch) == BATCH:
             _validate_samples(_checked(batch), known_runs, known_tasks, written)
             yield ("," if written else "") + _batch_text(batch)
             written += len(batch)
-        if written != count:
-            raise ValueError(f"sample browser data: {written} samples, announced {count}")
+            batch = []
+    if batch:
+        _validate_samples(_checked(batch), known_runs, known_tasks, written)
+        yield ("," if written else "") + _batch_text(batch)
+        written += len(batch)
+    if written != stop:
+        raise ValueError(f"sample browser data: {written - start} samples in rows {start}..{stop}"
+                         if rows is not None else f"sample browser data: {written} samples, announced {count}")
+    if stop == count:
         yield "]"
-    yield "}"
+        for key in keys[at + 1:]:
+            yield "," + json_for_script(key) + ":" + json_for_script(data[key])
+        yield "}"
 
 
 def iter_sample_browser(data: Mapping[str, Any], samples: Iterable[Mapping[str, Any] | SplicedSample] | None = None,
-                        count: int | None = None) -> Iterator[str]:
+                        count: int | None = None, rows: tuple[int, int] | None = None) -> Iterator[str]:
     """:func:`render_sample_browser` in pieces, for writing straight into a file.
 
     ``samples`` (with their ``count``) stand for ``data["samples"]``: an iterable that makes them one
     at a time (:class:`evalpipe.report.browser_data.BrowserRows`), serialised :data:`BATCH` at a time.
     Everything but the samples is checked before the first piece; each sample as it is serialised.
+    ``rows`` (start, stop): ``samples`` are those rows of the ``count`` only, and so is the text —
+    the page's part of them (with the browser's opening when start is 0, its end when stop is
+    ``count``; so a part is never empty): the parts of consecutive ranges joined are the whole
+    browser, byte for byte, so two processes can each write one (:mod:`evalpipe.report.browser_beside`).
     """
     if samples is None:
         validate(data)
@@ -348,6 +361,17 @@ def iter_sample_browser(data: Mapping[str, Any], samples: Iterable[Mapping[str, 
         validate({**data, "samples": ()})
     if count is None:
         raise ValueError("sample browser: streamed samples need their count")
+    start, stop = rows if rows is not None else (0, count)
+    if not (0 <= start < stop <= count or start == stop == count == 0):  # an empty part would be ambiguous
+        raise ValueError(f"sample browser: rows {start}..{stop} are not a part of the {count} samples")
+    if start == 0:
+        yield from _opening(data, count)
+    yield from _json_pieces(data, samples, count, rows)
+    if stop == count:
+        yield f'</script><script>{_asset("browser.js", "</script")}</script></section>'
+
+
+def _opening(data: Mapping[str, Any], count: int) -> Iterator[str]:
     yield (
         f'<section id="samples" class="sb" aria-labelledby="samples-title">'
         f'<h2 id="samples-title">Samples</h2>'
@@ -356,8 +380,6 @@ def iter_sample_browser(data: Mapping[str, Any], samples: Iterable[Mapping[str, 
         f'<div class="sb-app" data-page-size="{PAGE_SIZE}"></div>'
         f'<script type="application/json" id="samples-data">'
     )
-    yield from _json_pieces(data, samples, count)
-    yield f'</script><script>{_asset("browser.js", "</script")}</script></section>'
 
 
 def render_sample_browser(data: Mapping[str, Any]) -> str:

@@ -16,6 +16,15 @@ the browser refuses, raised again in the parent —, no fork to be had) the pare
 itself, as it does when no fork is wanted: ``EVALPIPE_REPORT_BESIDE`` ``0`` never, ``1`` whenever
 a fork exists (the tests), unset or ``auto`` by :func:`evalpipe.forking.fork_wanted`'s
 rules (Linux, one thread, two cores, a core idle now, at least :data:`MINIMUM` rows).
+
+The parent finishes its own work well before the child (at 94,000 samples ~1 s after the fork
+against the rows' ~3.5 s), then used to wait idle. So where the browser can be made in two parts
+(``start``'s ``parts``: :func:`evalpipe.report.browser.iter_sample_browser`'s ``rows``), the child
+writes the first :data:`CHILD_SHARE` of the rows and the parent, once report.html reaches the
+browser, writes the rest into a file of its own while the child may still be writing, then copies
+the child's file and its own into the page. The rows read their spooled texts at their offsets
+(:class:`~evalpipe.report.browser_spool.BrowserSpool` never moves the shared file position), so the
+two processes reading one spool file do not disturb each other.
 """
 
 from __future__ import annotations
@@ -40,6 +49,10 @@ ENV = "EVALPIPE_REPORT_BESIDE"
 MINIMUM = 5000
 #: how much of a core must be idle when the report would fork (on a busy machine it only takes turns)
 IDLE_NEEDED = 0.5
+#: the share of the rows the child writes when the parent writes the rest (:func:`start`'s ``parts``):
+#: the parent has ~1 s of other work after the fork at 94,000 NCBI samples, the rows ~3.5 s in all
+#: (see bench/memory.py), so the two finish together near two thirds
+CHILD_SHARE = 2 / 3
 #: bytes of the child's file read at a time
 CHUNK = 1 << 20
 
@@ -48,29 +61,45 @@ Pieces = Callable[[], Iterable[str]]
 
 @dataclass
 class Beside:
-    """The parent's side of the child writing the browser (see the module docstring)."""
+    """The parent's side of the child writing the browser (see the module docstring).
+
+    ``rest``: the pieces that follow ``make``'s, which the parent makes itself when the browser is
+    asked for — into a file of its own while the child may still be writing, so the two cores share
+    the rows —, and puts after the child's (or, the child failing, after ``make``'s, made then)."""
 
     make: Pieces
     pid: int | None
     out: IO[bytes] | None
+    rest: Pieces | None = None
 
     def pieces(self) -> Iterator[str]:
-        """The browser's HTML: the child's, once it has exited well; else made here, by ``make``."""
-        out = self._finished()
-        if out is None:
-            yield from self.make()
-            return
+        """The browser's HTML: the child's, once it has exited well; else made here, by ``make``;
+        then ``rest``'s."""
+        own, failed = None, None
+        if self.rest is not None and self.pid is not None:
+            own = tempfile.TemporaryFile()
+            try:
+                for piece in self.rest():
+                    own.write(utf8(piece))
+            except Exception as exc:  # raised after the pieces before it, as a parent alone would
+                failed = exc
         try:
-            out.seek(0)
-            decoder = codecs.getincrementaldecoder("utf-8")()
-            while chunk := out.read(CHUNK):
-                yield decoder.decode(chunk)
-            tail = decoder.decode(b"", final=True)
-            if tail:
-                yield tail
+            out = self._finished()
+            if out is None:
+                yield from self.make()
+            else:
+                self.out = None
+                yield from _decoded(out)
+            if failed is not None:
+                raise failed
+            if own is not None:
+                yield from _decoded(own)
+                own = None
+            elif self.rest is not None:
+                yield from self.rest()
         finally:
-            out.close()
-            self.out = None
+            if own is not None:
+                own.close()
 
     def _finished(self) -> IO[bytes] | None:
         """The child's file when it exited with 0, else None (and the file closed); the child reaped."""
@@ -96,6 +125,20 @@ class Beside:
             self.out = None
 
 
+def _decoded(out: IO[bytes]) -> Iterator[str]:
+    """The text of a file of UTF-8 pieces (valid UTF-8 as a whole), a chunk at a time; the file closed after."""
+    try:
+        out.seek(0)
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        while chunk := out.read(CHUNK):
+            yield decoder.decode(chunk)
+        tail = decoder.decode(b"", final=True)
+        if tail:
+            yield tail
+    finally:
+        out.close()
+
+
 def _reaped(pid: int) -> int | None:
     """The child's exit code (None when it was killed by a signal or was already reaped)."""
     try:
@@ -105,17 +148,24 @@ def _reaped(pid: int) -> int | None:
     return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None
 
 
-def start(make: Pieces, rows: int) -> Beside:
+def start(make: Pieces, rows: int, parts: Callable[[int], tuple[Pieces, Pieces]] | None = None) -> Beside:
     """A :class:`Beside` whose child is already writing ``make()``'s pieces, where a fork is wanted
-    (see the module docstring); else one that makes them when asked."""
+    (see the module docstring); else one that makes them when asked.
+
+    ``parts``: ``make`` as two consecutive parts, the first of the given rows and the rest (their
+    pieces joined are ``make``'s): the child then writes the first :data:`CHILD_SHARE` of the rows,
+    and the parent the rest when the browser is asked for (:attr:`Beside.rest`)."""
     if not fork_wanted(ENV, rows, MINIMUM, idle_needed=IDLE_NEEDED):
         return Beside(make, None, None)
+    rest = None
+    if parts is not None:
+        make, rest = parts(min(max(round(rows * CHILD_SHARE), 1), rows - 1))  # neither part empty
     out = tempfile.TemporaryFile()
     try:
         pid = os.fork()
     except OSError:  # no fork to be had (a process limit, memory): written here
         out.close()
-        return Beside(make, None, None)
+        return Beside(make, None, None, rest)
     if pid == 0:  # the child: write the pieces, and leave without running the parent's exit handlers
         status = 1
         gc.disable()  # short-lived, making no cycles: no collection touches (and copies) the parent's pages
@@ -126,4 +176,4 @@ def start(make: Pieces, rows: int) -> Beside:
             status = 0
         finally:
             os._exit(status)
-    return Beside(make, pid, out)
+    return Beside(make, pid, out, rest)

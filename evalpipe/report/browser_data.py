@@ -236,23 +236,30 @@ class BrowserRows:
         for row in self.pieces():
             yield row.as_dict() if isinstance(row, SplicedSample) else row
 
-    def pieces(self) -> Iterator[dict[str, Any] | SplicedSample]:
+    def pieces(self, start: int = 0, stop: int | None = None) -> Iterator[dict[str, Any] | SplicedSample]:
         """The rows, each made as it is asked for: from the texts its records' run made of them as they
         were read (:class:`~evalpipe.report.browser_spool.BrowserSpool`; the input already as the page's
         JSON, a :class:`~evalpipe.report.browser.SplicedSample`), else from each record read whole from
-        its run's samples file (the runs hold slim records: :data:`~evalpipe.report.runs.ON_DEMAND_FIELDS`)."""
+        its run's samples file (the runs hold slim records: :data:`~evalpipe.report.runs.ON_DEMAND_FIELDS`).
+        ``start``, ``stop``: only the rows at those positions of the page (the rows before are not made)."""
         with ExitStack() as stack:
             readers = [stack.enter_context(run.reader()) for run in self._runs]
-            yield from self._rows(readers)
+            yield from self._rows(readers, start, len(self) if stop is None else stop)
 
     def _texts(self, index: int, record: Mapping[str, Any], ner: bool) -> SpooledTexts | None:
         spool = self._runs[index].spool
         texts = spool.texts(record) if spool is not None else None
         return texts if texts is not None and texts.usable(ner) else None
 
-    def _rows(self, readers: Sequence[Callable[[Mapping[str, Any]], Mapping[str, Any]]],
+    def _rows(self, readers: Sequence[Callable[[Mapping[str, Any]], Mapping[str, Any]]], start: int, stop: int,
               ) -> Iterator[dict[str, Any] | SplicedSample]:
+        before = 0  # the rows of the tasks before this one
         for task, (kind, correct_key) in self._kinds.items():
+            order = self._order[task]
+            wanted = order[max(start - before, 0):max(stop - before, 0)]
+            before += len(order)
+            if not wanted:
+                continue
             ner = kind == TaskKind.NER
             per_run = [(index, run_key(index), run.task_records(task), self._where[task][index],
                         run.span_outcomes(task) if ner else None)
@@ -264,7 +271,7 @@ class BrowserRows:
                     for i, record in enumerate(records):
                         first.setdefault(str(record.get("id")), i)
                 firsts.append(first)
-            for sample_id in self._order[task]:
+            for sample_id in wanted:
                 sample: dict[str, Any] | None = None
                 input_json: str | None = None
                 for (index, key, records, where, outcomes), first, full in zip(per_run, firsts, readers):

@@ -27,6 +27,7 @@ The helpers that say what a row's texts are live here too, so both paths use the
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -173,7 +174,9 @@ class BrowserSpool:
 
     def __init__(self) -> None:
         self._file = tempfile.TemporaryFile()
-        self._at: dict[int, int] = {}
+        self._at: dict[int, tuple[int, int]] = {}
+        self._written = 0
+        self._flushed = True
 
     def add(self, record: Mapping[str, Any], spans: Spans | None, held: Mapping[str, Any] | None = None) -> None:
         """Make and keep the texts of one whole record (:func:`record_texts`); ``spans`` when it reads as
@@ -181,18 +184,28 @@ class BrowserSpool:
         :meth:`texts` is then asked with."""
         texts = record_texts(record, spans)
         ner = texts.ner
-        self._at[id(record if held is None else held)] = self._file.tell()
-        pickle.dump((texts.input_json, texts.plain_gold, texts.plain_prediction, texts.reasoning, texts.answer,
-                     texts.diagnostics, (ner.gold_text, ner.prediction_text, ner.entities) if ner else None),
-                    self._file, protocol=pickle.HIGHEST_PROTOCOL)
+        data = pickle.dumps((texts.input_json, texts.plain_gold, texts.plain_prediction, texts.reasoning,
+                             texts.answer, texts.diagnostics,
+                             (ner.gold_text, ner.prediction_text, ner.entities) if ner else None),
+                            protocol=pickle.HIGHEST_PROTOCOL)
+        self._at[id(record if held is None else held)] = (self._written, len(data))
+        self._file.write(data)
+        self._written += len(data)
+        self._flushed = False
 
     def texts(self, record: Mapping[str, Any]) -> SpooledTexts | None:
         """The texts made of ``record`` (one of this run's slim records), or None."""
         at = self._at.get(id(record))
         if at is None:
             return None
-        self._file.seek(at)
-        input_json, gold, prediction, reasoning, answer, diagnostics, ner = pickle.load(self._file)
+        if not self._flushed:
+            self._file.flush()
+            self._flushed = True
+        # read at its offset, never moving the file's position: a forked child reading the spool
+        # shares that position with its parent (evalpipe.report.browser_beside, both making rows)
+        offset, size = at
+        input_json, gold, prediction, reasoning, answer, diagnostics, ner = pickle.loads(
+            os.pread(self._file.fileno(), size, offset))
         return SpooledTexts(input_json, gold, prediction, reasoning, answer, diagnostics,
                             NerTexts(*ner) if ner is not None else None)
 

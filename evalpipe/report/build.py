@@ -260,9 +260,16 @@ def _specs(runs: Sequence[ReportRun]) -> dict[str, TaskInfo]:
     return out
 
 
-def _browser_pieces(rows: BrowserRows) -> Callable[[], Iterable[str]]:
-    """The browser's HTML, its rows made (and serialised) as it is written, never held all at once."""
-    return lambda: iter_sample_browser(rows.header, rows.pieces(), len(rows))
+def _browser_pieces(rows: BrowserRows, start: int = 0, stop: int | None = None) -> Callable[[], Iterable[str]]:
+    """The browser's HTML, its rows made (and serialised) as it is written, never held all at once;
+    with ``start``/``stop``, only the part of the page for those rows (see iter_sample_browser)."""
+    end = len(rows) if stop is None else stop
+    return lambda: iter_sample_browser(rows.header, rows.pieces(start, end), len(rows), rows=(start, end))
+
+
+def _browser_parts(rows: BrowserRows) -> Callable[[int], tuple[Callable[[], Iterable[str]], Callable[[], Iterable[str]]]]:
+    """The browser's HTML as two parts, split at a row (for browser_beside.start)."""
+    return lambda split: (_browser_pieces(rows, 0, split), _browser_pieces(rows, split))
 
 
 def _samples_section(runs: Sequence[ReportRun], specs: dict[str, TaskInfo], rows: BrowserRows | None = None,
@@ -401,7 +408,7 @@ def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed
         # the sample browser written beside the rest where a fork is wanted (evalpipe.report.browser_beside):
         # its child starts before the frames and the bootstraps, which it does not need
         rows = BrowserRows(loaded, _specs(loaded))
-        beside = start_beside(_browser_pieces(rows), len(rows))
+        beside = start_beside(_browser_pieces(rows), len(rows), _browser_parts(rows))
         try:
             add_report_frames(loaded, compat)
             return _build_loaded(loaded, Path(out), (rows, beside), resamples=resamples, seed=seed,

@@ -511,6 +511,33 @@ def test_streamed_samples_make_the_same_fragment_as_the_whole_data(monkeypatch):
     assert block == json_for_script(data) and json.loads(block)["samples"][3]["runs"]["r0"]["scores"]["f1"] is None
 
 
+def test_the_parts_of_consecutive_rows_joined_are_the_whole_fragment(monkeypatch):
+    import evalpipe.report.browser as browser
+
+    data = make_data(7, 4)
+    whole = "".join(browser.iter_sample_browser(data))
+    head = {k: v for k, v in data.items() if k != "samples"}
+    samples, count = data["samples"], len(data["samples"])
+    for batch in (1, 3, 500):
+        monkeypatch.setattr(browser, "BATCH", batch)
+        for cuts in ((0, count), (0, 1, count), (0, count - 1, count), (0, 5, 6, count), (0, 2, 3, 9, count)):
+            parts = ["".join(browser.iter_sample_browser(head, iter(samples[a:b]), count, rows=(a, b)))
+                     for a, b in zip(cuts, cuts[1:])]
+            assert "".join(parts) == whole, cuts
+    first = "".join(browser.iter_sample_browser(head, iter(samples[:3]), count, rows=(0, 3)))
+    assert whole.startswith(first) and first.startswith('<section id="samples"') and "</section>" not in first
+    for wrong in ((3, 2), (0, 0), (count, count), (2, count + 1)):
+        with pytest.raises(ValueError, match=rf"rows {wrong[0]}\.\.{wrong[1]} are not a part"):
+            "".join(browser.iter_sample_browser(head, iter(()), count, rows=wrong))
+    with pytest.raises(ValueError, match=r"1 samples in rows 2\.\.4"):
+        "".join(browser.iter_sample_browser(head, iter(samples[2:3]), count, rows=(2, 4)))
+    monkeypatch.setattr(browser, "BATCH", 2)
+    broken = [dict(s) for s in samples]
+    broken[5]["task"] = "nope"
+    with pytest.raises(ValueError, match=r"samples\[5\]\.task"):  # named by its place in all the samples
+        "".join(browser.iter_sample_browser(head, iter(broken[4:]), count, rows=(4, count)))
+
+
 def test_a_streamed_sample_that_breaks_the_contract_is_named_by_its_place_in_all_samples(monkeypatch):
     import evalpipe.report.browser as browser
 

@@ -55,11 +55,13 @@ def test_the_child_s_browser_is_the_parent_s(two_runs, tmp_path, monkeypatch):
     monkeypatch.setenv(ENV, "0")
     alone = _report(two_runs, tmp_path / "alone")
     forks: list[int] = []
+    rests: list[bool] = []
     real_start = browser_beside.start
 
-    def start(make, rows):  # type: ignore[no-untyped-def]
-        beside = real_start(make, rows)
+    def start(make, rows, parts=None):  # type: ignore[no-untyped-def]
+        beside = real_start(make, rows, parts)
         forks.append(beside.pid or 0)
+        rests.append(beside.rest is not None)
         return beside
 
     exits = _recorded_exits(monkeypatch)
@@ -68,6 +70,7 @@ def test_the_child_s_browser_is_the_parent_s(two_runs, tmp_path, monkeypatch):
     beside = _report(two_runs, tmp_path / "beside")
     assert forks and forks[0] > 0, "the browser was not written by a child"
     assert exits == [0], "the child did not write the browser"
+    assert rests == [True], "the parent did not write a part of the rows"
     assert beside == alone
     assert b'id="samples-data"' in beside["report.html"]
 
@@ -79,13 +82,18 @@ def test_a_killed_child_leaves_the_browser_to_the_parent(two_runs, tmp_path, mon
     parent = os.getpid()
     exits = _recorded_exits(monkeypatch)
 
-    def start(make, rows):  # type: ignore[no-untyped-def]
-        def late():  # type: ignore[no-untyped-def]
-            if os.getpid() != parent:  # the child waits to be killed before it writes anything
-                time.sleep(30)
-            return make()
+    def start(make, rows, parts=None):  # type: ignore[no-untyped-def]
+        def late_parts(split):  # type: ignore[no-untyped-def]
+            first, rest = parts(split)
 
-        beside = real_start(late, rows)
+            def late():  # type: ignore[no-untyped-def]
+                if os.getpid() != parent:  # the child waits to be killed before it writes anything
+                    time.sleep(30)
+                return first()
+
+            return late, rest
+
+        beside = real_start(make, rows, late_parts)
         assert beside.pid is not None
         os.kill(beside.pid, signal.SIGKILL)
         return beside
@@ -144,3 +152,41 @@ def test_close_stops_and_reaps_a_child_not_waited_for(monkeypatch):
     beside.close()
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
+
+
+def test_the_parent_writes_the_rest_while_the_child_writes_the_first_part(monkeypatch):
+    monkeypatch.setenv(ENV, "1")
+    parent = os.getpid()
+    splits: list[int] = []
+
+    def parts(split):  # type: ignore[no-untyped-def]
+        splits.append(split)
+
+        def first():  # type: ignore[no-untyped-def]
+            yield "child:" if os.getpid() != parent else "parent:"
+            yield "é" * split
+
+        return first, lambda: iter(["|rest", "😀"])
+
+    beside = browser_beside.start(lambda: ["never"], 30, parts)
+    assert beside.pid is not None and splits == [round(30 * browser_beside.CHILD_SHARE)]
+    assert "".join(beside.pieces()) == "child:" + "é" * splits[0] + "|rest😀"
+
+
+def test_a_failing_rest_raises_after_the_first_part_s_own_error(monkeypatch):
+    monkeypatch.setenv(ENV, "1")
+
+    def rest():  # type: ignore[no-untyped-def]
+        raise ValueError("rest")
+        yield ""
+
+    def bad_first():  # type: ignore[no-untyped-def]
+        raise ValueError("first")
+        yield ""
+
+    beside = browser_beside.start(lambda: ["never"], 30, lambda split: (lambda: iter(["a"]), rest))
+    with pytest.raises(ValueError, match="rest"):
+        "".join(beside.pieces())
+    beside = browser_beside.start(lambda: ["never"], 30, lambda split: (bad_first, rest))
+    with pytest.raises(ValueError, match="first"):  # the child failed: the parent's first part raises first
+        "".join(beside.pieces())

@@ -238,6 +238,19 @@ def test_streamed_rows_keep_the_order_first_input_and_last_result_of_a_repeated_
     assert list(iter(rows)) == samples  # made again, the same
 
 
+def test_the_rows_of_a_range_are_those_rows_of_all_of_them_across_tasks():
+    a = hand_run("a", "gen", [_gen("1", "first"), _gen("2", "x", failed=True), _gen("1", "again", score=1.0)],
+                 {"acc": MEAN_ACCURACY})
+    b = hand_run("b", "gen", [_gen("3", "only b"), _gen("2", "y", score=1.0)], {"acc": MEAN_ACCURACY})
+    c = hand_run("c", "other", [_gen("7", "p"), _gen("8", "q"), _gen("9", "r")], {"acc": MEAN_ACCURACY})
+    rows = BrowserRows([a, b, c])
+    every = list(rows)
+    assert len(every) == 6 and [s["task"] for s in every] == ["gen"] * 3 + ["other"] * 3
+    for start in range(7):
+        for stop in range(start, 8):
+            assert list(rows.pieces(start, stop)) == every[start:stop], (start, stop)
+
+
 def test_the_links_counts_come_without_the_rows_and_count_what_the_rows_show():
     a = hand_run("a", "gen", [_gen("1", "first"), _gen("2", "x", failed=True), _gen("1", "again", score=1.0)],
                  {"acc": MEAN_ACCURACY})

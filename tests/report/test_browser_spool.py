@@ -20,7 +20,12 @@ from evalpipe.report.runs import load_report_runs
 def _page(runs) -> str:
     infos = {t: i for run in runs for t, i in run.info.items()}
     rows = BrowserRows(runs, infos)
-    return "".join(iter_sample_browser(rows.header, rows.pieces(), len(rows)))
+    whole = "".join(iter_sample_browser(rows.header, rows.pieces(), len(rows)))
+    split = len(rows) * 2 // 3  # as the report's two processes write it (browser_beside.CHILD_SHARE)
+    parts = ["".join(iter_sample_browser(rows.header, rows.pieces(a, b), len(rows), rows=(a, b)))
+             for a, b in ((0, split), (split, len(rows)))]
+    assert "".join(parts) == whole
+    return whole
 
 
 def _same_page_with_and_without_spools(paths) -> None:
