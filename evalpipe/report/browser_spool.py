@@ -30,9 +30,9 @@ import json
 import os
 import pickle
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from evalpipe.records import Span
 from evalpipe.report.browser import json_for_script
@@ -170,32 +170,37 @@ class BrowserSpool:
 
     Keyed by the held record's identity, as :class:`evalpipe.report.reading.RecordLines` is: the
     lean record the report holds for the whole one its texts were made of (``add``'s ``held``),
-    which lives as long as its run."""
+    which lives as long as its run. A spool made in another process (:mod:`evalpipe.report.spool_beside`)
+    is keyed by the byte offset of each record's line in its samples file instead (``add``'s
+    ``key``), and asked through ``key`` (the offset of a held record: :meth:`RecordLines.offset`)."""
 
-    def __init__(self) -> None:
-        self._file = tempfile.TemporaryFile()
+    def __init__(self, file: IO[bytes] | None = None, key: Callable[[Mapping[str, Any]], int | None] = id) -> None:
+        self._file = tempfile.TemporaryFile() if file is None else file
         self._at: dict[int, tuple[int, int]] = {}
+        self._key = key
         self._written = 0
         self._flushed = True
 
-    def add(self, record: Mapping[str, Any], spans: Spans | None, held: Mapping[str, Any] | None = None) -> None:
+    def add(self, record: Mapping[str, Any], spans: Spans | None, held: Mapping[str, Any] | None = None,
+            key: int | None = None) -> None:
         """Make and keep the texts of one whole record (:func:`record_texts`); ``spans`` when it reads as
         spans; ``held``: the record the report holds for it (by default the record itself), which
-        :meth:`texts` is then asked with."""
+        :meth:`texts` is then asked with; ``key``: what it is kept under instead of ``held``'s identity."""
         texts = record_texts(record, spans)
         ner = texts.ner
         data = pickle.dumps((texts.input_json, texts.plain_gold, texts.plain_prediction, texts.reasoning,
                              texts.answer, texts.diagnostics,
                              (ner.gold_text, ner.prediction_text, ner.entities) if ner else None),
                             protocol=pickle.HIGHEST_PROTOCOL)
-        self._at[id(record if held is None else held)] = (self._written, len(data))
+        self._at[id(record if held is None else held) if key is None else key] = (self._written, len(data))
         self._file.write(data)
         self._written += len(data)
         self._flushed = False
 
     def texts(self, record: Mapping[str, Any]) -> SpooledTexts | None:
         """The texts made of ``record`` (one of this run's slim records), or None."""
-        at = self._at.get(id(record))
+        key = self._key(record)
+        at = self._at.get(key) if key is not None else None
         if at is None:
             return None
         if not self._flushed:
@@ -208,6 +213,20 @@ class BrowserSpool:
             os.pread(self._file.fileno(), size, offset))
         return SpooledTexts(input_json, gold, prediction, reasoning, answer, diagnostics,
                             NerTexts(*ner) if ner is not None else None)
+
+    def index(self) -> dict[int, tuple[int, int]]:
+        """Where each record's texts are in the file (key → offset, size): what :meth:`adopt` takes."""
+        self._file.flush()
+        return self._at
+
+    @classmethod
+    def adopt(cls, file: IO[bytes], index: dict[int, tuple[int, int]],
+              key: Callable[[Mapping[str, Any]], int | None]) -> BrowserSpool:
+        """The spool another process wrote into ``file`` (its :meth:`index`), asked through ``key``."""
+        spool = cls(file, key)
+        spool._at = index
+        spool._written = os.fstat(file.fileno()).st_size
+        return spool
 
     def close(self) -> None:
         self._file.close()

@@ -54,6 +54,10 @@ class RecordLines:
         self.path = path
         self._at = at
 
+    def offset(self, record: Mapping[str, Any]) -> int | None:
+        """The byte offset of ``record``'s line (None: not one of these records)."""
+        return self._at.get(id(record))
+
     @contextmanager
     def reader(self) -> Iterator[Callable[[Mapping[str, Any]], Mapping[str, Any]]]:
         with self.path.open("rb") as handle:
@@ -72,7 +76,7 @@ class RecordLines:
         return full
 
 
-def _line_starts(path: Path) -> list[int]:
+def line_starts(path: Path) -> list[int]:
     """The byte offset of each non-blank line of ``path`` (one record each)."""
     starts, at = [], 0
     with path.open("rb") as handle:
@@ -97,7 +101,7 @@ def read_records(run_dir: RunDir, compat: str | None, slim: bool = False,
     The held record is a new dict of the fields kept, not the decoded one with fields popped: a
     dict keeps the table of its largest size, so a record of 6 fields popped from 16 would still
     cost the 16's."""
-    starts = _line_starts(run_dir.samples_path(compat)) if slim else []
+    starts = line_starts(run_dir.samples_path(compat)) if slim else []
     dropped = frozenset((*UNREAD_FIELDS, *ON_DEMAND_FIELDS, *LEAN_FIELDS) if slim else UNREAD_FIELDS)
     records = []
     sharing = _Sharing()

@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,9 +49,10 @@ from evalpipe.heap import collector_paused, frozen_heap
 from evalpipe.metrics import calibration as _calibration  # noqa: F401 (registers its aggregation kinds)
 from evalpipe.metrics.aggregation import Aggregation, aggregation_from_json
 from evalpipe.report.bootstrap import ResampleTask
-from evalpipe.report.browser_spool import BrowserSpool
+from evalpipe.report.browser_spool import BrowserSpool, Spans
 from evalpipe.report.frame import FrameValues, answer_digest, report_frame
-from evalpipe.report.reading import LEAN_FIELDS, ON_DEMAND_FIELDS, UNREAD_FIELDS, RecordLines, read_records
+from evalpipe.report.reading import LEAN_FIELDS, ON_DEMAND_FIELDS, UNREAD_FIELDS, RecordLines, line_starts, read_records
+from evalpipe.report.spool_beside import start as start_spools
 from evalpipe.report.sharing import SHARED_CHARS, SHARING_TRIAL, OutcomeSharing, _Sharing  # noqa: F401 (re-exported)
 from evalpipe.report.ner_errors import SampleOutcomes, classify, gold_spans, is_span_kind, prediction_spans
 from evalpipe.results import RunDir, RunSummary, TaskSummary
@@ -338,57 +340,102 @@ FRAME_COLUMNS = frozenset({"task", "id", "answer_chars", "parse_failed", "error"
                            "completion_tokens", "truncated_tokens", "finish_reason"})
 
 
+class _SpanReading:
+    """Which records of a run are its reference records, and each one's spans as it streams in whole:
+    for the tasks that may be span tasks, the gold and predicted entities and their classified
+    outcomes — until one of a task's records does not read as spans, after which that task's records
+    have none (and the task's outcomes are None, as :func:`_span_outcomes` gives them). The one
+    reading of both the report's own pass (:class:`_WhileWhole`) and the spool's beside it
+    (:func:`spool_run`), so the two make the very same texts. ``keep``: keep each record's outcomes
+    (:meth:`outcomes`)."""
+
+    def __init__(self, tasks: Iterable[str], variants: Mapping[str, Mapping[str, Any]], keep: bool = True) -> None:
+        self._found: dict[str, list[SampleOutcomes] | None] = {task: [] for task in tasks}
+        self._references = {task: doc.get("reference") for task, doc in variants.items()}
+        self._shared = OutcomeSharing()
+        self._keep = keep
+
+    def is_reference(self, record: Mapping[str, Any]) -> bool:
+        """Whether ``record`` is of its task's reference condition (every record of a task without conditions)."""
+        task, condition = str(record.get("task")), record.get("condition")
+        return condition is None or task not in self._references or condition == self._references[task]
+
+    def spans(self, record: Mapping[str, Any]) -> Spans | None:
+        """A reference record's spans (None where its task is not, or no longer, read as spans)."""
+        task = str(record.get("task"))
+        found = self._found.get(task)
+        if found is None:
+            return None
+        gold = record.get("gold")
+        gold_entities = gold_spans(gold)
+        predicted = prediction_spans(record.get("prediction"), gold) if gold_entities is not None else None
+        if gold_entities is None or predicted is None:
+            self._found[task] = None
+            return None
+        outcome = self._shared.sample(classify(gold_entities, predicted))
+        if self._keep:
+            found.append(outcome)
+        return (gold_entities, predicted, outcome)
+
+    def outcomes(self) -> dict[str, list[SampleOutcomes] | None]:
+        return {task: found or None for task, found in self._found.items()}
+
+
 class _WhileWhole:
     """What is taken of each reference record while it streams in whole (see
     :mod:`evalpipe.report.reading`), so the lean records need not be read again for it:
 
-    * the span outcomes (:meth:`ReportRun.span_outcomes`) of the tasks that may be span tasks — a task
-      one of whose records does not read as spans gets None, as :func:`_span_outcomes` gives it;
+    * the span outcomes (:meth:`ReportRun.span_outcomes`) of the tasks that may be span tasks
+      (:class:`_SpanReading`);
     * the frame's values (``frame``, :class:`~evalpipe.report.frame.FrameValues`) and the answer's
       digest (``digests``), in the order of the reference records;
     * the parts (``parts``: :class:`TaskParts` of the tasks given, those without prompt conditions,
       whose every record the robustness section resamples): the held record then has none;
-    * the sample browser's texts (``spool``, with the record's spans when it reads as spans)."""
+    * the sample browser's texts (``spool``, with the record's spans when it reads as spans) — unless
+      a process beside makes them (:mod:`evalpipe.report.spool_beside`)."""
 
     def __init__(self, tasks: Iterable[str], variants: Mapping[str, Mapping[str, Any]],
                  spool: BrowserSpool | None = None, frame: FrameValues | None = None,
                  parts: Mapping[str, TaskParts] | None = None) -> None:
-        self._found: dict[str, list[SampleOutcomes] | None] = {task: [] for task in tasks}
-        self._references = {task: doc.get("reference") for task, doc in variants.items()}
+        self._reading = _SpanReading(tasks, variants)
         self._spool = spool
         self.frame = frame
         self.digests: list[bytes | None] = []
-        self._shared = OutcomeSharing()
         self.parts = dict(parts or {})
 
     def __call__(self, record: Mapping[str, Any], held: dict[str, Any]) -> None:
-        task, condition = str(record.get("task")), record.get("condition")
-        if condition is not None and task in self._references and condition != self._references[task]:
+        if not self._reading.is_reference(record):
             return
-        found = self._found.get(task)
-        spans = None
-        if found is not None:
-            gold = record.get("gold")
-            gold_entities = gold_spans(gold)
-            predicted = prediction_spans(record.get("prediction"), gold) if gold_entities is not None else None
-            if gold_entities is None or predicted is None:
-                self._found[task] = None
-            else:
-                outcome = self._shared.sample(classify(gold_entities, predicted))
-                found.append(outcome)
-                spans = (gold_entities, predicted, outcome)
+        spans = self._reading.spans(record)
         if self._spool is not None:
             self._spool.add(record, spans, held)
         if self.frame is not None:
             self.frame.add(record)
         self.digests.append(answer_digest(record.get("answer")))
-        taken = self.parts.get(task)
+        taken = self.parts.get(str(record.get("task")))
         if taken is not None:
             taken.add(record)
             held.pop("parts", None)
 
     def outcomes(self) -> dict[str, list[SampleOutcomes] | None]:
-        return {task: found or None for task, found in self._found.items()}
+        return self._reading.outcomes()
+
+
+def span_tasks(head: RunHead) -> list[str]:
+    """The run's tasks that may be span tasks (whose records :class:`_SpanReading` reads as spans)."""
+    return [t for t in head.tasks if is_span_kind(head.infos[t].kind) is not False]
+
+
+def spool_run(head: RunHead, compat: str | None, spool: BrowserSpool) -> None:
+    """The sample browser's texts of each of the run's reference records, as :class:`_WhileWhole`
+    makes them, kept in ``spool`` under the byte offset of the record's line (:meth:`RecordLines.offset`):
+    for a process beside the report's reading (:mod:`evalpipe.report.spool_beside`). Lines and
+    records are paired in order, as :func:`~evalpipe.report.reading.read_records` pairs them (where
+    they do not pair up, the report holds whole records and asks no spool)."""
+    reading = _SpanReading(span_tasks(head), head.variants, keep=False)
+    for start, record in zip(line_starts(head.samples_path), RunDir(head.path).iter_samples(compat)):
+        if reading.is_reference(record):
+            spool.add(record, reading.spans(record), key=start)
 
 
 def full_samples_frame(run: ReportRun) -> pd.DataFrame:
@@ -470,45 +517,57 @@ def run_heads(paths: Sequence[Path], compat: str | None = None) -> list[RunHead]
 
 
 def _load_report_runs(heads: Sequence[RunHead], compat: str | None, make_spool: bool = True) -> list[ReportRun]:
-    runs = []
-    for head in heads:
-        run_dir = RunDir(head.path)
-        variants = head.variants
-        tasks, infos, identity = head.tasks, dict(head.infos), head.identity
-        config = identity["config"]
-        spool = BrowserSpool() if make_spool else None
-        summary = run_dir.read_summary(compat)
-        task_summaries = summary.tasks if summary is not None else {}
-        parts = {t: TaskParts(_keys(_aggregations(task_summaries.get(t, TaskSummary()), [], t)))
-                 for t in tasks if t not in variants}
-        spans = _WhileWhole([t for t in tasks if is_span_kind(infos[t].kind) is not False], variants, spool,
-                            FrameValues(FRAME_COLUMNS), parts)
-        read, lines = read_records(run_dir, compat, slim=True, whole=spans)
-        if lines is None and spool is not None:  # the records were read again, whole: the spool's are other records
-            spool.close()
-        records, by_condition = _split_conditions(read, variants)
-        metrics = run_dir.read_metrics(compat)
-        run = ReportRun(
-            path=head.path, label=head.label, model=identity["model"], compat=compat, config=config,
-            tasks=tasks, info=infos,
-            # the spread numbers are the robustness section's; every other part reads the reference's metrics
-            metrics={t: plain_metrics(v) if t in variants else v for t, v in metrics.items()},
-            summary=summary,
-            samples=pd.DataFrame(),  # made by load_report_runs
-            records=records, variants=variants, condition_records=by_condition, lines=lines,
-            spool=spool if lines is not None else None,
-            # else the records were read again, whole: they hold what these were taken from
-            frame_values=spans.frame if lines is not None else None,
-            digests=spans.digests if lines is not None else None,
-        )
-        by_task: dict[str, list[dict[str, Any]]] = {}
-        for record in records:
-            by_task.setdefault(str(record.get("task")), []).append(record)
-        if lines is not None:  # else the records are whole: span_outcomes classifies them when asked
-            run._outcomes.update(spans.outcomes())
-        for task in run.tasks:
-            run.resample[task] = resample_task(task, by_task.get(task, []), run.metrics.get(task, {}),
-                                               run.task_summary(task), run.notes,
-                                               parts.get(task) if lines is not None else None)
-        runs.append(run)
-    return runs
+    # the browser's texts made by a child beside this reading where a fork is wanted (spool_beside)
+    beside = (start_spools([partial(spool_run, head, compat) for head in heads],
+                           sum(head.samples_path.stat().st_size for head in heads)) if make_spool else None)
+    try:
+        runs = [_load_report_run(head, compat, make_spool and beside is None) for head in heads]
+        if beside is not None:
+            spools = beside.spools([run.lines.offset if run.lines is not None else None for run in runs])
+            for run, spool in zip(runs, spools):
+                run.spool = spool
+        return runs
+    finally:
+        if beside is not None:
+            beside.close()
+
+
+def _load_report_run(head: RunHead, compat: str | None, make_spool: bool) -> ReportRun:
+    run_dir = RunDir(head.path)
+    variants = head.variants
+    tasks, infos, identity = head.tasks, dict(head.infos), head.identity
+    config = identity["config"]
+    spool = BrowserSpool() if make_spool else None
+    summary = run_dir.read_summary(compat)
+    task_summaries = summary.tasks if summary is not None else {}
+    parts = {t: TaskParts(_keys(_aggregations(task_summaries.get(t, TaskSummary()), [], t)))
+             for t in tasks if t not in variants}
+    spans = _WhileWhole(span_tasks(head), variants, spool, FrameValues(FRAME_COLUMNS), parts)
+    read, lines = read_records(run_dir, compat, slim=True, whole=spans)
+    if lines is None and spool is not None:  # the records were read again, whole: the spool's are other records
+        spool.close()
+    records, by_condition = _split_conditions(read, variants)
+    metrics = run_dir.read_metrics(compat)
+    run = ReportRun(
+        path=head.path, label=head.label, model=identity["model"], compat=compat, config=config,
+        tasks=tasks, info=infos,
+        # the spread numbers are the robustness section's; every other part reads the reference's metrics
+        metrics={t: plain_metrics(v) if t in variants else v for t, v in metrics.items()},
+        summary=summary,
+        samples=pd.DataFrame(),  # made by load_report_runs
+        records=records, variants=variants, condition_records=by_condition, lines=lines,
+        spool=spool if lines is not None else None,
+        # else the records were read again, whole: they hold what these were taken from
+        frame_values=spans.frame if lines is not None else None,
+        digests=spans.digests if lines is not None else None,
+    )
+    by_task: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        by_task.setdefault(str(record.get("task")), []).append(record)
+    if lines is not None:  # else the records are whole: span_outcomes classifies them when asked
+        run._outcomes.update(spans.outcomes())
+    for task in run.tasks:
+        run.resample[task] = resample_task(task, by_task.get(task, []), run.metrics.get(task, {}),
+                                           run.task_summary(task), run.notes,
+                                           parts.get(task) if lines is not None else None)
+    return run

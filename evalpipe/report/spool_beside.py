@@ -1,0 +1,132 @@
+"""The sample browser's texts (the runs' spools) made by a forked child while the report reads the records.
+
+Why: at 94,000 NCBI samples, reading the runs took ~5.6 s of the report's ~9 s, and ~2 s of that was
+making each record's browser texts (:class:`~evalpipe.report.browser_spool.BrowserSpool`: the inputs
+as the page's JSON, the marked entities, the gold and prediction texts) — work only the sample
+browser needs, done on one core while the other idled (issue 28). So before the records are read
+the report forks (:func:`start`): the child reads each run's samples file itself and makes each
+reference record's texts exactly as the report's own pass would have
+(:func:`evalpipe.report.runs.spool_run`, the same span reading and the same maker of texts), into a
+temporary file per run, keyed by the byte offset of the record's line, with the index in a second
+file; the parent reads its records without making texts and, once done, waits for the child and
+adopts its spools (:meth:`SpoolBeside.spools`), asked through each record's line offset
+(:meth:`evalpipe.report.reading.RecordLines.offset`).
+
+The page is the same either way: a spool is a shortcut to the very rows made from each record read
+whole again (:mod:`evalpipe.report.browser_spool`), and a child that did not finish (killed, an
+exception, no fork to be had) leaves the runs with no spool — the rows are then made from the
+records read whole, slower. ``EVALPIPE_REPORT_SPOOL_BESIDE`` ``0`` never forks (the texts are made
+in the report's own pass, as before), ``1`` whenever a fork exists (the tests), unset or ``auto``
+by :func:`evalpipe.forking.fork_wanted`'s rules (Linux, one thread, two cores, a core idle now, at
+least :data:`MINIMUM` bytes of samples).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import pickle
+import signal
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from evalpipe.forking import fork_wanted
+from evalpipe.report.browser_spool import BrowserSpool
+
+__all__ = ["ENV", "MINIMUM", "SpoolBeside", "start"]
+
+ENV = "EVALPIPE_REPORT_SPOOL_BESIDE"
+#: bytes of samples files below which the texts are made in the report's own pass (~5,000 NCBI records)
+MINIMUM = 8 << 20
+#: how much of a core must be idle when the report would fork (on a busy machine it only takes turns)
+IDLE_NEEDED = 0.5
+
+#: one run's spooling: fills the spool it is given (:func:`evalpipe.report.runs.spool_run`)
+Job = Callable[[BrowserSpool], None]
+#: how a held record of a run is asked for its texts (its line's offset), None for a run that asks none
+Key = Callable[[Mapping[str, Any]], int | None]
+
+
+@dataclass
+class SpoolBeside:
+    """The parent's side of the child making the runs' spools (see the module docstring)."""
+
+    pid: int | None
+    #: per run: the file of its texts and the file of their index
+    files: list[tuple[IO[bytes], IO[bytes]]]
+
+    def spools(self, keys: Sequence[Key | None]) -> list[BrowserSpool | None]:
+        """Each run's spool once the child has exited well (None for a run whose key is None); every
+        run None where it did not. Waits for the child."""
+        status = _reaped(self.pid) if self.pid is not None else None
+        self.pid = None
+        files, self.files = self.files, []
+        if status != 0:
+            for data, index in files:
+                data.close()
+                index.close()
+            return [None] * len(keys)
+        out: list[BrowserSpool | None] = []
+        for (data, index), key in zip(files, keys, strict=True):
+            index.seek(0)
+            at = pickle.load(index)
+            index.close()
+            if key is None:
+                data.close()
+                out.append(None)
+            else:
+                out.append(BrowserSpool.adopt(data, at, key))
+        return out
+
+    def close(self) -> None:
+        """The child stopped (where it still runs: the report failed first) and reaped; its files closed."""
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            _reaped(self.pid)
+            self.pid = None
+        for data, index in self.files:
+            data.close()
+            index.close()
+        self.files = []
+
+
+def _reaped(pid: int) -> int | None:
+    """The child's exit code (None when it was killed by a signal or was already reaped)."""
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return None
+    return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None
+
+
+def start(jobs: Sequence[Job], work: int) -> SpoolBeside | None:
+    """A :class:`SpoolBeside` whose child is already running ``jobs`` (one per run, in order), where
+    a fork is wanted for ``work`` bytes of samples (see the module docstring); else None: the report
+    makes the texts in its own pass."""
+    if not jobs or not fork_wanted(ENV, work, MINIMUM, idle_needed=IDLE_NEEDED):
+        return None
+    files: list[tuple[IO[bytes], IO[bytes]]] = [(tempfile.TemporaryFile(), tempfile.TemporaryFile()) for _ in jobs]
+    try:
+        pid = os.fork()
+    except OSError:  # no fork to be had (a process limit, memory): the texts are made in the report's pass
+        for data, index in files:
+            data.close()
+            index.close()
+        return None
+    if pid == 0:  # the child: make the spools, and leave without running the parent's exit handlers
+        status = 1
+        gc.disable()  # short-lived, making no cycles: no collection walks what it reads
+        try:
+            for job, (data, index) in zip(jobs, files):
+                spool = BrowserSpool(data)
+                job(spool)
+                pickle.dump(spool.index(), index, protocol=pickle.HIGHEST_PROTOCOL)
+                index.flush()
+            status = 0
+        finally:
+            os._exit(status)
+    return SpoolBeside(pid, files)
