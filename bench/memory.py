@@ -281,10 +281,17 @@ def _pss_kb(pid: int) -> int:
     return 0
 
 
+#: seconds between two samples of a process tree's PSS (--pss-interval). One read of smaps_rollup of
+#: a ~300 MB process costs ~5.5 ms of kernel time on this machine: sampled every 20 ms, a report of
+#: two such processes lost about half a core to the sampler on 2 cores — which hid what its second
+#: process gained (wall x1.0 sampled, x0.85 unsampled, 2026-12-06) — so samples are sparser now
+PSS_INTERVAL = 0.25
+
+
 class TreePss:
-    """The peak, over samples every ~20 ms, of the summed PSS of a process and its descendants: a
-    report that forks a helper (evalpipe.report.browser_beside) counts both processes, their
-    copy-on-write pages once (ru_maxrss would count one process only)."""
+    """The peak, over samples every :data:`PSS_INTERVAL` s, of the summed PSS of a process and its
+    descendants: a report that forks a helper (evalpipe.report.browser_beside) counts both
+    processes, their copy-on-write pages once (ru_maxrss would count one process only)."""
 
     def __init__(self, pid: int) -> None:
         self.pid, self.peak_kb, self.most = pid, 0, 1
@@ -293,7 +300,7 @@ class TreePss:
         self._thread.start()
 
     def _sample(self) -> None:
-        while not self._stop.wait(0.02):
+        while not self._stop.wait(PSS_INTERVAL):
             tree, todo = [], [self.pid]
             while todo:
                 pid = todo.pop()
@@ -380,12 +387,15 @@ def one_round(repo: Path, server: FakeOpenAIProcess, n: int, data: Path, work: P
 
 
 def main(argv: list[str] | None = None) -> int:
+    global PSS_INTERVAL
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", default="4700,18800,47000", help="comma-separated sample counts")
     parser.add_argument("--latency", type=float, default=0.05, help="server latency in seconds (default 0.05)")
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated, from {', '.join(STEPS)}")
     parser.add_argument("--repeat", type=int, default=1, help="interleaved rounds over the Ns (medians)")
+    parser.add_argument("--pss-interval", type=float, default=PSS_INTERVAL,
+                        help=f"seconds between samples of the tree's PSS (default {PSS_INTERVAL}; each costs the machine ~5 ms)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="work in this folder and keep it (the runs and reports, to diff or profile them)")
     parser.add_argument("--repo", type=Path, action="append",
@@ -394,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="set NAME=VALUE for that checkout's processes only (e.g. two copies of one "
                              "checkout, a setting on and off, side by side)")
     args = parser.parse_args(argv)
+    PSS_INTERVAL = args.pss_interval
     for item in args.env:
         checkout, _, setting = item.partition(":")
         name, _, value = setting.partition("=")

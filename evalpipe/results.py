@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import json
 import os
 import re
@@ -319,16 +320,20 @@ class RunDir:
         records = list(self.iter_samples(compat))
         return self.add_prompts(records) if prompts else records
 
-    def iter_samples(self, compat: str | None = None) -> Iterator[dict[str, Any]]:
+    def iter_samples(self, compat: str | None = None, start: int = 0) -> Iterator[dict[str, Any]]:
         """The sample records one at a time (a reader that keeps only what it needs stays small).
 
         Lines are decoded :data:`DECODE_LINES` at a time as one JSON array: the decoder then makes
         each key string once per batch instead of once per record — records kept in memory are a
         third smaller, and decoding is faster. A batch that does not decode is decoded line by line,
         so an error names the file and its line (a :class:`~evalpipe.data.errors.DataError`).
+        ``start``: the byte offset of a line to begin at (the records before it are not read, and
+        line numbers count from there).
         """
         path = self.samples_path(compat)
-        with path.open(encoding="utf-8") as handle:
+        raw = path.open("rb")
+        raw.seek(start)
+        with io.TextIOWrapper(raw, encoding="utf-8") as handle:
             batch: list[str] = []
             first = 1
             for number, line in enumerate(handle, start=1):

@@ -306,6 +306,20 @@ def test_a_bad_samples_line_names_the_file_and_line(tmp_path):
     assert str(error.value).startswith(f"{run.samples_path(None)}:701: not valid JSON")
 
 
+def test_samples_read_from_a_line_s_offset_are_the_records_from_there(tmp_path):
+    from evalpipe.report.reading import line_starts
+
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    lines = [json.dumps({"id": str(i), "task": "t", "text": "é" * i}) for i in range(1200)]
+    run.samples_path(None).write_text("\n".join(lines[:600] + [""] + lines[600:]) + "\n", encoding="utf-8")
+    starts = line_starts(run.samples_path(None))
+    every = list(run.iter_samples())
+    assert len(starts) == len(every) == 1200
+    for at in (0, 1, 599, 600, 1199):  # non-ASCII before the offset, a blank line after it
+        assert list(run.iter_samples(start=starts[at])) == every[at:]
+
+
 def test_conll_docstart_lines_are_document_separators(tmp_path):
     path = tmp_path / "d.conll"
     path.write_text("-DOCSTART-\tO\n\nA\tB-Disease\nb\tO\n\n-DOCSTART-\tO\n\nC\tO\n", encoding="utf-8")

@@ -178,6 +178,8 @@ class BrowserSpool:
         self._file = tempfile.TemporaryFile() if file is None else file
         self._at: dict[int, tuple[int, int]] = {}
         self._key = key
+        #: the texts of the records this spool does not hold (the rest a process beside made)
+        self.rest: BrowserSpool | None = None
         self._written = 0
         self._flushed = True
 
@@ -202,7 +204,7 @@ class BrowserSpool:
         key = self._key(record)
         at = self._at.get(key) if key is not None else None
         if at is None:
-            return None
+            return self.rest.texts(record) if self.rest is not None else None
         if not self._flushed:
             self._file.flush()
             self._flushed = True
@@ -231,3 +233,6 @@ class BrowserSpool:
     def close(self) -> None:
         self._file.close()
         self._at.clear()
+        if self.rest is not None:
+            self.rest.close()
+            self.rest = None

@@ -89,19 +89,21 @@ def line_starts(path: Path) -> list[int]:
 
 def read_records(run_dir: RunDir, compat: str | None, slim: bool = False,
                  whole: Callable[[dict[str, Any], dict[str, Any]], None] | None = None,
-                 ) -> tuple[list[dict[str, Any]], RecordLines | None]:
+                 starts: list[int] | None = None) -> tuple[list[dict[str, Any]], RecordLines | None]:
     """The records as the report holds them.
 
     ``slim``: without :data:`ON_DEMAND_FIELDS` and :data:`LEAN_FIELDS`, with the :class:`RecordLines`
     that reads them again — whole records, and None, where the file's lines and records do not pair
     up one to one (never for a file evalpipe wrote). ``whole`` sees each record whole and the record
     that is held for it (the very object: what is made of the one may be keyed by the other), and is
-    not called again when the records are then read whole.
+    not called again when the records are then read whole. ``starts``: :func:`line_starts` of the
+    samples file, when already found.
 
     The held record is a new dict of the fields kept, not the decoded one with fields popped: a
     dict keeps the table of its largest size, so a record of 6 fields popped from 16 would still
     cost the 16's."""
-    starts = line_starts(run_dir.samples_path(compat)) if slim else []
+    if starts is None or not slim:
+        starts = line_starts(run_dir.samples_path(compat)) if slim else []
     dropped = frozenset((*UNREAD_FIELDS, *ON_DEMAND_FIELDS, *LEAN_FIELDS) if slim else UNREAD_FIELDS)
     records = []
     sharing = _Sharing()

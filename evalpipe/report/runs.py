@@ -52,6 +52,7 @@ from evalpipe.report.bootstrap import ResampleTask
 from evalpipe.report.browser_spool import BrowserSpool, Spans
 from evalpipe.report.frame import FrameValues, answer_digest, report_frame
 from evalpipe.report.reading import LEAN_FIELDS, ON_DEMAND_FIELDS, UNREAD_FIELDS, RecordLines, line_starts, read_records
+from evalpipe.report.spool_beside import first_child_line
 from evalpipe.report.spool_beside import start as start_spools
 from evalpipe.report.sharing import SHARED_CHARS, SHARING_TRIAL, OutcomeSharing, _Sharing  # noqa: F401 (re-exported)
 from evalpipe.report.ner_errors import SampleOutcomes, classify, gold_spans, is_span_kind, prediction_spans
@@ -391,23 +392,28 @@ class _WhileWhole:
       digest (``digests``), in the order of the reference records;
     * the parts (``parts``: :class:`TaskParts` of the tasks given, those without prompt conditions,
       whose every record the robustness section resamples): the held record then has none;
-    * the sample browser's texts (``spool``, with the record's spans when it reads as spans) — unless
-      a process beside makes them (:mod:`evalpipe.report.spool_beside`)."""
+    * the sample browser's texts (``spool``, with the record's spans when it reads as spans) — of the
+      first ``spool_lines`` records only where a process beside makes the rest's
+      (:mod:`evalpipe.report.spool_beside`)."""
 
     def __init__(self, tasks: Iterable[str], variants: Mapping[str, Mapping[str, Any]],
                  spool: BrowserSpool | None = None, frame: FrameValues | None = None,
-                 parts: Mapping[str, TaskParts] | None = None) -> None:
+                 parts: Mapping[str, TaskParts] | None = None, spool_lines: int | None = None) -> None:
         self._reading = _SpanReading(tasks, variants)
         self._spool = spool
+        #: the records (lines) whose texts are spooled here, the first ones (None: all of them)
+        self._spool_lines = spool_lines
+        self._seen = 0
         self.frame = frame
         self.digests: list[bytes | None] = []
         self.parts = dict(parts or {})
 
     def __call__(self, record: Mapping[str, Any], held: dict[str, Any]) -> None:
+        self._seen += 1
         if not self._reading.is_reference(record):
             return
         spans = self._reading.spans(record)
-        if self._spool is not None:
+        if self._spool is not None and (self._spool_lines is None or self._seen <= self._spool_lines):
             self._spool.add(record, spans, held)
         if self.frame is not None:
             self.frame.add(record)
@@ -427,13 +433,23 @@ def span_tasks(head: RunHead) -> list[str]:
 
 
 def spool_run(head: RunHead, compat: str | None, spool: BrowserSpool) -> None:
-    """The sample browser's texts of each of the run's reference records, as :class:`_WhileWhole`
-    makes them, kept in ``spool`` under the byte offset of the record's line (:meth:`RecordLines.offset`):
-    for a process beside the report's reading (:mod:`evalpipe.report.spool_beside`). Lines and
-    records are paired in order, as :func:`~evalpipe.report.reading.read_records` pairs them (where
-    they do not pair up, the report holds whole records and asks no spool)."""
+    """The sample browser's texts of the run's reference records on its last lines (from
+    :func:`~evalpipe.report.spool_beside.first_child_line` on), as :class:`_WhileWhole` makes them,
+    kept in ``spool`` under the byte offset of the record's line (:meth:`RecordLines.offset`): for a
+    process beside the report's reading (:mod:`evalpipe.report.spool_beside`). Lines and records are
+    paired in order, as :func:`~evalpipe.report.reading.read_records` pairs them (where they do not
+    pair up, the report holds whole records and asks no spool).
+
+    Read from a line in the middle, a task's span reading starts afresh: a record of a task whose
+    earlier record did not read as spans may get the NER texts here where the report's pass would
+    give it the plain ones — texts no row of that task uses (``SpooledTexts.usable``), never
+    different ones."""
     reading = _SpanReading(span_tasks(head), head.variants, keep=False)
-    for start, record in zip(line_starts(head.samples_path), RunDir(head.path).iter_samples(compat)):
+    starts = line_starts(head.samples_path)
+    starts = starts[first_child_line(len(starts)):]
+    if not starts:
+        return
+    for start, record in zip(starts, RunDir(head.path).iter_samples(compat, starts[0])):
         if reading.is_reference(record):
             spool.add(record, reading.spans(record), key=start)
 
@@ -518,21 +534,26 @@ def run_heads(paths: Sequence[Path], compat: str | None = None) -> list[RunHead]
 
 def _load_report_runs(heads: Sequence[RunHead], compat: str | None, make_spool: bool = True) -> list[ReportRun]:
     # the browser's texts made by a child beside this reading where a fork is wanted (spool_beside)
+    # (the first lines' texts made here, the rest's by the child: spool_beside.first_child_line)
     beside = (start_spools([partial(spool_run, head, compat) for head in heads],
                            sum(head.samples_path.stat().st_size for head in heads)) if make_spool else None)
     try:
-        runs = [_load_report_run(head, compat, make_spool and beside is None) for head in heads]
+        runs = [_load_report_run(head, compat, make_spool, beside is not None) for head in heads]
         if beside is not None:
             spools = beside.spools([run.lines.offset if run.lines is not None else None for run in runs])
             for run, spool in zip(runs, spools):
-                run.spool = spool
+                if run.spool is not None:
+                    run.spool.rest = spool
+                elif spool is not None:
+                    spool.close()
         return runs
     finally:
         if beside is not None:
             beside.close()
 
 
-def _load_report_run(head: RunHead, compat: str | None, make_spool: bool) -> ReportRun:
+def _load_report_run(head: RunHead, compat: str | None, make_spool: bool, beside: bool = False) -> ReportRun:
+    """One run read; ``beside``: a child makes the texts of the run's last lines (spool_beside)."""
     run_dir = RunDir(head.path)
     variants = head.variants
     tasks, infos, identity = head.tasks, dict(head.infos), head.identity
@@ -542,8 +563,10 @@ def _load_report_run(head: RunHead, compat: str | None, make_spool: bool) -> Rep
     task_summaries = summary.tasks if summary is not None else {}
     parts = {t: TaskParts(_keys(_aggregations(task_summaries.get(t, TaskSummary()), [], t)))
              for t in tasks if t not in variants}
-    spans = _WhileWhole(span_tasks(head), variants, spool, FrameValues(FRAME_COLUMNS), parts)
-    read, lines = read_records(run_dir, compat, slim=True, whole=spans)
+    starts = line_starts(head.samples_path)
+    spans = _WhileWhole(span_tasks(head), variants, spool, FrameValues(FRAME_COLUMNS), parts,
+                        first_child_line(len(starts)) if beside else None)
+    read, lines = read_records(run_dir, compat, slim=True, whole=spans, starts=starts)
     if lines is None and spool is not None:  # the records were read again, whole: the spool's are other records
         spool.close()
     records, by_condition = _split_conditions(read, variants)

@@ -4,12 +4,14 @@ Why: at 94,000 NCBI samples, reading the runs took ~5.6 s of the report's ~9 s, 
 making each record's browser texts (:class:`~evalpipe.report.browser_spool.BrowserSpool`: the inputs
 as the page's JSON, the marked entities, the gold and prediction texts) — work only the sample
 browser needs, done on one core while the other idled (issue 28). So before the records are read
-the report forks (:func:`start`): the child reads each run's samples file itself and makes each
-reference record's texts exactly as the report's own pass would have
-(:func:`evalpipe.report.runs.spool_run`, the same span reading and the same maker of texts), into a
-temporary file per run, keyed by the byte offset of the record's line, with the index in a second
-file; the parent reads its records without making texts and, once done, waits for the child and
-adopts its spools (:meth:`SpoolBeside.spools`), asked through each record's line offset
+the report forks (:func:`start`): the child reads the last :data:`CHILD_SHARE` of each run's
+samples file itself and makes each reference record's texts exactly as the report's own pass would
+have (:func:`evalpipe.report.runs.spool_run`, the same span reading and the same maker of texts),
+into a temporary file per run, keyed by the byte offset of the record's line, with the index in a
+second file; the parent makes the texts of the first lines' records in its own pass (the child
+costs more per record: it decodes and classifies them too, so the two finish together), and once
+done waits for the child and adopts its spools (:meth:`SpoolBeside.spools`) as the rest of its own
+(``BrowserSpool.rest``), asked through each record's line offset
 (:meth:`evalpipe.report.reading.RecordLines.offset`).
 
 The page is the same either way: a spool is a shortcut to the very rows made from each record read
@@ -36,13 +38,23 @@ from typing import IO, Any
 from evalpipe.forking import fork_wanted
 from evalpipe.report.browser_spool import BrowserSpool
 
-__all__ = ["ENV", "MINIMUM", "SpoolBeside", "start"]
+__all__ = ["CHILD_SHARE", "ENV", "MINIMUM", "SpoolBeside", "first_child_line", "start"]
 
 ENV = "EVALPIPE_REPORT_SPOOL_BESIDE"
 #: bytes of samples files below which the texts are made in the report's own pass (~5,000 NCBI records)
 MINIMUM = 8 << 20
 #: how much of a core must be idle when the report would fork (on a busy machine it only takes turns)
 IDLE_NEEDED = 0.5
+#: the share of each run's lines whose texts the child makes (the last ones); the report's own pass
+#: makes the first ones': at 94,000 NCBI samples the pass alone reads in ~3.6 s and a record's texts
+#: cost it ~20 µs, the child ~50 µs a record for all of it (decoding, spans, texts), so the two
+#: finish together near 0.8 (bench/memory.py)
+CHILD_SHARE = 0.9
+
+
+def first_child_line(lines: int) -> int:
+    """The first of a run's ``lines`` (non-blank, in order) whose texts the child makes."""
+    return lines - round(lines * CHILD_SHARE)
 
 #: one run's spooling: fills the spool it is given (:func:`evalpipe.report.runs.spool_run`)
 Job = Callable[[BrowserSpool], None]

@@ -67,10 +67,15 @@ def test_the_child_s_spools_make_the_page_the_report_s_own_make(two_runs, tmp_pa
     beside = load_report_runs(list(two_runs))
     assert exits == [0], "no child made the spools"
     for run in beside:
-        assert run.spool is not None and run.lines is not None
-        record = run.records[0]
-        # keyed by the line's offset, not by the record object
-        assert run.spool.texts(record) is not None and run.spool.texts(dict(record)) is None
+        assert run.spool is not None and run.spool.rest is not None and run.lines is not None
+        own, child = run.spool.index(), run.spool.rest.index()
+        # the first lines' texts made by the report's own pass, the last ones' by the child
+        assert 0 < len(own) < len(run.records) and len(own) + len(child) == len(run.records)
+        assert len(child) == round(len(run.records) * spool_beside.CHILD_SHARE)
+        last = run.records[-1]
+        # the child's keyed by the line's offset, not by the record object
+        assert run.spool.rest.texts(last) is not None and run.spool.rest.texts(dict(last)) is None
+        assert run.spool.rest.texts(run.records[0]) is None and run.spool.texts(run.records[0]) is not None
     assert _page(beside) == page
 
 
@@ -82,7 +87,9 @@ def test_only_reference_records_are_spooled_beside(with_conditions, monkeypatch)
     runs = load_report_runs([with_conditions])
     assert exits == [0]
     lines = (with_conditions / "samples.jsonl").read_text(encoding="utf-8").count("\n")
-    assert len(runs[0].spool.index()) == len(runs[0].records) < lines  # type: ignore[union-attr]
+    spool = runs[0].spool
+    assert spool is not None and spool.rest is not None
+    assert len(spool.index()) + len(spool.rest.index()) == len(runs[0].records) < lines
     assert _page(runs) == page
 
 
@@ -98,7 +105,7 @@ def test_a_failing_child_leaves_the_rows_to_the_whole_records(two_runs, monkeypa
     exits = _exits(monkeypatch)
     runs = load_report_runs(list(two_runs))
     assert exits == [1]
-    assert all(run.spool is None for run in runs)
+    assert all(run.spool is not None and run.spool.rest is None for run in runs)  # the first lines' only
     assert _page(runs) == page
 
 
