@@ -18,7 +18,8 @@ server (``tests/support/fake_openai.py``, a *subprocess*, echo answers):
 (``prepare``, ``fetch_answers``, the scoring call, ``write_outcome``: whichever exist in the
 checkout measured) and switches to one profile per phase; per phase it prints the wall time and
 the functions with the most own time. cProfile slows Python code ~1.5–2×, so read the profile's
-shares, and the unprofiled runs' seconds.
+shares, and the unprofiled runs' seconds. ``BENCH_PHASES_ONLY=1`` makes that run's phases plain
+wall times, without the profiler (the phases' own seconds, unslowed; the profiles are then empty).
 
 ``--repo`` (repeatable) measures other checkouts side by side, interleaved round by round (each
 with ``/work/main/.venv``'s interpreter unless it has a ``.venv``; ``PYTHONPATH`` is the checkout),
@@ -288,13 +289,29 @@ def show(m: Measured) -> str:
 # The profiled child: one cProfile per phase
 
 
+class _NoProfile:
+    """A profiler that records nothing (the phases' walls alone)."""
+
+    def enable(self) -> None:
+        pass
+
+    def disable(self) -> None:
+        pass
+
+    def dump_stats(self, path: str) -> None:
+        import cProfile
+
+        cProfile.Profile().dump_stats(path)
+
+
 class _Phases:
     """One profile per phase; :meth:`enter` switches (only one profiler can be active at a time)."""
 
     def __init__(self) -> None:
         import cProfile
 
-        self._make = cProfile.Profile
+        # BENCH_PHASES_ONLY=1: the phases' wall times without the profiler (which slows Python ~2x)
+        self._make = _NoProfile if os.environ.get("BENCH_PHASES_ONLY") == "1" else cProfile.Profile
         self.profiles: dict[str, Any] = {}
         self.walls: dict[str, float] = {}
         self.order: list[str] = []

@@ -194,11 +194,13 @@ NO_INTERVAL = "a sum over the run's answers (tokens × prices), not an estimate"
 
 
 def attach_costs(tasks: Sequence[Any], store_path: Path, plans: Mapping[str, Sequence[str]],
-                 prices: Prices | None, since: float | None) -> dict[str, Any]:
+                 prices: Prices | None, since: float | None,
+                 totals: Mapping[str, TokenTotals] | None = None) -> dict[str, Any]:
     """Add ``cost_usd`` (with prices), ``reasoning_tokens`` and ``cached_tokens`` (where reported) to
     each task outcome's metrics; the run's ``cost`` section for ``summary.json`` (empty when there is
-    nothing to say)."""
-    totals = task_costs(store_path, plans, prices, since)
+    nothing to say). ``totals``: :func:`task_costs`' result, when already worked out."""
+    if totals is None:
+        totals = task_costs(store_path, plans, prices, since)
     for task in tasks:
         found = totals.get(task.name)
         if found is None:

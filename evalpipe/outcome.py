@@ -6,7 +6,7 @@ files from the same scored tasks — and re-scoring must never need the runner (
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -90,16 +90,21 @@ class RunOutcome:
         return RunSummary(run=info, tasks={t.name: t.summary for t in self.tasks})
 
 
-def write_outcome(run: RunDir, outcome: RunOutcome, compat: str | None, info: RunInfo) -> None:
+def write_outcome(run: RunDir, outcome: RunOutcome, compat: str | None,
+                  info: RunInfo | Callable[[], RunInfo]) -> None:
     """``samples.jsonl``, ``metrics.json`` and ``summary.json`` (or their ``.COMPAT`` forms), and
     ``variants.json`` when tasks ran under prompt conditions (evalpipe.variants.robustness) — removed when
     they no longer do, so it never describes another invocation than metrics.json.
 
     A judged run keeps its judge metrics: they are merged in from the stored judgements first
-    (:mod:`evalpipe.judging.attach`), so re-scoring never drops them.
+    (:mod:`evalpipe.judging.attach`), so re-scoring never drops them. ``info`` may be a function,
+    called once the samples are written and before the metrics are: what it adds to the tasks'
+    metrics is in metrics.json (a run's costs, worked out meanwhile: evalpipe.pipeline.execute).
     """
     attach_to_outcome(run, outcome.tasks)
     run.write_sample_lines((line for t in outcome.tasks for line in record_lines(t.records)), compat)
+    if callable(info):
+        info = info()
     run.write_json(run.metrics_path(compat), outcome.metrics)
     run.write_summary(outcome.summary(info), compat)
     robustness = {t.name: t.robustness for t in outcome.tasks if t.robustness is not None}

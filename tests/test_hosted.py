@@ -130,6 +130,32 @@ def test_reasoning_effort_is_sent_and_reasoning_is_kept_apart_and_counted(tmp_pa
     assert config(server.url).default_run_name() != config(server.url, reasoning_effort="low").default_run_name()
 
 
+def test_the_costs_summed_while_the_samples_are_written_reach_metrics_and_summary(tmp_path, monkeypatch):
+    import evalpipe.outcome as outcome_module
+
+    written_first: list[bool] = []
+
+    def spied(run_dir, outcome, compat, info):  # type: ignore[no-untyped-def]
+        assert callable(info), "the run's info is not worked out beside the samples"
+
+        def after_samples():  # type: ignore[no-untyped-def]
+            written_first.append(run_dir.samples_path(compat).is_file())
+            return info()
+
+        outcome_module.write_outcome(run_dir, outcome, compat, after_samples)
+
+    monkeypatch.setattr("evalpipe.pipeline.execute.write_outcome", spied)
+    with FakeBatchServer() as server:
+        outcome = run(config(server.url, prices={"input": 1.0, "output": 2.0}), tmp_path)
+    assert written_first == [True]
+    rows = samples(outcome.run_dir.path)
+    expected = sum(r["usage"]["prompt_tokens"] * 1.0 + r["usage"]["completion_tokens"] * 2.0 for r in rows) / 1e6
+    metrics = json.loads((outcome.run_dir.path / "metrics.json").read_text())["ncbi_disease"]
+    summary = json.loads((outcome.run_dir.path / "summary.json").read_text())
+    assert metrics["cost_usd"] == pytest.approx(expected, rel=1e-12) and expected > 0
+    assert summary["run"]["cost"]["answers_usd"] == pytest.approx(expected, rel=1e-12)
+
+
 def test_an_answer_two_samples_ask_is_counted_once(tmp_path):
     """Two samples (or two prompt conditions) with the same prompt share one stored answer: its tokens
     are summed once; an answer no plan of the task asks is not summed."""

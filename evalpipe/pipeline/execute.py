@@ -25,6 +25,7 @@ import contextlib
 import logging
 import functools
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,7 +35,7 @@ from evalpipe.backends.base import Backend, BackendError
 from evalpipe.backends.factory import OnceFactory
 from evalpipe.backends.ranking import RankingBackend
 from evalpipe.config import RunConfig
-from evalpipe.cost import Prices, attach_costs
+from evalpipe.cost import Prices, attach_costs, task_costs
 from evalpipe.heap import frozen_heap
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.outcome import RunOutcome, write_outcome
@@ -341,16 +342,29 @@ def _scored(config: RunConfig, run: RunDir, p: PreparedTask, failures: Mapping[s
 def _write_results(config: RunConfig, run: RunDir, prepared: Sequence[PreparedTask], outcome: RunOutcome,
                    options: MetricOptions, fetched: _Fetched, notes: list[str], invoked: float,
                    scoring: dict[str, Any]) -> None:
-    """Costs, suite aggregates, and the run directory's results (samples, metrics, summary)."""
+    """Costs, suite aggregates, and the run directory's results (samples, metrics, summary).
+
+    The costs are summed in SQL in a thread while samples.jsonl is written (SQLite lets go of the
+    GIL while it works, and by now the scoring child is done: at 94,000 answers the query's ~0.45 s
+    and the samples' ~0.3 s overlap); they join the metrics before metrics.json is written."""
     plans: dict[str, list[str]] = {}
     for p in prepared:
         plans.setdefault(p.spec.name, []).append(p.plan_name)
-    cost = attach_costs(outcome.tasks, run.store_path, plans, Prices.from_json(config.prices), invoked)
-    outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
-    write_outcome(run, outcome, config.compat, RunInfo(
-        sent=outcome.sent, cached=outcome.cached, incomplete_suites=outcome.incomplete,
-        skipped_tasks=outcome.skipped, backend=dict(fetched.stats), fetch_seconds=fetched.seconds,
-        budget=outcome.budget, metric_options=options.to_json(), notes=list(notes), cost=cost, scoring=scoring))
+    prices = Prices.from_json(config.prices)
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalpipe-costs") as pool:
+        totals = pool.submit(task_costs, run.store_path, plans, prices, invoked)
+
+        def info() -> RunInfo:
+            cost = attach_costs(outcome.tasks, run.store_path, plans, prices, invoked, totals.result())
+            outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
+            return RunInfo(
+                sent=outcome.sent, cached=outcome.cached, incomplete_suites=outcome.incomplete,
+                skipped_tasks=outcome.skipped, backend=dict(fetched.stats), fetch_seconds=fetched.seconds,
+                budget=outcome.budget, metric_options=options.to_json(), notes=list(notes), cost=cost,
+                scoring=scoring)
+
+        write_outcome(run, outcome, config.compat, info)
 
 
 async def _identified(backend: Backend, identity: endpoint_identity.EndpointIdentity, store: ResponseStore,
