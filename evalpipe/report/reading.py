@@ -23,6 +23,8 @@ list does not name (a field a later evalpipe adds is held, not lost). Repeated v
 from __future__ import annotations
 
 import json
+from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,15 +50,21 @@ class RecordLines:
 
     Keyed by the record's identity (``id``): the report's records live as long as their run, and
     a copy of one is not one of them (it reads as itself, unchanged). Positions are those of the
-    file's non-blank lines, as :meth:`~evalpipe.results.RunDir.iter_samples` decodes them."""
+    file's non-blank lines, as :meth:`~evalpipe.results.RunDir.iter_samples` decodes them. Held as
+    two arrays, the identities in order and each one's offset, searched by bisection: a dict of
+    94,000 records was ~9 MB, in the report and in the browser child that reads it."""
 
-    def __init__(self, path: Path, at: dict[int, int]) -> None:
+    def __init__(self, path: Path, at: Mapping[int, int]) -> None:
         self.path = path
-        self._at = at
+        items = sorted(at.items())
+        self._ids = array("Q", [i for i, _ in items])
+        self._offsets = array("q", [o for _, o in items])
 
     def offset(self, record: Mapping[str, Any]) -> int | None:
         """The byte offset of ``record``'s line (None: not one of these records)."""
-        return self._at.get(id(record))
+        key = id(record)
+        i = bisect_left(self._ids, key)
+        return self._offsets[i] if i < len(self._ids) and self._ids[i] == key else None
 
     @contextmanager
     def reader(self) -> Iterator[Callable[[Mapping[str, Any]], Mapping[str, Any]]]:
@@ -64,7 +72,7 @@ class RecordLines:
             yield lambda record: self._full(handle, record)
 
     def _full(self, handle: BinaryIO, record: Mapping[str, Any]) -> Mapping[str, Any]:
-        at = self._at.get(id(record))
+        at = self.offset(record)
         if at is None:
             return record
         handle.seek(at)

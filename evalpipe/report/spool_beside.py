@@ -136,7 +136,7 @@ def start(jobs: Sequence[Job], work: int) -> SpoolBeside | None:
             for job, (data, index) in zip(jobs, files):
                 spool = BrowserSpool(data)
                 job(spool)
-                pickle.dump(spool.index(), index, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.dump(spool.packed_index(), index, protocol=pickle.HIGHEST_PROTOCOL)
                 index.flush()
             status = 0
         finally:

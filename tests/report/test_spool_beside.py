@@ -68,10 +68,10 @@ def test_the_child_s_spools_make_the_page_the_report_s_own_make(two_runs, tmp_pa
     assert exits == [0], "no child made the spools"
     for run in beside:
         assert run.spool is not None and run.spool.rest is not None and run.lines is not None
-        own, child = run.spool.index(), run.spool.rest.index()
+        own, child = len(run.spool), len(run.spool.rest)
         # the first lines' texts made by the report's own pass, the last ones' by the child
-        assert 0 < len(own) < len(run.records) and len(own) + len(child) == len(run.records)
-        assert len(child) == round(len(run.records) * spool_beside.CHILD_SHARE)
+        assert 0 < own < len(run.records) and own + child == len(run.records)
+        assert child == round(len(run.records) * spool_beside.CHILD_SHARE)
         last = run.records[-1]
         # the child's keyed by the line's offset, not by the record object
         assert run.spool.rest.texts(last) is not None and run.spool.rest.texts(dict(last)) is None
@@ -89,7 +89,7 @@ def test_only_reference_records_are_spooled_beside(with_conditions, monkeypatch)
     lines = (with_conditions / "samples.jsonl").read_text(encoding="utf-8").count("\n")
     spool = runs[0].spool
     assert spool is not None and spool.rest is not None
-    assert len(spool.index()) + len(spool.rest.index()) == len(runs[0].records) < lines
+    assert len(spool) + len(spool.rest) == len(runs[0].records) < lines
     assert _page(runs) == page
 
 
