@@ -224,10 +224,15 @@ class BrowserSpool:
         # read at its offset, never moving the file's position: a forked child reading the spool
         # shares that position with its parent (evalpipe.report.browser_beside, both making rows)
         offset, size = at
-        input_json, gold, prediction, reasoning, answer, diagnostics, ner = pickle.loads(
-            os.pread(self._file.fileno(), size, offset))
+        input_json, gold, prediction, reasoning, answer, diagnostics, ner = pickle.loads(self._read(offset, size))
         return SpooledTexts(input_json, gold, prediction, reasoning, answer, diagnostics,
                             NerTexts(*ner) if ner is not None else None)
+
+    def _read(self, offset: int, size: int) -> bytes:
+        if hasattr(os, "pread"):
+            return os.pread(self._file.fileno(), size, offset)
+        self._file.seek(offset)  # no pread (Windows): no fork either, so no process shares the position
+        return self._file.read(size)
 
     def __len__(self) -> int:
         """How many records' texts this spool holds (not its ``rest``'s)."""

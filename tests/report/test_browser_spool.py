@@ -75,3 +75,13 @@ def test_spliced_rows_read_back_as_the_dict_rows(two_runs):
     for run in runs:
         run.spool = None
     assert browser_data(runs) == spooled
+
+
+def test_a_spool_reads_its_texts_without_pread_too(two_runs, monkeypatch):
+    """Windows has no os.pread (and no fork): the texts are read by seeking."""
+    import os
+
+    runs = load_report_runs(list(two_runs))
+    page = _page(runs)
+    monkeypatch.delattr(os, "pread")
+    assert _page(runs) == page
