@@ -14,12 +14,11 @@ import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from evalpipe.metrics.calibration import BINS, PREFIX, CalibrationBin, accuracy_coverage
 from evalpipe.report.bootstrap import ResampleTask, TaskBootstrap
 from evalpipe.report.document import Cell, Paragraph, Plot, Section, Table, fmt, fmt_interval
-from evalpipe.report.plots import to_svg
+from evalpipe.report.plots import figure, to_svg
 from evalpipe.report.runs import ReportRun
 
 __all__ = ["calibrated_tasks", "calibration_section", "sample_calibration"]
@@ -61,10 +60,10 @@ def sample_calibration(task: ResampleTask, prefix: str = PREFIX, bins: int = BIN
 
 
 def _figures(task: str, curves: Mapping[str, tuple[list[CalibrationBin], list[float], list[float]]]) -> tuple[str, str]:
-    reliability = Figure(figsize=(4.6, 4.2))
+    reliability = figure(figsize=(4.6, 4.2))
     ax = reliability.add_subplot()
     ax.plot([0, 1], [0, 1], color="#888888", linestyle="--", linewidth=0.8, label="perfect calibration")
-    coverage = Figure(figsize=(4.6, 4.2))
+    coverage = figure(figsize=(4.6, 4.2))
     cx = coverage.add_subplot()
     for i, (label, (bins, xs, ys)) in enumerate(curves.items()):
         colour = _PALETTE[i % len(_PALETTE)]

@@ -11,22 +11,35 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
 import numpy as np
-from matplotlib.figure import Figure
 
-__all__ = ["metric_bars", "metric_bars_figure", "parse_failure_bars", "parse_failure_figure", "score_vs_length",
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["figure", "metric_bars", "metric_bars_figure", "parse_failure_bars", "parse_failure_figure", "score_vs_length",
            "to_svg"]
 
 _PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c",
             "#ccb974", "#64b5cd")
 
 
+def figure(**options: Any) -> Figure:
+    """A new :class:`matplotlib.figure.Figure`. matplotlib is imported here, when a report first draws
+    (~0.3 s): a report of a large run reads its records first, beside a child that needs none of it
+    (evalpipe.report.spool_beside), and draws only after the reading."""
+    from matplotlib.figure import Figure
+
+    return Figure(**options)
+
+
 def to_svg(fig: Figure, salt: str) -> str:
     """The figure as an ``<svg>`` element: no XML declaration, DOCTYPE or RDF metadata, and every
     element id prefixed with ``salt`` (with the references to it), so figures sharing one HTML
     page have distinct ids."""
+    import matplotlib
+
     buffer = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
         fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
@@ -63,7 +76,7 @@ def metric_bars_figure(task: str, metrics: Sequence[str],
     """
     models = list(series)
     width = 0.8 / max(1, len(models))
-    fig = Figure(figsize=(max(4.0, 1.2 * len(metrics) * max(1, len(models)) ** 0.5 + 2), 3.2))
+    fig = figure(figsize=(max(4.0, 1.2 * len(metrics) * max(1, len(models)) ** 0.5 + 2), 3.2))
     ax = fig.add_subplot()
     x = np.arange(len(metrics))
     missing_any = False
@@ -119,7 +132,7 @@ def parse_failure_figure(rates: Mapping[str, Mapping[str, float | None]],
     for values in rates.values():
         tasks.extend(t for t in values if t not in tasks)
     width = 0.8 / max(1, len(models))
-    fig = Figure(figsize=(max(4.0, 1.1 * len(tasks) * max(1, len(models)) ** 0.5 + 2), 3.2))
+    fig = figure(figsize=(max(4.0, 1.1 * len(tasks) * max(1, len(models)) ** 0.5 + 2), 3.2))
     ax = fig.add_subplot()
     x = np.arange(len(tasks))
     for i, model in enumerate(models):
@@ -144,7 +157,7 @@ def score_vs_length(task: str, score_key: str, points: Mapping[str, tuple[Sequen
 
     ``points``: model → (answer lengths in characters, per-sample scores).
     """
-    fig = Figure(figsize=(5.5, 3.4))
+    fig = figure(figsize=(5.5, 3.4))
     ax = fig.add_subplot()
     for i, (model, (lengths, scores)) in enumerate(points.items()):
         ax.scatter(lengths, scores, s=8, alpha=0.5, color=_colour(i), label=model, linewidths=0)

@@ -35,13 +35,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from evalpipe.metrics.spread import competition_ranks, kendall_tau_b
 from evalpipe.report.bootstrap import TaskBootstrap, bootstrap_task, percentile_interval
 from evalpipe.report.document import Cell, Paragraph, Plot, Section, Table, fmt, fmt_interval
 from evalpipe.report.leaderboard import Column, Entry, Leaderboard, lower_is_better
-from evalpipe.report.plots import to_svg
+from evalpipe.report.plots import figure, to_svg
 from evalpipe.report.runs import ReportRun, resample_task
 from evalpipe.results import TaskSummary
 from evalpipe.variants.robustness import AXES, AXIS_LABELS, level_label
@@ -284,7 +283,7 @@ def strip_plot(task: str, axis: str, views: Sequence[AxisView]) -> str:
     levels: list[str] = []
     for view in views:
         levels.extend(lv.level for lv in view.levels if lv.level not in levels)
-    fig = Figure(figsize=(6.4, 0.9 + 0.55 * len(views) + 0.12 * len(levels)))
+    fig = figure(figsize=(6.4, 0.9 + 0.55 * len(views) + 0.12 * len(levels)))
     ax = fig.add_subplot()
     offsets = np.linspace(-0.25, 0.25, len(levels)) if len(levels) > 1 else np.zeros(1)
     labelled: set[str] = set()
