@@ -230,6 +230,12 @@ reading, not with the report's modules — its ~25 MB are not in the process whi
 the children forked then; its own two rounds beside base, the host busier (load 1.9-2.6; base 11.9 s,
 311 MB, 392 MB there): x0.77, x0.88, x0.88. The wall time is the same as before it within this
 host's noise — the parent imports matplotlib beside the browser child's rows instead.)
+
+At 18,800 samples (the final main, three interleaved rounds, load 1.3-1.6; "head" is the same
+checkout with ``EVALPIPE_REPORT_SPOOL_BESIDE=0``): base 3.8 s / 203 MB / 217 MB, main 3.9 s / 194 MB
+/ 188 MB (x1.04, x0.95, x0.86), head 3.9 s / 197 MB / 195 MB; in rounds of main and head alone
+(load 1.3) the spool child made it 3.7 -> 3.4 s. So at this size the wall is the old one within
+the noise, and the memory lower.
 report.md, report.html and leaderboard.csv identical but for the bootstrap's seconds. The timeline
 in one process's terms (main): imports 0.9 s; the reading 4.0-4.4 s, both processes busy (the
 parent's reading alone 3.6 s, 3.9 s beside the child: the two cores share memory bandwidth); the
