@@ -123,11 +123,21 @@ def test_a_report_whose_reading_fails_stops_and_reaps_the_child(two_runs, tmp_pa
     monkeypatch.setattr("evalpipe.report.runs.spool_run", slow)
     monkeypatch.setenv(ENV, "1")
     exits = _exits(monkeypatch)
+    pids: list[int] = []
+    real_start = spool_beside.start
+
+    def start(jobs, work):  # type: ignore[no-untyped-def]
+        beside = real_start(jobs, work)
+        pids.append(beside.pid if beside is not None and beside.pid is not None else 0)
+        return beside
+
+    monkeypatch.setattr("evalpipe.report.runs.start_spools", start)
     with pytest.raises(Exception, match="samples.jsonl"):
         load_report_runs([two_runs[0], broken])
     assert exits == [None], "the child was not killed and reaped"
-    with pytest.raises(ChildProcessError):
-        os.waitpid(-1, os.WNOHANG)
+    assert pids and pids[0] > 0
+    with pytest.raises(ChildProcessError):  # reaped: no zombie left
+        os.waitpid(pids[0], os.WNOHANG)
 
 
 def test_no_child_below_the_minimum_or_when_turned_off(two_runs, monkeypatch):
