@@ -193,14 +193,10 @@ def task_costs(store_path: Path, plans: Mapping[str, Sequence[str]], prices: Pri
 NO_INTERVAL = "a sum over the run's answers (tokens × prices), not an estimate"
 
 
-def attach_costs(tasks: Sequence[Any], store_path: Path, plans: Mapping[str, Sequence[str]],
-                 prices: Prices | None, since: float | None,
-                 totals: Mapping[str, TokenTotals] | None = None) -> dict[str, Any]:
+def attach_costs(tasks: Sequence[Any], totals: Mapping[str, TokenTotals], prices: Prices | None) -> dict[str, Any]:
     """Add ``cost_usd`` (with prices), ``reasoning_tokens`` and ``cached_tokens`` (where reported) to
-    each task outcome's metrics; the run's ``cost`` section for ``summary.json`` (empty when there is
-    nothing to say). ``totals``: :func:`task_costs`' result, when already worked out."""
-    if totals is None:
-        totals = task_costs(store_path, plans, prices, since)
+    each task outcome's metrics, from :func:`task_costs`' ``totals``; the run's ``cost`` section for
+    ``summary.json`` (empty when there is nothing to say)."""
     for task in tasks:
         found = totals.get(task.name)
         if found is None:

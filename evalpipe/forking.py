@@ -17,12 +17,15 @@ by the rules above.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from multiprocessing.process import BaseProcess
 
 _NEVER = {"0", "no", "off", "false"}
@@ -52,6 +55,42 @@ def stop(process: BaseProcess, grace_s: float = 5.0) -> None:
         if process.is_alive():
             process.kill()
     process.join()
+
+
+def fork_child(work: Callable[[], None]) -> int | None:
+    """A forked child doing ``work`` and leaving, with exit code 0 when it returned (1 when it
+    raised), without the parent's exit handlers; its pid, or None where no fork was to be had (a
+    process limit, memory). The child runs without the cyclic collector: a short-lived helper
+    makes no cycles, and a collection would walk (and so copy) the parent's pages."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return None
+    if pid == 0:
+        status = 1
+        gc.disable()
+        try:
+            work()
+            status = 0
+        finally:
+            os._exit(status)
+    return pid
+
+
+def reaped(pid: int) -> int | None:
+    """The exit code of the forked child ``pid``, once it has exited (None when a signal ended it,
+    or it was already reaped)."""
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return None
+    return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None
+
+
+def kill(pid: int) -> None:
+    """The forked child ``pid`` killed (a child that already ended is left to be reaped)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
 
 
 def _cores() -> int:

@@ -26,7 +26,7 @@ from evalpipe.outcome import RunError, RunOutcome, write_outcome
 from evalpipe.pipeline.stage import scratch_folder
 from evalpipe.results import RunDir, RunInfo
 from evalpipe.variants.robustness import ConditionOutcome, combine_tasks
-from evalpipe.cost import Prices, attach_costs
+from evalpipe.cost import Prices, attach_costs, task_costs
 from evalpipe.structured import structured_spec
 from evalpipe.scoring import ScoringChunk, answer_prefix, score_chunks
 from evalpipe.tasks.base import Examples, TaskSpec
@@ -201,7 +201,8 @@ def _rescore_loaded(run: RunDir, config: RunConfig, tasks: list[StoredTask], com
     for task in tasks:
         plans.setdefault(task.spec.name, []).append(task.plan)
     # the answers' cost from the store (this invocation sent nothing: it costs 0)
-    cost = attach_costs(outcome.tasks, run.store_path, plans, Prices.from_json(config.prices), None)
+    prices = Prices.from_json(config.prices)
+    cost = attach_costs(outcome.tasks, task_costs(run.store_path, plans, prices, None), prices)
     outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
     previous = run.read_summary()
     kept = previous.run if previous is not None else RunInfo()

@@ -356,7 +356,7 @@ def _write_results(config: RunConfig, run: RunDir, prepared: Sequence[PreparedTa
         totals = pool.submit(task_costs, run.store_path, plans, prices, invoked)
 
         def info() -> RunInfo:
-            cost = attach_costs(outcome.tasks, run.store_path, plans, prices, invoked, totals.result())
+            cost = attach_costs(outcome.tasks, totals.result(), prices)
             outcome.add_aggregates(config.suites, subset=config.limit is not None or config.ids is not None)
             return RunInfo(
                 sent=outcome.sent, cached=outcome.cached, incomplete_suites=outcome.incomplete,

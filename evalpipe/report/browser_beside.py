@@ -17,8 +17,8 @@ itself, as it does when no fork is wanted: ``EVALPIPE_REPORT_BESIDE`` ``0`` neve
 a fork exists (the tests), unset or ``auto`` by :func:`evalpipe.forking.fork_wanted`'s
 rules (Linux, one thread, two cores, a core idle now, at least :data:`MINIMUM` rows).
 
-The parent finishes its own work well before the child (at 94,000 samples ~1 s after the fork
-against the rows' ~3.5 s), then used to wait idle. So where the browser can be made in two parts
+The parent's own work after the fork is shorter than the child's rows (at 94,000 NCBI samples
+~1.4 s against ~1.7 s), and it used to wait idle for the rest. So where the browser can be made in two parts
 (``start``'s ``parts``: :func:`evalpipe.report.browser.iter_sample_browser`'s ``rows``), the child
 writes the first :data:`CHILD_SHARE` of the rows and the parent, once report.html reaches the
 browser, writes the rest into a file of its own while the child may still be writing, then copies
@@ -30,16 +30,13 @@ two processes reading one spool file do not disturb each other.
 from __future__ import annotations
 
 import codecs
-import contextlib
-import gc
-import os
-import signal
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO
 
-from evalpipe.forking import fork_wanted
+from evalpipe.forking import fork_child, fork_wanted, kill
+from evalpipe.forking import reaped as _reaped  # this module's own name: the tests record its children's exits
 from evalpipe.report.html import utf8
 
 __all__ = ["ENV", "MINIMUM", "Beside", "start"]
@@ -116,8 +113,7 @@ class Beside:
     def close(self) -> None:
         """Stop a child still running (the report failed before the browser), reap it, drop its file."""
         if self.pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
+            kill(self.pid)
             _reaped(self.pid)
             self.pid = None
         if self.out is not None:
@@ -139,15 +135,6 @@ def _decoded(out: IO[bytes]) -> Iterator[str]:
         out.close()
 
 
-def _reaped(pid: int) -> int | None:
-    """The child's exit code (None when it was killed by a signal or was already reaped)."""
-    try:
-        _, status = os.waitpid(pid, 0)
-    except ChildProcessError:
-        return None
-    return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None
-
-
 def start(make: Pieces, rows: int, parts: Callable[[int], tuple[Pieces, Pieces]] | None = None) -> Beside:
     """A :class:`Beside` whose child is already writing ``make()``'s pieces, where a fork is wanted
     (see the module docstring); else one that makes them when asked.
@@ -161,19 +148,14 @@ def start(make: Pieces, rows: int, parts: Callable[[int], tuple[Pieces, Pieces]]
     if parts is not None:
         make, rest = parts(min(max(round(rows * CHILD_SHARE), 1), rows - 1))  # neither part empty
     out = tempfile.TemporaryFile()
-    try:
-        pid = os.fork()
-    except OSError:  # no fork to be had (a process limit, memory): written here
+
+    def write() -> None:  # in the child
+        for piece in make():
+            out.write(utf8(piece))
+        out.flush()
+
+    pid = fork_child(write)
+    if pid is None:  # no fork to be had: written here
         out.close()
         return Beside(make, None, None, rest)
-    if pid == 0:  # the child: write the pieces, and leave without running the parent's exit handlers
-        status = 1
-        gc.disable()  # short-lived, making no cycles: no collection touches (and copies) the parent's pages
-        try:
-            for piece in make():
-                out.write(utf8(piece))
-            out.flush()
-            status = 0
-        finally:
-            os._exit(status)
     return Beside(make, pid, out, rest)

@@ -174,42 +174,40 @@ PackedIndex = tuple["array[int]", "array[int]", "array[int]"]
 class BrowserSpool:
     """Each record's :class:`SpooledTexts`, in a temporary file (deleted when closed or collected).
 
-    Keyed by the held record's identity, as :class:`evalpipe.report.reading.RecordLines` is: the
-    lean record the report holds for the whole one its texts were made of (``add``'s ``held``),
-    which lives as long as its run. A spool made in another process (:mod:`evalpipe.report.spool_beside`)
-    is keyed by the byte offset of each record's line in its samples file instead (``add``'s
-    ``key``), and asked through ``key`` (the offset of a held record: :meth:`RecordLines.offset`)."""
+    Keyed by the byte offset of each record's line in its run's samples file — what both the
+    report's own pass and a process beside it (:mod:`evalpipe.report.spool_beside`) know of a
+    record — and asked through ``key``: a held record's line offset
+    (:meth:`evalpipe.report.reading.RecordLines.offset`), set once the records are read."""
 
-    def __init__(self, file: IO[bytes] | None = None, key: Callable[[Mapping[str, Any]], int | None] = id) -> None:
+    def __init__(self, file: IO[bytes] | None = None,
+                 key: Callable[[Mapping[str, Any]], int | None] | None = None) -> None:
         self._file = tempfile.TemporaryFile() if file is None else file
         self._at: dict[int, tuple[int, int]] = {}
         #: an adopted spool's index (:meth:`adopt`), searched by bisection
         self._packed: PackedIndex | None = None
-        self._key = key
+        self.key = key
         #: the texts of the records this spool does not hold (the rest a process beside made)
         self.rest: BrowserSpool | None = None
         self._written = 0
         self._flushed = True
 
-    def add(self, record: Mapping[str, Any], spans: Spans | None, held: Mapping[str, Any] | None = None,
-            key: int | None = None) -> None:
-        """Make and keep the texts of one whole record (:func:`record_texts`); ``spans`` when it reads as
-        spans; ``held``: the record the report holds for it (by default the record itself), which
-        :meth:`texts` is then asked with; ``key``: what it is kept under instead of ``held``'s identity."""
+    def add(self, record: Mapping[str, Any], spans: Spans | None, key: int) -> None:
+        """Make and keep the texts of one whole record (:func:`record_texts`) under ``key``, its line's
+        offset; ``spans`` when it reads as spans."""
         texts = record_texts(record, spans)
         ner = texts.ner
         data = pickle.dumps((texts.input_json, texts.plain_gold, texts.plain_prediction, texts.reasoning,
                              texts.answer, texts.diagnostics,
                              (ner.gold_text, ner.prediction_text, ner.entities) if ner else None),
                             protocol=pickle.HIGHEST_PROTOCOL)
-        self._at[id(record if held is None else held) if key is None else key] = (self._written, len(data))
+        self._at[key] = (self._written, len(data))
         self._file.write(data)
         self._written += len(data)
         self._flushed = False
 
     def texts(self, record: Mapping[str, Any]) -> SpooledTexts | None:
-        """The texts made of ``record`` (one of this run's slim records), or None."""
-        key = self._key(record)
+        """The texts made of ``record`` (one of this run's slim records, asked through ``key``), or None."""
+        key = self.key(record) if self.key is not None else None
         at = self._at.get(key) if key is not None else None
         if at is None and key is not None and self._packed is not None:
             keys, offsets, sizes = self._packed

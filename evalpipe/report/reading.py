@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -54,9 +54,10 @@ class RecordLines:
     two arrays, the identities in order and each one's offset, searched by bisection: a dict of
     94,000 records was ~9 MB, in the report and in the browser child that reads it."""
 
-    def __init__(self, path: Path, at: Mapping[int, int]) -> None:
+    def __init__(self, path: Path, at: Iterable[tuple[int, int]]) -> None:
+        """``at``: (a record's identity, its line's offset) of each record."""
         self.path = path
-        items = sorted(at.items())
+        items = sorted(at)
         self._ids = array("Q", [i for i, _ in items])
         self._offsets = array("q", [o for _, o in items])
 
@@ -124,4 +125,4 @@ def read_records(run_dir: RunDir, compat: str | None, slim: bool = False,
         return records, None
     if len(starts) != len(records):
         return read_records(run_dir, compat, slim=False)
-    return records, RecordLines(run_dir.samples_path(compat), {id(r): at for r, at in zip(records, starts)})
+    return records, RecordLines(run_dir.samples_path(compat), zip(map(id, records), starts))

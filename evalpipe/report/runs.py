@@ -392,16 +392,19 @@ class _WhileWhole:
       digest (``digests``), in the order of the reference records;
     * the parts (``parts``: :class:`TaskParts` of the tasks given, those without prompt conditions,
       whose every record the robustness section resamples): the held record then has none;
-    * the sample browser's texts (``spool``, with the record's spans when it reads as spans) — of the
-      first ``spool_lines`` records only where a process beside makes the rest's
-      (:mod:`evalpipe.report.spool_beside`)."""
+    * the sample browser's texts (``spool``, with the record's spans when it reads as spans), kept
+      under the record's line offset (``starts``) — of the first ``spool_lines`` records only where
+      a process beside makes the rest's (:mod:`evalpipe.report.spool_beside`)."""
 
     def __init__(self, tasks: Iterable[str], variants: Mapping[str, Mapping[str, Any]],
                  spool: BrowserSpool | None = None, frame: FrameValues | None = None,
-                 parts: Mapping[str, TaskParts] | None = None, spool_lines: int | None = None) -> None:
+                 parts: Mapping[str, TaskParts] | None = None, starts: Sequence[int] = (),
+                 spool_lines: int | None = None) -> None:
         self._reading = _SpanReading(tasks, variants)
         self._spool = spool
-        #: the records (lines) whose texts are spooled here, the first ones (None: all of them)
+        #: each record's line offset (what the spool keeps its texts under), and the records (lines)
+        #: whose texts are spooled here, the first ones (None: all of them)
+        self._starts = starts
         self._spool_lines = spool_lines
         self._seen = 0
         self.frame = frame
@@ -413,8 +416,9 @@ class _WhileWhole:
         if not self._reading.is_reference(record):
             return
         spans = self._reading.spans(record)
-        if self._spool is not None and (self._spool_lines is None or self._seen <= self._spool_lines):
-            self._spool.add(record, spans, held)
+        if (self._spool is not None and self._seen <= len(self._starts)  # else lines and records do not pair up
+                and (self._spool_lines is None or self._seen <= self._spool_lines)):
+            self._spool.add(record, spans, self._starts[self._seen - 1])
         if self.frame is not None:
             self.frame.add(record)
         self.digests.append(answer_digest(record.get("answer")))
@@ -451,7 +455,7 @@ def spool_run(head: RunHead, compat: str | None, spool: BrowserSpool) -> None:
         return
     for start, record in zip(starts, RunDir(head.path).iter_samples(compat, starts[0])):
         if reading.is_reference(record):
-            spool.add(record, reading.spans(record), key=start)
+            spool.add(record, reading.spans(record), start)
 
 
 def full_samples_frame(run: ReportRun) -> pd.DataFrame:
@@ -564,11 +568,14 @@ def _load_report_run(head: RunHead, compat: str | None, make_spool: bool, beside
     parts = {t: TaskParts(_keys(_aggregations(task_summaries.get(t, TaskSummary()), [], t)))
              for t in tasks if t not in variants}
     starts = line_starts(head.samples_path)
-    spans = _WhileWhole(span_tasks(head), variants, spool, FrameValues(FRAME_COLUMNS), parts,
+    spans = _WhileWhole(span_tasks(head), variants, spool, FrameValues(FRAME_COLUMNS), parts, starts,
                         first_child_line(len(starts)) if beside else None)
     read, lines = read_records(run_dir, compat, slim=True, whole=spans, starts=starts)
-    if lines is None and spool is not None:  # the records were read again, whole: the spool's are other records
-        spool.close()
+    if spool is not None:
+        if lines is None:  # the records were read again, whole: no line offsets to ask the spool by
+            spool.close()
+        else:
+            spool.key = lines.offset
     records, by_condition = _split_conditions(read, variants)
     metrics = run_dir.read_metrics(compat)
     run = ReportRun(

@@ -25,17 +25,14 @@ least :data:`MINIMUM` bytes of samples).
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import os
 import pickle
-import signal
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
-from evalpipe.forking import fork_wanted
+from evalpipe.forking import fork_child, fork_wanted, kill
+from evalpipe.forking import reaped as _reaped  # this module's own name: the tests record its children's exits
 from evalpipe.report.browser_spool import BrowserSpool
 
 __all__ = ["CHILD_SHARE", "ENV", "MINIMUM", "SpoolBeside", "first_child_line", "start"]
@@ -96,23 +93,13 @@ class SpoolBeside:
     def close(self) -> None:
         """The child stopped (where it still runs: the report failed first) and reaped; its files closed."""
         if self.pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
+            kill(self.pid)
             _reaped(self.pid)
             self.pid = None
         for data, index in self.files:
             data.close()
             index.close()
         self.files = []
-
-
-def _reaped(pid: int) -> int | None:
-    """The child's exit code (None when it was killed by a signal or was already reaped)."""
-    try:
-        _, status = os.waitpid(pid, 0)
-    except ChildProcessError:
-        return None
-    return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None
 
 
 def start(jobs: Sequence[Job], work: int) -> SpoolBeside | None:
@@ -122,23 +109,18 @@ def start(jobs: Sequence[Job], work: int) -> SpoolBeside | None:
     if not jobs or not fork_wanted(ENV, work, MINIMUM, idle_needed=IDLE_NEEDED):
         return None
     files: list[tuple[IO[bytes], IO[bytes]]] = [(tempfile.TemporaryFile(), tempfile.TemporaryFile()) for _ in jobs]
-    try:
-        pid = os.fork()
-    except OSError:  # no fork to be had (a process limit, memory): the texts are made in the report's pass
+
+    def spool() -> None:  # in the child
+        for job, (data, index) in zip(jobs, files):
+            made = BrowserSpool(data)
+            job(made)
+            pickle.dump(made.packed_index(), index, protocol=pickle.HIGHEST_PROTOCOL)
+            index.flush()
+
+    pid = fork_child(spool)
+    if pid is None:  # no fork to be had: the texts are made in the report's pass
         for data, index in files:
             data.close()
             index.close()
         return None
-    if pid == 0:  # the child: make the spools, and leave without running the parent's exit handlers
-        status = 1
-        gc.disable()  # short-lived, making no cycles: no collection walks what it reads
-        try:
-            for job, (data, index) in zip(jobs, files):
-                spool = BrowserSpool(data)
-                job(spool)
-                pickle.dump(spool.packed_index(), index, protocol=pickle.HIGHEST_PROTOCOL)
-                index.flush()
-            status = 0
-        finally:
-            os._exit(status)
     return SpoolBeside(pid, files)

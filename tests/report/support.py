@@ -45,3 +45,17 @@ def make_run(root: Path, model: str, responder, limit: int = LIMIT) -> Path:
     config = RunConfig(tasks=("ncbi_disease",), model=model, base_url="http://127.0.0.1:1/v1", limit=limit)
     outcome = asyncio.run(execute(config, lambda _: ScriptedBackend(responder, model=model), root))
     return outcome.run_dir.path
+
+
+def recorded_exits(monkeypatch, module) -> list:
+    """The exit code of each forked child ``module`` (a report helper: browser_beside,
+    spool_beside) reaps through its ``_reaped`` (None: killed), in order."""
+    real = module._reaped
+    exits: list = []
+
+    def reaped(pid: int):
+        exits.append(real(pid))
+        return exits[-1]
+
+    monkeypatch.setattr(module, "_reaped", reaped)
+    return exits

@@ -17,6 +17,7 @@ import pytest
 
 from evalpipe.report import browser_beside, build_report
 from evalpipe.report.browser_beside import ENV
+from tests.report.support import recorded_exits
 
 _SECONDS = (re.compile(rb"\| \d+\.\d\d \| no interval"), re.compile(rb'<td class="num">\d+\.\d\d</td><td>no interval'))
 
@@ -38,19 +39,6 @@ def _report(runs: tuple[Path, Path], out: Path) -> dict[str, bytes]:
     return _files(out)
 
 
-def _recorded_exits(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
-    """The exit code of each child the report reaps (None: killed), in order."""
-    real_reaped = browser_beside._reaped
-    exits: list[int | None] = []
-
-    def reaped(pid: int) -> int | None:
-        exits.append(real_reaped(pid))
-        return exits[-1]
-
-    monkeypatch.setattr(browser_beside, "_reaped", reaped)
-    return exits
-
-
 def test_the_child_s_browser_is_the_parent_s(two_runs, tmp_path, monkeypatch):
     monkeypatch.setenv(ENV, "0")
     alone = _report(two_runs, tmp_path / "alone")
@@ -64,7 +52,7 @@ def test_the_child_s_browser_is_the_parent_s(two_runs, tmp_path, monkeypatch):
         rests.append(beside.rest is not None)
         return beside
 
-    exits = _recorded_exits(monkeypatch)
+    exits = recorded_exits(monkeypatch, browser_beside)
     monkeypatch.setattr("evalpipe.report.build.start_beside", start)
     monkeypatch.setenv(ENV, "1")
     beside = _report(two_runs, tmp_path / "beside")
@@ -80,7 +68,7 @@ def test_a_killed_child_leaves_the_browser_to_the_parent(two_runs, tmp_path, mon
     alone = _report(two_runs, tmp_path / "alone")
     real_start = browser_beside.start
     parent = os.getpid()
-    exits = _recorded_exits(monkeypatch)
+    exits = recorded_exits(monkeypatch, browser_beside)
 
     def start(make, rows, parts=None):  # type: ignore[no-untyped-def]
         def late_parts(split):  # type: ignore[no-untyped-def]

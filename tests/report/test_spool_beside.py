@@ -19,6 +19,7 @@ from evalpipe.report.browser import iter_sample_browser
 from evalpipe.report.browser_data import BrowserRows
 from evalpipe.report.runs import load_report_runs
 from evalpipe.report.spool_beside import ENV
+from tests.report.support import recorded_exits
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 
@@ -27,19 +28,6 @@ def _page(runs) -> str:
     infos = {t: i for run in runs for t, i in run.info.items()}
     rows = BrowserRows(runs, infos)
     return "".join(iter_sample_browser(rows.header, rows.pieces(), len(rows)))
-
-
-def _exits(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
-    """The exit code of each spool child the report reaps (None: killed), in order."""
-    real = spool_beside._reaped
-    exits: list[int | None] = []
-
-    def reaped(pid: int) -> int | None:
-        exits.append(real(pid))
-        return exits[-1]
-
-    monkeypatch.setattr(spool_beside, "_reaped", reaped)
-    return exits
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +51,7 @@ def test_the_child_s_spools_make_the_page_the_report_s_own_make(two_runs, tmp_pa
     assert all(run.spool is not None for run in own)
     page = _page(own)
     monkeypatch.setenv(ENV, "1")
-    exits = _exits(monkeypatch)
+    exits = recorded_exits(monkeypatch, spool_beside)
     beside = load_report_runs(list(two_runs))
     assert exits == [0], "no child made the spools"
     for run in beside:
@@ -83,7 +71,7 @@ def test_only_reference_records_are_spooled_beside(with_conditions, monkeypatch)
     monkeypatch.setenv(ENV, "0")
     page = _page(load_report_runs([with_conditions]))
     monkeypatch.setenv(ENV, "1")
-    exits = _exits(monkeypatch)
+    exits = recorded_exits(monkeypatch, spool_beside)
     runs = load_report_runs([with_conditions])
     assert exits == [0]
     lines = (with_conditions / "samples.jsonl").read_text(encoding="utf-8").count("\n")
@@ -102,7 +90,7 @@ def test_a_failing_child_leaves_the_rows_to_the_whole_records(two_runs, monkeypa
 
     monkeypatch.setattr("evalpipe.report.runs.spool_run", broken)
     monkeypatch.setenv(ENV, "1")
-    exits = _exits(monkeypatch)
+    exits = recorded_exits(monkeypatch, spool_beside)
     runs = load_report_runs(list(two_runs))
     assert exits == [1]
     assert all(run.spool is not None and run.spool.rest is None for run in runs)  # the first lines' only
@@ -122,7 +110,7 @@ def test_a_report_whose_reading_fails_stops_and_reaps_the_child(two_runs, tmp_pa
 
     monkeypatch.setattr("evalpipe.report.runs.spool_run", slow)
     monkeypatch.setenv(ENV, "1")
-    exits = _exits(monkeypatch)
+    exits = recorded_exits(monkeypatch, spool_beside)
     pids: list[int] = []
     real_start = spool_beside.start
 
@@ -166,7 +154,7 @@ def test_the_report_is_the_same_with_both_children_or_none(two_runs, tmp_path, m
     build_report(list(two_runs), tmp_path / "alone", resamples=50, seed=0)
     monkeypatch.setenv(ENV, "1")
     monkeypatch.setenv(BROWSER_ENV, "1")
-    exits = _exits(monkeypatch)
+    exits = recorded_exits(monkeypatch, spool_beside)
     build_report(list(two_runs), tmp_path / "beside", resamples=50, seed=0)
     assert exits == [0]
     assert _files(tmp_path / "beside") == _files(tmp_path / "alone")
