@@ -320,7 +320,8 @@ class RunDir:
         records = list(self.iter_samples(compat))
         return self.add_prompts(records) if prompts else records
 
-    def iter_samples(self, compat: str | None = None, start: int = 0) -> Iterator[dict[str, Any]]:
+    def iter_samples(self, compat: str | None = None, start: int = 0,
+                     stop: int | None = None) -> Iterator[dict[str, Any]]:
         """The sample records one at a time (a reader that keeps only what it needs stays small).
 
         Lines are decoded :data:`DECODE_LINES` at a time as one JSON array: the decoder then makes
@@ -328,12 +329,14 @@ class RunDir:
         third smaller, and decoding is faster. A batch that does not decode is decoded line by line,
         so an error names the file and its line (a :class:`~evalpipe.data.errors.DataError`).
         ``start``: the byte offset of a line to begin at (the records before it are not read, and
-        line numbers count from there).
+        line numbers count from there); ``stop``: the byte offset of a line to end before (the file
+        read as if it ended there), None for the end of the file.
         """
         path = self.samples_path(compat)
         raw = path.open("rb")
         raw.seek(start)
-        with io.TextIOWrapper(raw, encoding="utf-8") as handle:
+        bounded = io.BufferedReader(_Upto(raw, stop - start), buffer_size=1 << 16) if stop is not None else raw
+        with io.TextIOWrapper(bounded, encoding="utf-8") as handle:
             batch: list[str] = []
             first = 1
             for number, line in enumerate(handle, start=1):
@@ -367,6 +370,30 @@ class RunDir:
             if "prompt" not in record:
                 record["prompt"] = found.get(record.get("key"))  # type: ignore[arg-type]
         return records
+
+
+class _Upto(io.RawIOBase):
+    """The next ``left`` bytes of a binary file, then its end (:meth:`RunDir.iter_samples`' ``stop``)."""
+
+    def __init__(self, raw: io.BufferedReader, left: int) -> None:
+        super().__init__()
+        self._raw = raw
+        self._left = max(left, 0)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._left <= 0:
+            return 0
+        with memoryview(buffer) as view:
+            got = self._raw.readinto(view[:self._left])
+        self._left -= got
+        return got
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
 
 
 #: sample lines decoded as one JSON array (see RunDir.iter_samples)

@@ -175,7 +175,7 @@ class BrowserSpool:
     """Each record's :class:`SpooledTexts`, in a temporary file (deleted when closed or collected).
 
     Keyed by the byte offset of each record's line in its run's samples file — what both the
-    report's own pass and a process beside it (:mod:`evalpipe.report.spool_beside`) know of a
+    report's own pass and a process beside it (:mod:`evalpipe.report.read_beside`) know of a
     record — and asked through ``key``: a held record's line offset
     (:meth:`evalpipe.report.reading.RecordLines.offset`), set once the records are read."""
 
@@ -246,7 +246,8 @@ class BrowserSpool:
                 array("q", [size for _, (_, size) in items]))
 
     @classmethod
-    def adopt(cls, file: IO[bytes], index: PackedIndex, key: Callable[[Mapping[str, Any]], int | None]) -> BrowserSpool:
+    def adopt(cls, file: IO[bytes], index: PackedIndex,
+              key: Callable[[Mapping[str, Any]], int | None] | None) -> BrowserSpool:
         """The spool another process wrote into ``file`` (its :meth:`packed_index`), asked through ``key``."""
         spool = cls(file, key)
         spool._packed = index

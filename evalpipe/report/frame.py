@@ -52,6 +52,19 @@ class FrameValues:
     def column(self, name: str) -> list[Any]:
         return self._values[name]
 
+    def state(self) -> dict[str, list[Any]]:
+        """Each column's values (to send to another process: :meth:`extend` takes them)."""
+        return self._values
+
+    def extend(self, later: Mapping[str, list[Any]]) -> None:
+        """The values of the records after these (another :meth:`state`, of the same columns), added in order."""
+        counts = {len(values) for values in later.values()}
+        if set(later) != set(self.columns) or len(counts) > 1:
+            raise ValueError(f"frame values of columns {sorted(later)} for {sorted(self.columns)}")
+        for column in self.columns:
+            self._values[column].extend(later[column])
+        self.count += counts.pop() if counts else 0
+
 
 def answer_digest(answer: Any) -> bytes | None:
     """What tells two answers apart (equal digests: equal answers) without holding their texts: a

@@ -28,7 +28,7 @@ _PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#
 def figure(**options: Any) -> Figure:
     """A new :class:`matplotlib.figure.Figure`. matplotlib is imported here, when a report first draws
     (~0.3 s): a report of a large run reads its records first, beside a child that needs none of it
-    (evalpipe.report.spool_beside), and draws only after the reading."""
+    (evalpipe.report.read_beside), and draws only after the reading."""
     from matplotlib.figure import Figure
 
     return Figure(**options)

@@ -33,7 +33,7 @@ from typing import Any, BinaryIO
 from evalpipe.report.sharing import _Sharing
 from evalpipe.results import RunDir
 
-__all__ = ["LEAN_FIELDS", "ON_DEMAND_FIELDS", "UNREAD_FIELDS", "RecordLines", "read_records"]
+__all__ = ["LEAN_FIELDS", "ON_DEMAND_FIELDS", "UNREAD_FIELDS", "RecordLines", "line_starts", "read_held", "read_records"]
 
 #: record fields no part of the report reads (left out as records are read)
 UNREAD_FIELDS = ("prompt", "key")
@@ -106,23 +106,33 @@ def read_records(run_dir: RunDir, compat: str | None, slim: bool = False,
     up one to one (never for a file evalpipe wrote). ``whole`` sees each record whole and the record
     that is held for it (the very object: what is made of the one may be keyed by the other), and is
     not called again when the records are then read whole. ``starts``: :func:`line_starts` of the
-    samples file, when already found.
-
-    The held record is a new dict of the fields kept, not the decoded one with fields popped: a
-    dict keeps the table of its largest size, so a record of 6 fields popped from 16 would still
-    cost the 16's."""
+    samples file, when already found."""
     if starts is None or not slim:
         starts = line_starts(run_dir.samples_path(compat)) if slim else []
-    dropped = frozenset((*UNREAD_FIELDS, *ON_DEMAND_FIELDS, *LEAN_FIELDS) if slim else UNREAD_FIELDS)
-    records = []
-    sharing = _Sharing()
-    for record in run_dir.iter_samples(compat):
-        held = {name: value for name, value in record.items() if name not in dropped}
-        if whole is not None:
-            whole(record, held)
-        records.append(sharing.record(held))
+    records = read_held(run_dir, compat, slim, whole)
     if not slim:
         return records, None
     if len(starts) != len(records):
         return read_records(run_dir, compat, slim=False)
     return records, RecordLines(run_dir.samples_path(compat), zip(map(id, records), starts))
+
+
+def read_held(run_dir: RunDir, compat: str | None, slim: bool,
+              whole: Callable[[dict[str, Any], dict[str, Any]], None] | None = None,
+              start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
+    """The records of the samples file's lines from byte offset ``start`` to ``stop`` (None: the
+    end), as :func:`read_records` holds them (``slim``, ``whole``: as there), without pairing them
+    with their lines: a part of the file read by one process (:mod:`evalpipe.report.read_beside`).
+
+    The held record is a new dict of the fields kept, not the decoded one with fields popped: a
+    dict keeps the table of its largest size, so a record of 6 fields popped from 16 would still
+    cost the 16's."""
+    dropped = frozenset((*UNREAD_FIELDS, *ON_DEMAND_FIELDS, *LEAN_FIELDS) if slim else UNREAD_FIELDS)
+    records = []
+    sharing = _Sharing()
+    for record in run_dir.iter_samples(compat, start, stop):
+        held = {name: value for name, value in record.items() if name not in dropped}
+        if whole is not None:
+            whole(record, held)
+        records.append(sharing.record(held))
+    return records

@@ -34,7 +34,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from functools import partial
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,9 +50,9 @@ from evalpipe.metrics.aggregation import Aggregation, aggregation_from_json
 from evalpipe.report.bootstrap import ResampleTask
 from evalpipe.report.browser_spool import BrowserSpool, Spans
 from evalpipe.report.frame import FrameValues, answer_digest, report_frame
-from evalpipe.report.reading import LEAN_FIELDS, ON_DEMAND_FIELDS, UNREAD_FIELDS, RecordLines, line_starts, read_records
-from evalpipe.report.spool_beside import first_child_line
-from evalpipe.report.spool_beside import start as start_spools
+from evalpipe.report import read_beside
+from evalpipe.report.reading import (LEAN_FIELDS, ON_DEMAND_FIELDS, UNREAD_FIELDS, RecordLines, line_starts, read_held,
+                                     read_records)
 from evalpipe.report.sharing import SHARED_CHARS, SHARING_TRIAL, OutcomeSharing, _Sharing  # noqa: F401 (re-exported)
 from evalpipe.report.ner_errors import SampleOutcomes, classify, gold_spans, is_span_kind, prediction_spans
 from evalpipe.results import RunDir, RunSummary, TaskSummary
@@ -248,6 +247,15 @@ class TaskParts:
         found = parts if isinstance(parts, Mapping) else {}
         self.values.extend(0.0 if (v := _number(found.get(k))) is None else v for k in self.keys)
 
+    def extend(self, later: TaskParts) -> None:
+        """The parts of the records after these (taken by another process), added in order."""
+        if later.keys != self.keys:
+            raise ValueError(f"parts of {later.keys} for {self.keys}")
+        self.ids.extend(later.ids)
+        self.values.extend(later.values)
+        self.records += later.records
+        self.with_parts = self.with_parts or later.with_parts
+
     def matrix(self) -> np.ndarray:
         return np.array(self.values, dtype=float).reshape(len(self.ids), len(self.keys))
 
@@ -345,16 +353,18 @@ class _SpanReading:
     """Which records of a run are its reference records, and each one's spans as it streams in whole:
     for the tasks that may be span tasks, the gold and predicted entities and their classified
     outcomes — until one of a task's records does not read as spans, after which that task's records
-    have none (and the task's outcomes are None, as :func:`_span_outcomes` gives them). The one
-    reading of both the report's own pass (:class:`_WhileWhole`) and the spool's beside it
-    (:func:`spool_run`), so the two make the very same texts. ``keep``: keep each record's outcomes
-    (:meth:`outcomes`)."""
+    have none (and the task's outcomes are None, as :func:`_span_outcomes` gives them). Each part of
+    a file read (the report's and a child's, :mod:`evalpipe.report.read_beside`) has its own, joined
+    in order afterwards (:meth:`join`): a part read from a line in the middle starts afresh, so a
+    record after another of its task that did not read as spans may get the NER texts where one
+    pass would give it the plain ones — texts no row of that task uses (``SpooledTexts.usable``:
+    the task's outcomes are None either way), never different ones."""
 
-    def __init__(self, tasks: Iterable[str], variants: Mapping[str, Mapping[str, Any]], keep: bool = True) -> None:
-        self._found: dict[str, list[SampleOutcomes] | None] = {task: [] for task in tasks}
+    def __init__(self, tasks: Iterable[str], variants: Mapping[str, Mapping[str, Any]]) -> None:
+        #: per task, the outcomes of its reference records so far (None: one did not read as spans)
+        self.found: dict[str, list[SampleOutcomes] | None] = {task: [] for task in tasks}
         self._references = {task: doc.get("reference") for task, doc in variants.items()}
         self._shared = OutcomeSharing()
-        self._keep = keep
 
     def is_reference(self, record: Mapping[str, Any]) -> bool:
         """Whether ``record`` is of its task's reference condition (every record of a task without conditions)."""
@@ -364,22 +374,40 @@ class _SpanReading:
     def spans(self, record: Mapping[str, Any]) -> Spans | None:
         """A reference record's spans (None where its task is not, or no longer, read as spans)."""
         task = str(record.get("task"))
-        found = self._found.get(task)
+        found = self.found.get(task)
         if found is None:
             return None
         gold = record.get("gold")
         gold_entities = gold_spans(gold)
         predicted = prediction_spans(record.get("prediction"), gold) if gold_entities is not None else None
         if gold_entities is None or predicted is None:
-            self._found[task] = None
+            self.found[task] = None
             return None
         outcome = self._shared.sample(classify(gold_entities, predicted))
-        if self._keep:
-            found.append(outcome)
+        found.append(outcome)
         return (gold_entities, predicted, outcome)
 
+    def join(self, later: Mapping[str, list[SampleOutcomes] | None]) -> None:
+        """The ``found`` of the file's next part after this one's: a task that has none in either has none."""
+        for task, found in self.found.items():
+            more = later.get(task, [])
+            self.found[task] = None if found is None or more is None else found + more
+
     def outcomes(self) -> dict[str, list[SampleOutcomes] | None]:
-        return {task: found or None for task, found in self._found.items()}
+        return {task: found or None for task, found in self.found.items()}
+
+
+@dataclass(frozen=True)
+class _Taken:
+    """What :class:`_WhileWhole` took of a part of a samples file, with the part's held records: what
+    a child reading the last lines sends back (:mod:`evalpipe.report.read_beside`), joined after the
+    report's own by :meth:`_WhileWhole.join`."""
+
+    records: list[dict[str, Any]]
+    frame: dict[str, list[Any]]
+    digests: list[bytes | None]
+    parts: dict[str, TaskParts]
+    found: dict[str, list[SampleOutcomes] | None]
 
 
 class _WhileWhole:
@@ -393,19 +421,17 @@ class _WhileWhole:
     * the parts (``parts``: :class:`TaskParts` of the tasks given, those without prompt conditions,
       whose every record the robustness section resamples): the held record then has none;
     * the sample browser's texts (``spool``, with the record's spans when it reads as spans), kept
-      under the record's line offset (``starts``) — of the first ``spool_lines`` records only where
-      a process beside makes the rest's (:mod:`evalpipe.report.spool_beside`)."""
+      under the record's line offset (``starts``: those of the lines read, in order).
+
+    A part of the file read by another process (:mod:`evalpipe.report.read_beside`) is taken by its
+    own, and joined after this one's (:meth:`taken`, :meth:`join`)."""
 
     def __init__(self, tasks: Iterable[str], variants: Mapping[str, Mapping[str, Any]],
                  spool: BrowserSpool | None = None, frame: FrameValues | None = None,
-                 parts: Mapping[str, TaskParts] | None = None, starts: Sequence[int] = (),
-                 spool_lines: int | None = None) -> None:
+                 parts: Mapping[str, TaskParts] | None = None, starts: Sequence[int] = ()) -> None:
         self._reading = _SpanReading(tasks, variants)
         self._spool = spool
-        #: each record's line offset (what the spool keeps its texts under), and the records (lines)
-        #: whose texts are spooled here, the first ones (None: all of them)
         self._starts = starts
-        self._spool_lines = spool_lines
         self._seen = 0
         self.frame = frame
         self.digests: list[bytes | None] = []
@@ -416,8 +442,7 @@ class _WhileWhole:
         if not self._reading.is_reference(record):
             return
         spans = self._reading.spans(record)
-        if (self._spool is not None and self._seen <= len(self._starts)  # else lines and records do not pair up
-                and (self._spool_lines is None or self._seen <= self._spool_lines)):
+        if self._spool is not None and self._seen <= len(self._starts):  # else lines and records do not pair up
             self._spool.add(record, spans, self._starts[self._seen - 1])
         if self.frame is not None:
             self.frame.add(record)
@@ -426,6 +451,20 @@ class _WhileWhole:
         if taken is not None:
             taken.add(record)
             held.pop("parts", None)
+
+    def taken(self, records: list[dict[str, Any]]) -> _Taken:
+        """What was taken, with the part's held ``records``: to be joined after another part's (:meth:`join`)."""
+        return _Taken(records, self.frame.state() if self.frame is not None else {}, self.digests, self.parts,
+                      self._reading.found)
+
+    def join(self, later: _Taken) -> None:
+        """What was taken of the file's next part (by another process) after this one's, in order."""
+        if self.frame is not None:
+            self.frame.extend(later.frame)
+        self.digests.extend(later.digests)
+        for task, parts in self.parts.items():
+            parts.extend(later.parts[task])
+        self._reading.join(later.found)
 
     def outcomes(self) -> dict[str, list[SampleOutcomes] | None]:
         return self._reading.outcomes()
@@ -436,26 +475,101 @@ def span_tasks(head: RunHead) -> list[str]:
     return [t for t in head.tasks if is_span_kind(head.infos[t].kind) is not False]
 
 
-def spool_run(head: RunHead, compat: str | None, spool: BrowserSpool) -> None:
-    """The sample browser's texts of the run's reference records on its last lines (from
-    :func:`~evalpipe.report.spool_beside.first_child_line` on), as :class:`_WhileWhole` makes them,
-    kept in ``spool`` under the byte offset of the record's line (:meth:`RecordLines.offset`): for a
-    process beside the report's reading (:mod:`evalpipe.report.spool_beside`). Lines and records are
-    paired in order, as :func:`~evalpipe.report.reading.read_records` pairs them (where they do not
-    pair up, the report holds whole records and asks no spool).
+class _RunReading:
+    """One run's samples file being read: by the report alone, or its lines before ``split`` by the
+    report and the rest by a child (:mod:`evalpipe.report.read_beside`)."""
 
-    Read from a line in the middle, a task's span reading starts afresh: a record of a task whose
-    earlier record did not read as spans may get the NER texts here where the report's pass would
-    give it the plain ones — texts no row of that task uses (``SpooledTexts.usable``), never
-    different ones."""
-    reading = _SpanReading(span_tasks(head), head.variants, keep=False)
-    starts = line_starts(head.samples_path)
-    starts = starts[first_child_line(len(starts)):]
-    if not starts:
-        return
-    for start, record in zip(starts, RunDir(head.path).iter_samples(compat, starts[0])):
-        if reading.is_reference(record):
-            spool.add(record, reading.spans(record), start)
+    def __init__(self, head: RunHead, compat: str | None, make_spool: bool) -> None:
+        self.head, self.compat, self.make_spool = head, compat, make_spool
+        self.run_dir = RunDir(head.path)
+        self.summary = self.run_dir.read_summary(compat)
+        task_summaries = self.summary.tasks if self.summary is not None else {}
+        #: the parts each task's aggregations read (the tasks without prompt conditions)
+        self.keys = {t: _keys(_aggregations(task_summaries.get(t, TaskSummary()), [], t))
+                     for t in head.tasks if t not in head.variants}
+        self.starts = line_starts(head.samples_path)
+        #: the first line the child reads (all lines read here: no child)
+        self.split = len(self.starts)
+
+    def _taking(self, starts: Sequence[int], spool: BrowserSpool | None) -> _WhileWhole:
+        return _WhileWhole(span_tasks(self.head), self.head.variants, spool, FrameValues(FRAME_COLUMNS),
+                           {t: TaskParts(k) for t, k in self.keys.items()}, starts)
+
+    def read_first(self) -> tuple[list[dict[str, Any]], _WhileWhole, BrowserSpool | None]:
+        """The held records of the lines before ``split``, what was taken of them, and their spool."""
+        spool = BrowserSpool() if self.make_spool else None
+        whole = self._taking(self.starts[:self.split], spool)
+        stop = self.starts[self.split] if self.split < len(self.starts) else None
+        return read_held(self.run_dir, self.compat, True, whole, stop=stop), whole, spool
+
+    def read_rest(self, spool: BrowserSpool | None) -> _Taken:
+        """What is taken of the lines from ``split`` on, with their held records (in the child)."""
+        whole = self._taking(self.starts[self.split:], spool)
+        if self.split >= len(self.starts):
+            return whole.taken([])
+        return whole.taken(read_held(self.run_dir, self.compat, True, whole, start=self.starts[self.split]))
+
+    def finish(self, first: tuple[list[dict[str, Any]], _WhileWhole, BrowserSpool | None],
+               rest: tuple[_Taken, BrowserSpool | None] | None) -> ReportRun:
+        """The run, from its first lines as read here and the rest as the child read them (``rest``;
+        None where it did not: the whole file is then read here again, so that an error names its
+        line as it would without a child)."""
+        records, whole, spool = first
+        if self.split < len(self.starts):
+            taken, rest_spool = rest if rest is not None else (None, None)
+            if taken is None or len(records) != self.split or len(taken.records) != len(self.starts) - self.split:
+                for unused in (spool, rest_spool):
+                    if unused is not None:
+                        unused.close()
+                self.split = len(self.starts)
+                return self.finish(self.read_first(), None)
+            records = records + taken.records
+            whole.join(taken)
+            if spool is not None:
+                spool.rest = rest_spool
+            elif rest_spool is not None:
+                rest_spool.close()
+        lines: RecordLines | None = None
+        if len(records) == len(self.starts):
+            lines = RecordLines(self.head.samples_path, zip(map(id, records), self.starts))
+        else:  # lines and records do not pair up (never for a file evalpipe wrote): held whole
+            records = read_records(self.run_dir, self.compat, slim=False)[0]
+        if spool is not None and lines is None:
+            spool.close()
+            spool = None
+        elif spool is not None and lines is not None:
+            spool.key = lines.offset
+            if spool.rest is not None:
+                spool.rest.key = lines.offset
+        return self._run(records, lines, whole, spool)
+
+    def _run(self, read: list[dict[str, Any]], lines: RecordLines | None, whole: _WhileWhole,
+             spool: BrowserSpool | None) -> ReportRun:
+        head, variants, identity = self.head, self.head.variants, self.head.identity
+        records, by_condition = _split_conditions(read, variants)
+        metrics = self.run_dir.read_metrics(self.compat)
+        run = ReportRun(
+            path=head.path, label=head.label, model=identity["model"], compat=self.compat, config=identity["config"],
+            tasks=head.tasks, info=dict(head.infos),
+            # the spread numbers are the robustness section's; every other part reads the reference's metrics
+            metrics={t: plain_metrics(v) if t in variants else v for t, v in metrics.items()},
+            summary=self.summary,
+            samples=pd.DataFrame(),  # made by load_report_runs
+            records=records, variants=variants, condition_records=by_condition, lines=lines, spool=spool,
+            # else the records were read again, whole: they hold what these were taken from
+            frame_values=whole.frame if lines is not None else None,
+            digests=whole.digests if lines is not None else None,
+        )
+        by_task: dict[str, list[dict[str, Any]]] = {}
+        for record in records:
+            by_task.setdefault(str(record.get("task")), []).append(record)
+        if lines is not None:  # else the records are whole: span_outcomes classifies them when asked
+            run._outcomes.update(whole.outcomes())
+        for task in run.tasks:
+            run.resample[task] = resample_task(task, by_task.get(task, []), run.metrics.get(task, {}),
+                                               run.task_summary(task), run.notes,
+                                               whole.parts.get(task) if lines is not None else None)
+        return run
 
 
 def full_samples_frame(run: ReportRun) -> pd.DataFrame:
@@ -537,67 +651,20 @@ def run_heads(paths: Sequence[Path], compat: str | None = None) -> list[RunHead]
 
 
 def _load_report_runs(heads: Sequence[RunHead], compat: str | None, make_spool: bool = True) -> list[ReportRun]:
-    # the browser's texts made by a child beside this reading where a fork is wanted (spool_beside)
-    # (the first lines' texts made here, the rest's by the child: spool_beside.first_child_line)
-    beside = (start_spools([partial(spool_run, head, compat) for head in heads],
-                           sum(head.samples_path.stat().st_size for head in heads)) if make_spool else None)
+    # the runs' last lines read by a child beside this reading where a fork is wanted (read_beside)
+    readings = [_RunReading(head, compat, make_spool) for head in heads]
+    beside = None
+    if read_beside.wanted(sum(head.samples_path.stat().st_size for head in heads)):
+        for reading in readings:
+            reading.split = read_beside.first_child_line(len(reading.starts))
+        beside = read_beside.start([reading.read_rest for reading in readings], make_spool)
+        if beside is None:  # no fork to be had: read alone
+            for reading in readings:
+                reading.split = len(reading.starts)
     try:
-        runs = [_load_report_run(head, compat, make_spool, beside is not None) for head in heads]
-        if beside is not None:
-            spools = beside.spools([run.lines.offset if run.lines is not None else None for run in runs])
-            for run, spool in zip(runs, spools):
-                if run.spool is not None:
-                    run.spool.rest = spool
-                elif spool is not None:
-                    spool.close()
-        return runs
+        firsts = [reading.read_first() for reading in readings]
+        rests = beside.results() if beside is not None else [None] * len(readings)
+        return [reading.finish(first, rest) for reading, first, rest in zip(readings, firsts, rests)]
     finally:
         if beside is not None:
             beside.close()
-
-
-def _load_report_run(head: RunHead, compat: str | None, make_spool: bool, beside: bool = False) -> ReportRun:
-    """One run read; ``beside``: a child makes the texts of the run's last lines (spool_beside)."""
-    run_dir = RunDir(head.path)
-    variants = head.variants
-    tasks, infos, identity = head.tasks, dict(head.infos), head.identity
-    config = identity["config"]
-    spool = BrowserSpool() if make_spool else None
-    summary = run_dir.read_summary(compat)
-    task_summaries = summary.tasks if summary is not None else {}
-    parts = {t: TaskParts(_keys(_aggregations(task_summaries.get(t, TaskSummary()), [], t)))
-             for t in tasks if t not in variants}
-    starts = line_starts(head.samples_path)
-    spans = _WhileWhole(span_tasks(head), variants, spool, FrameValues(FRAME_COLUMNS), parts, starts,
-                        first_child_line(len(starts)) if beside else None)
-    read, lines = read_records(run_dir, compat, slim=True, whole=spans, starts=starts)
-    if spool is not None:
-        if lines is None:  # the records were read again, whole: no line offsets to ask the spool by
-            spool.close()
-        else:
-            spool.key = lines.offset
-    records, by_condition = _split_conditions(read, variants)
-    metrics = run_dir.read_metrics(compat)
-    run = ReportRun(
-        path=head.path, label=head.label, model=identity["model"], compat=compat, config=config,
-        tasks=tasks, info=infos,
-        # the spread numbers are the robustness section's; every other part reads the reference's metrics
-        metrics={t: plain_metrics(v) if t in variants else v for t, v in metrics.items()},
-        summary=summary,
-        samples=pd.DataFrame(),  # made by load_report_runs
-        records=records, variants=variants, condition_records=by_condition, lines=lines,
-        spool=spool if lines is not None else None,
-        # else the records were read again, whole: they hold what these were taken from
-        frame_values=spans.frame if lines is not None else None,
-        digests=spans.digests if lines is not None else None,
-    )
-    by_task: dict[str, list[dict[str, Any]]] = {}
-    for record in records:
-        by_task.setdefault(str(record.get("task")), []).append(record)
-    if lines is not None:  # else the records are whole: span_outcomes classifies them when asked
-        run._outcomes.update(spans.outcomes())
-    for task in run.tasks:
-        run.resample[task] = resample_task(task, by_task.get(task, []), run.metrics.get(task, {}),
-                                           run.task_summary(task), run.notes,
-                                           parts.get(task) if lines is not None else None)
-    return run

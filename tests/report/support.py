@@ -49,7 +49,7 @@ def make_run(root: Path, model: str, responder, limit: int = LIMIT) -> Path:
 
 def recorded_exits(monkeypatch, module) -> list:
     """The exit code of each forked child ``module`` (a report helper: browser_beside,
-    spool_beside) reaps through its ``_reaped`` (None: killed), in order."""
+    read_beside) reaps through its ``_reaped`` (None: killed), in order."""
     real = module._reaped
     exits: list = []
 
