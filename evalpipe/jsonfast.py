@@ -23,6 +23,11 @@ write as its value where ``json`` hands it to ``default``).
 Decoding ``samples.jsonl`` with orjson was tried and dropped: 0.93 -> 0.71 s for the 94,000
 records, but orjson reads an integer beyond 64 bits as a float, and finding such integers before
 decoding cost as much as was saved; its dicts are also presized (632 B a record dict, not 464).
+Tried again on 2026-12-06 with a cheaper check (19 digits in a row where a number may start:
+``:``, ``,``, ``[``, white space or ``-``; a request key's hex digest has such runs after its
+letters, so "19 digits anywhere" sent nearly every batch to ``json``): ~14-16 against ~17-20 µs a
+record, but orjson's decoder holds ~12 times the text while it decodes (40 MB for a 3 MB batch of
+512 lines, tracemalloc), which ``tests/report/test_report_memory.py`` caught. Dropped again.
 """
 
 from __future__ import annotations

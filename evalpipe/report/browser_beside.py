@@ -47,9 +47,10 @@ MINIMUM = 5000
 #: how much of a core must be idle when the report would fork (on a busy machine it only takes turns)
 IDLE_NEEDED = 0.5
 #: the share of the rows the child writes when the parent writes the rest (:func:`start`'s ``parts``):
-#: the parent has ~1.4 s of other work after the fork at 94,000 NCBI samples, the rows ~1.7 s in all
-#: (see bench/memory.py), so the two finish together near 0.9
-CHILD_SHARE = 0.9
+#: the parent has ~1.0 s of other work after the fork at 94,000 NCBI samples (the bootstraps and the
+#: sections; its frames are made before it), the rows ~1.7 s in all (see bench/memory.py), so the
+#: two finish together near 0.8
+CHILD_SHARE = 0.8
 #: bytes of the child's file read at a time
 CHUNK = 1 << 20
 

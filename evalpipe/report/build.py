@@ -405,12 +405,15 @@ def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed
     # the records live until the end: out of the collector's sight (evalpipe.heap) — in a child too, so
     # that no collection there walks (and copies) the parent's records
     with frozen_heap():
+        # the frames first: made after the fork below, the frame values freed and the columns made
+        # would be pages this process copies from the child's (26 MB more of the two at 94,000 NCBI
+        # samples, bench/memory.py sixth round)
+        add_report_frames(loaded, compat)
         # the sample browser written beside the rest where a fork is wanted (evalpipe.report.browser_beside):
-        # its child starts before the frames and the bootstraps, which it does not need
+        # its child starts before the bootstraps, which it does not need
         rows = BrowserRows(loaded, _specs(loaded))
         beside = start_beside(_browser_pieces(rows), len(rows), _browser_parts(rows))
         try:
-            add_report_frames(loaded, compat)
             return _build_loaded(loaded, Path(out), (rows, beside), resamples=resamples, seed=seed,
                                  parquet=parquet, level=level, top=top, start=start)
         finally:

@@ -219,6 +219,10 @@ def _keys(aggregations: Mapping[str, Aggregation]) -> tuple[str, ...]:
     return tuple(sorted({k for a in aggregations.values() for k in a.keys()}))
 
 
+#: the types of a part that :func:`_number` takes as it is (a bool, a string, a missing part: 0)
+_PLAIN_NUMBERS = frozenset({int, float})
+
+
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
@@ -230,6 +234,7 @@ class TaskParts:
 
     def __init__(self, keys: tuple[str, ...]) -> None:
         self.keys = keys
+        self._zeros = (0.0,) * len(keys)
         self.ids: list[str] = []
         self.values = array("d")
         #: records seen (answered or not), and whether an answered one had parts at all
@@ -244,8 +249,12 @@ class TaskParts:
         parts = record.get("parts")
         if "parts" in record:
             self.with_parts = True
-        found = parts if isinstance(parts, Mapping) else {}
-        self.values.extend(0.0 if (v := _number(found.get(k))) is None else v for k in self.keys)
+        found = parts if type(parts) is dict or isinstance(parts, Mapping) else {}
+        values = list(map(found.get, self.keys, self._zeros))  # a part the record lacks: 0.0
+        if _PLAIN_NUMBERS.issuperset(map(type, values)):  # every part an int or a float: as they are
+            self.values.extend(values)
+        else:
+            self.values.extend(0.0 if (v := _number(value)) is None else v for value in values)
 
     def extend(self, later: TaskParts) -> None:
         """The parts of the records after these (taken by another process), added in order."""
@@ -538,6 +547,7 @@ class _RunReading:
             spool.close()
             spool = None
         elif spool is not None and lines is not None:
+            spool.pack()
             spool.key = lines.offset
             if spool.rest is not None:
                 spool.rest.key = lines.offset
