@@ -246,6 +246,34 @@ other per-record work (~2.3 s) and the rows (~1.7 s) — the 5 s asked needs les
 not more overlap; and the tree's PSS (344 MB) is the parent's ~275 MB and the browser child's pages.
 A faster CoNLL reader (whole sentences split in C where a block is plain) was tried for the run's
 side and dropped: the regular expressions that prove a block plain cost what the line loop saved.
+
+Sixth round (2026-12-06 evening; the host ~35 % slower than that morning: base reported in 12.5 s
+what it had in 9.2). The whole reading in two processes (``report/read_beside.py``, which replaced
+the texts-only ``spool_beside.py``: the child reads the last half of each run's lines and takes all
+the report takes of them, sent back pickled; every record decoded once), then the frames made
+before the browser child forks (its share of rows 90 -> 80 %) and the report's own spool index
+packed. ``--n 94000 --steps report --repeat 3 --repo /work/base --repo /work/main`` (base =
+38a1e7b, the fifth round's final main; load 1.9-2.0; medians of three interleaved rounds):
+
+========  =======  ========  ========  =======
+checkout  wall     peak      tree PSS  CPU
+========  =======  ========  ========  =======
+base      12.5 s   273 MB    347 MB    21.2 s
+read      10.1 s   290 MB    378 MB    16.9 s
+main      9.7 s    262 MB    320 MB    15.3 s
+========  =======  ========  ========  =======
+
+("read": the two-process reading alone, its own three rounds beside base at load 0.6-1.5 (base
+12.2 s, 273 MB, 350 MB there): x0.83, x1.06, x1.08 — faster, but the frames built after the fork
+copied pages (PSS traced every 0.25 s: the parent 229 MB and the browser child 148 MB at the peak,
+against 222 + 131 for base); "main": then the frames before the fork: x0.77, x0.96, x0.92.) At
+18,800 samples (three rounds, load 1.3-1.5): base 4.2 s / 194 MB / 190 MB, main 4.1 s / 192 MB /
+181 MB (x0.96, x0.99, x0.95). report.md, report.html and leaderboard.csv identical but for the
+bootstrap's seconds (and the run directory's path, base's being a link to main's run). The
+reading of 94,000 records in the parent's timeline: 3.4-3.5 s for its half, then 0.1-0.4 s waiting
+for the child and 0.1 s joining. What is left for issue 28's 5 s: ~11 s of CPU at this morning's
+speed (imports 0.7 s on one core; the reading ~6.8 s; frames, bootstraps and sections ~1.9 s; the
+rows ~2.5 s), so even perfectly spread over 2 cores ~6 s — the work per record itself must fall.
 """
 
 from __future__ import annotations
