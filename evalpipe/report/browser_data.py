@@ -201,6 +201,7 @@ class BrowserRows:
             "tasks": [{"name": task, "kind": kind, "score_keys": _score_keys(task, runs, infos.get(task))}
                       for task, (kind, _) in self._kinds.items()],
         }
+        self._links: SampleLinks | None = None
         #: task → sample ids in page order; task → run index → id → index of that run's (last) record
         self._order: dict[str, list[str]] = {}
         self._where: dict[str, list[dict[str, int]]] = {}
@@ -215,7 +216,14 @@ class BrowserRows:
         return sum(len(ids) for ids in self._order.values())
 
     def links(self) -> SampleLinks:
-        """The rows' counts per (task, run) and outcome, as links for the report's numbers (no row is made)."""
+        """The rows' counts per (task, run) and outcome, as links for the report's numbers (no row is
+        made); counted once (a report counts them before its browser child forks: counted after,
+        reading every record would copy the pages the two processes share)."""
+        if self._links is None:
+            self._links = self._count_links()
+        return self._links
+
+    def _count_links(self) -> SampleLinks:
         links = SampleLinks({"samples": ()})
         for task, (kind, correct_key) in self._kinds.items():
             for index, run in enumerate(self._runs):

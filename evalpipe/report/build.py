@@ -412,6 +412,7 @@ def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed
         # the sample browser written beside the rest where a fork is wanted (evalpipe.report.browser_beside):
         # its child starts before the bootstraps, which it does not need
         rows = BrowserRows(loaded, _specs(loaded))
+        rows.links()  # counted here, before the fork: they read every record (see BrowserRows.links)
         beside = start_beside(_browser_pieces(rows), len(rows), _browser_parts(rows))
         try:
             return _build_loaded(loaded, Path(out), (rows, beside), resamples=resamples, seed=seed,
