@@ -264,3 +264,26 @@ def test_run_sh_with_options_only_runs_the_demo_against_that_endpoint(server, tm
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["ncbi_disease"]["n"] == 2 and metrics["clue_meqsum"]["n"] == 2
     assert "./run.sh report" in result.stdout
+
+
+def test_only_the_command_line_itself_skips_the_collections_at_exit(monkeypatch, capsys):
+    """``main()`` as the process's command (argv from sys.argv) freezes the heap as it leaves, so the
+    interpreter's shutdown skips its collections; a caller that gives argv keeps its collector."""
+    import gc
+
+    from evalpipe.cli import main
+
+    frozen: list[int] = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(1))
+    with pytest.raises(SystemExit) as given:
+        main(["tasks"])
+    assert given.value.code == 0 and frozen == []
+    monkeypatch.setattr(sys, "argv", ["evalpipe", "tasks"])
+    with pytest.raises(SystemExit) as own:
+        main()
+    assert own.value.code == 0 and frozen == [1]
+    monkeypatch.setattr(sys, "argv", ["evalpipe", "no-such-command"])
+    with pytest.raises(SystemExit) as bad:  # a usage error leaves the same way
+        main()
+    assert bad.value.code == 2 and frozen == [1, 1]
+    capsys.readouterr()
