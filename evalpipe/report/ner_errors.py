@@ -56,6 +56,7 @@ __all__ = [
     "is_span_kind",
     "is_span_task",
     "prediction_spans",
+    "record_spans",
     "sample_outcomes",
     "SampleOutcomes",
     "span_text",
@@ -198,14 +199,24 @@ def is_span_kind(kind: str | None) -> bool | None:
     return None if kind is None else kind == SPAN_NER
 
 
+def record_spans(record: Mapping[str, Any]) -> tuple[tuple[Span, ...], tuple[Span, ...]] | None:
+    """One sample record's gold entities (:func:`gold_spans`) and predicted entities
+    (:func:`prediction_spans`); None where either does not read as spans."""
+    gold = record.get("gold")
+    gold_entities = gold_spans(gold)
+    if gold_entities is None:
+        return None
+    predicted = prediction_spans(record.get("prediction"), gold)
+    return None if predicted is None else (gold_entities, predicted)
+
+
 def is_span_task(records: Sequence[Mapping[str, Any]], kind: str | None = None) -> bool:
     """True when the task is a span task: its recorded ``kind`` is ``span_ner`` (or, with no kind
     recorded — an older run — by shape) and every sample's gold reads as spans and every prediction
     as spans (or tags). A recorded kind other than ``span_ner`` is never one, whatever its records look like."""
     if not records or is_span_kind(kind) is False:
         return False
-    return all(gold_spans(r.get("gold")) is not None and prediction_spans(r.get("prediction"), r.get("gold")) is not None
-               for r in records)
+    return all(record_spans(r) is not None for r in records)
 
 
 def span_text(inputs: Mapping[str, Any], span: Span) -> str:

@@ -78,7 +78,6 @@ class ReadBeside:
     pid: int | None
     #: per run: the file of its browser texts and the file of what was taken
     files: list[tuple[IO[bytes], IO[bytes]]]
-    spooled: bool
 
     def results(self) -> list[tuple[Any, BrowserSpool | None] | None]:
         """Per run, what the child took of its last lines and their spool (None without texts; its
@@ -138,4 +137,4 @@ def start(jobs: Sequence[Job], spooled: bool) -> ReadBeside | None:
             data.close()
             taken.close()
         return None
-    return ReadBeside(pid, files, spooled)
+    return ReadBeside(pid, files)

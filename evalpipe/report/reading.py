@@ -33,7 +33,7 @@ from typing import Any, BinaryIO
 from evalpipe.report.sharing import _Sharing
 from evalpipe.results import RunDir
 
-__all__ = ["LEAN_FIELDS", "ON_DEMAND_FIELDS", "UNREAD_FIELDS", "RecordLines", "line_starts", "read_held", "read_records"]
+__all__ = ["LEAN_FIELDS", "ON_DEMAND_FIELDS", "UNREAD_FIELDS", "RecordLines", "line_starts", "paired", "read_held", "read_records"]
 
 #: record fields no part of the report reads (left out as records are read)
 UNREAD_FIELDS = ("prompt", "key")
@@ -96,22 +96,23 @@ def line_starts(path: Path) -> list[int]:
     return starts
 
 
-def read_records(run_dir: RunDir, compat: str | None, slim: bool = False,
-                 whole: Callable[[dict[str, Any], dict[str, Any]], None] | None = None,
-                 starts: list[int] | None = None) -> tuple[list[dict[str, Any]], RecordLines | None]:
-    """The records as the report holds them.
+def read_records(run_dir: RunDir, compat: str | None, slim: bool = False) -> tuple[list[dict[str, Any]], RecordLines | None]:
+    """The records as the report holds them, read by one process.
 
     ``slim``: without :data:`ON_DEMAND_FIELDS` and :data:`LEAN_FIELDS`, with the :class:`RecordLines`
-    that reads them again — whole records, and None, where the file's lines and records do not pair
-    up one to one (never for a file evalpipe wrote). ``whole`` sees each record whole and the record
-    that is held for it (the very object: what is made of the one may be keyed by the other), and is
-    not called again when the records are then read whole. ``starts``: :func:`line_starts` of the
-    samples file, when already found."""
-    if starts is None or not slim:
-        starts = line_starts(run_dir.samples_path(compat)) if slim else []
-    records = read_held(run_dir, compat, slim, whole)
+    that reads them again (:func:`paired`); else whole, and None."""
     if not slim:
-        return records, None
+        return read_held(run_dir, compat, False), None
+    starts = line_starts(run_dir.samples_path(compat))
+    return paired(run_dir, compat, read_held(run_dir, compat, True), starts)
+
+
+def paired(run_dir: RunDir, compat: str | None, records: list[dict[str, Any]],
+           starts: list[int]) -> tuple[list[dict[str, Any]], RecordLines | None]:
+    """Slim ``records``, read in order from the samples file's lines at ``starts``, with the
+    :class:`RecordLines` that reads them again — or, where lines and records do not pair up one to one
+    (never for a file evalpipe wrote), the records read again whole, and None (what was taken of the
+    slim ones while they were whole is then not to be used)."""
     if len(starts) != len(records):
         return read_records(run_dir, compat, slim=False)
     return records, RecordLines(run_dir.samples_path(compat), zip(map(id, records), starts))
@@ -121,8 +122,10 @@ def read_held(run_dir: RunDir, compat: str | None, slim: bool,
               whole: Callable[[dict[str, Any], dict[str, Any]], None] | None = None,
               start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
     """The records of the samples file's lines from byte offset ``start`` to ``stop`` (None: the
-    end), as :func:`read_records` holds them (``slim``, ``whole``: as there), without pairing them
-    with their lines: a part of the file read by one process (:mod:`evalpipe.report.read_beside`).
+    end), as the report holds them (``slim``: see :func:`read_records`), without pairing them with
+    their lines (:func:`paired`): the whole file, or a part of it read by one process
+    (:mod:`evalpipe.report.read_beside`). ``whole`` sees each record whole and the record that is
+    held for it (the very object: what is made of the one may be keyed by the other).
 
     The held record is a new dict of the fields kept, not the decoded one with fields popped: a
     dict keeps the table of its largest size, so a record of 6 fields popped from 16 would still

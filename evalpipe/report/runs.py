@@ -51,10 +51,10 @@ from evalpipe.report.bootstrap import ResampleTask
 from evalpipe.report.browser_spool import BrowserSpool, Spans
 from evalpipe.report.frame import FrameValues, answer_digest, report_frame
 from evalpipe.report import read_beside
-from evalpipe.report.reading import (LEAN_FIELDS, ON_DEMAND_FIELDS, UNREAD_FIELDS, RecordLines, line_starts, read_held,
-                                     read_records)
+from evalpipe.report.reading import (LEAN_FIELDS, ON_DEMAND_FIELDS, UNREAD_FIELDS, RecordLines, line_starts, paired,
+                                     read_held, read_records)
 from evalpipe.report.sharing import SHARED_CHARS, SHARING_TRIAL, OutcomeSharing, _Sharing  # noqa: F401 (re-exported)
-from evalpipe.report.ner_errors import SampleOutcomes, classify, gold_spans, is_span_kind, prediction_spans
+from evalpipe.report.ner_errors import SampleOutcomes, classify, is_span_kind, record_spans
 from evalpipe.results import RunDir, RunSummary, TaskSummary
 from evalpipe.variants.robustness import plain_metrics
 
@@ -195,12 +195,10 @@ def _span_outcomes(records: Iterable[Mapping[str, Any]]) -> list[SampleOutcomes]
     outcomes: list[SampleOutcomes] = []
     shared = OutcomeSharing()
     for record in records:
-        gold = record.get("gold")
-        gold_entities = gold_spans(gold)
-        predicted = prediction_spans(record.get("prediction"), gold) if gold_entities is not None else None
-        if gold_entities is None or predicted is None:
+        spans = record_spans(record)
+        if spans is None:
             return None
-        outcomes.append(shared.sample(classify(gold_entities, predicted)))
+        outcomes.append(shared.sample(classify(*spans)))
     return outcomes or None
 
 
@@ -386,15 +384,13 @@ class _SpanReading:
         found = self.found.get(task)
         if found is None:
             return None
-        gold = record.get("gold")
-        gold_entities = gold_spans(gold)
-        predicted = prediction_spans(record.get("prediction"), gold) if gold_entities is not None else None
-        if gold_entities is None or predicted is None:
+        spans = record_spans(record)
+        if spans is None:
             self.found[task] = None
             return None
-        outcome = self._shared.sample(classify(gold_entities, predicted))
+        outcome = self._shared.sample(classify(*spans))
         found.append(outcome)
-        return (gold_entities, predicted, outcome)
+        return (*spans, outcome)
 
     def join(self, later: Mapping[str, list[SampleOutcomes] | None]) -> None:
         """The ``found`` of the file's next part after this one's: a task that has none in either has none."""
@@ -538,11 +534,7 @@ class _RunReading:
                 spool.rest = rest_spool
             elif rest_spool is not None:
                 rest_spool.close()
-        lines: RecordLines | None = None
-        if len(records) == len(self.starts):
-            lines = RecordLines(self.head.samples_path, zip(map(id, records), self.starts))
-        else:  # lines and records do not pair up (never for a file evalpipe wrote): held whole
-            records = read_records(self.run_dir, self.compat, slim=False)[0]
+        records, lines = paired(self.run_dir, self.compat, records, self.starts)
         if spool is not None and lines is None:
             spool.close()
             spool = None
