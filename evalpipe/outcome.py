@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from evalpipe.judging.attach import attach_to_outcome
 from evalpipe.results import Budget, RunDir, RunInfo, RunSummary
-from evalpipe.scoring import TaskOutcome, record_lines
+from evalpipe.samples_file import write_samples
+from evalpipe.scoring import TaskOutcome
 from evalpipe.rundir.suite_aggregates import IncompleteSuite, PartialSuite
 from evalpipe.errors import EvalpipeError
 
@@ -102,7 +103,7 @@ def write_outcome(run: RunDir, outcome: RunOutcome, compat: str | None,
     metrics is in metrics.json (a run's costs, worked out meanwhile: evalpipe.pipeline.execute).
     """
     attach_to_outcome(run, outcome.tasks)
-    run.write_sample_lines((line for t in outcome.tasks for line in record_lines(t.records)), compat)
+    _write_samples(run, outcome.tasks, compat)
     if callable(info):
         info = info()
     run.write_json(run.metrics_path(compat), outcome.metrics)
@@ -112,3 +113,17 @@ def write_outcome(run: RunDir, outcome: RunOutcome, compat: str | None,
         run.write_variants(robustness, compat)
     else:
         run.variants_path(compat).unlink(missing_ok=True)
+
+
+def _write_samples(run: RunDir, tasks: Sequence[TaskOutcome], compat: str | None) -> None:
+    """The tasks' records into the samples file, with the report's extract of them beside it: of a task
+    folded with a spill, what was taken while it was scored (the scoring child, during the sending)."""
+    references = {t.name: str(t.robustness.get("reference")) for t in tasks if t.robustness is not None}
+    write_samples(run, [(t.records, _taken(t.records)) for t in tasks], compat,
+                  run.read_config() if run.exists() else None, references)
+
+
+def _taken(records: Sequence[Any]) -> Any:
+    """The extract taken of a task's records as they were spilled, where they are copied from the spill."""
+    spill = getattr(records, "spill", None)
+    return getattr(records, "extract", None) if spill is not None and spill.is_file() else None

@@ -33,6 +33,7 @@ from evalpipe.judging.judge_metrics import JudgeSheet, Verdict, judge_sheet, ver
 from evalpipe.judging.humans import add_human_metrics, load_human_ratings
 from evalpipe.judging.items import judgeable_tasks
 from evalpipe.results import RunDir, TaskSummary
+from evalpipe.samples_file import write_samples
 
 if TYPE_CHECKING:
     from evalpipe.scoring import TaskOutcome
@@ -183,7 +184,8 @@ def attach_to_files(run: RunDir) -> dict[str, dict[str, Any]]:
                 if compat is None:
                     shown[name] = {m: v for m, v in task_metrics.items() if is_judge_metric(m)}
             tasks[name] = task_summary
-        run.write_samples(records, compat)
+        write_samples(run, [(records, None)], compat, config,
+                      {t: str(v.get("reference")) for t, v in run.read_variants(compat).items()})
         run.write_json(run.metrics_path(compat), metrics)
         if summary is not None:
             run.write_summary(replace(summary, tasks=tasks), compat)

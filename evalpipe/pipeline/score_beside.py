@@ -60,6 +60,7 @@ from evalpipe.forking import fork_wanted
 from evalpipe.records import Completion
 from evalpipe.rescoring import plan_chunks
 from evalpipe.scoring.fold import FoldState, TaskFold
+from evalpipe.scoring.records import TakerFactory
 from evalpipe.store.answers import ResponseStore
 from evalpipe.tasks.base import Examples, TaskSpec
 
@@ -85,6 +86,8 @@ class BesideJob:
     prefix: str
     #: where its records' lines are spilled (the stage's folder: deleted with the stage)
     scratch: Path
+    #: what takes the report's extract of the spilled lines (:mod:`evalpipe.report.extract`); None: nothing
+    taker: TakerFactory | None = None
 
 
 def wanted(pending: int, environ: Mapping[str, str] = os.environ) -> bool:
@@ -203,7 +206,8 @@ def _child(conn: Connection, jobs: tuple[BesideJob, ...], store_path: Path, fold
         states: dict[int, FoldState] = {}
         for job in jobs:
             source = functools.partial(plan_chunks, store_path, job.plan, job.examples)
-            fold = TaskFold(job.spec, job.compat, job.options, job.prefix, source=source, scratch=job.scratch)
+            fold = TaskFold(job.spec, job.compat, job.options, job.prefix, source=source, scratch=job.scratch,
+                            taker=job.taker)
             try:
                 for chunk in plan_chunks(store_path, job.plan, job.examples, answers_of=arrivals):
                     fold.add(chunk)

@@ -180,8 +180,12 @@ class BrowserSpool:
     (:meth:`evalpipe.report.reading.RecordLines.offset`), set once the records are read."""
 
     def __init__(self, file: IO[bytes] | None = None,
-                 key: Callable[[Mapping[str, Any]], int | None] | None = None) -> None:
+                 key: Callable[[Mapping[str, Any]], int | None] | None = None,
+                 decode: Callable[[bytes], tuple[Any, ...] | None] = pickle.loads) -> None:
         self._file = tempfile.TemporaryFile() if file is None else file
+        #: one record's texts from their bytes (None: not usable, the row is made from the record):
+        #: a pickle, as :meth:`add` writes them, or an extract's JSON (:mod:`evalpipe.report.extract`)
+        self._decode = decode
         self._at: dict[int, tuple[int, int]] = {}
         #: an adopted spool's index (:meth:`adopt`), searched by bisection
         self._packed: PackedIndex | None = None
@@ -224,7 +228,10 @@ class BrowserSpool:
         # read at its offset, never moving the file's position: a forked child reading the spool
         # shares that position with its parent (evalpipe.report.browser_beside, both making rows)
         offset, size = at
-        input_json, gold, prediction, reasoning, answer, diagnostics, ner = pickle.loads(self._read(offset, size))
+        entry = self._decode(self._read(offset, size))
+        if entry is None:
+            return None
+        input_json, gold, prediction, reasoning, answer, diagnostics, ner = entry
         return SpooledTexts(input_json, gold, prediction, reasoning, answer, diagnostics,
                             NerTexts(*ner) if ner is not None else None)
 
@@ -256,10 +263,11 @@ class BrowserSpool:
             self._at = {}
 
     @classmethod
-    def adopt(cls, file: IO[bytes], index: PackedIndex,
-              key: Callable[[Mapping[str, Any]], int | None] | None) -> BrowserSpool:
-        """The spool another process wrote into ``file`` (its :meth:`packed_index`), asked through ``key``."""
-        spool = cls(file, key)
+    def adopt(cls, file: IO[bytes], index: PackedIndex, key: Callable[[Mapping[str, Any]], int | None] | None,
+              decode: Callable[[bytes], tuple[Any, ...] | None] = pickle.loads) -> BrowserSpool:
+        """The spool another process wrote into ``file`` (its :meth:`packed_index`), asked through ``key``;
+        ``decode`` reads one record's texts (an extract's are JSON)."""
+        spool = cls(file, key, decode)
         spool._packed = index
         spool._written = os.fstat(file.fileno()).st_size
         return spool

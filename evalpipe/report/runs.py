@@ -47,7 +47,7 @@ from evalpipe.metrics import calibration as _calibration  # noqa: F401 (register
 from evalpipe.report.bootstrap import ResampleTask
 from evalpipe.report.browser_spool import BrowserSpool
 from evalpipe.report.frame import FrameValues, answer_digest, report_frame
-from evalpipe.report import read_beside
+from evalpipe.report import extract, read_beside
 from evalpipe.report.reading import (LEAN_FIELDS, ON_DEMAND_FIELDS, UNREAD_FIELDS, RecordLines, line_starts, paired,
                                      read_held, read_records)
 from evalpipe.report.sharing import SHARED_CHARS, SHARING_TRIAL, OutcomeSharing, _Sharing  # noqa: F401 (re-exported)
@@ -302,9 +302,13 @@ class _RunReading:
         #: the parts each task's aggregations read (the tasks without prompt conditions)
         self.keys = {t: _keys(_aggregations(task_summaries.get(t, TaskSummary()), [], t))
                      for t in head.tasks if t not in head.variants}
-        self.starts = line_starts(head.samples_path)
-        #: the first line the child reads (all lines read here: no child)
-        self.split = len(self.starts)
+        #: what the run's writer took of its lines, where its extract is usable (evalpipe.report.extract):
+        #: then no line is read here
+        self.extract = extract.load(head.samples_path, span_tasks(head),
+                                {t: str(v.get("reference")) for t, v in head.variants.items()}, self.keys, make_spool)
+        self.starts = self.extract.starts if self.extract is not None else line_starts(head.samples_path)
+        #: the first line the child (or the extract) gives (all lines read here: neither)
+        self.split = 0 if self.extract is not None else len(self.starts)
 
     def _taking(self, starts: Sequence[int], spool: BrowserSpool | None) -> WhileWhole:
         return WhileWhole(span_tasks(self.head), self.head.variants, spool, FrameValues(FRAME_COLUMNS),
@@ -314,6 +318,8 @@ class _RunReading:
         """The held records of the lines before ``split``, what was taken of them, and their spool."""
         spool = BrowserSpool() if self.make_spool else None
         whole = self._taking(self.starts[:self.split], spool)
+        if self.split == 0 and self.starts:  # every line the child's or the extract's
+            return [], whole, spool
         stop = self.starts[self.split] if self.split < len(self.starts) else None
         return read_held(self.run_dir, self.compat, True, whole, stop=stop), whole, spool
 
@@ -350,9 +356,10 @@ class _RunReading:
             spool = None
         elif spool is not None and lines is not None:
             spool.pack()
-            spool.key = lines.offset
-            if spool.rest is not None:
-                spool.rest.key = lines.offset
+            link: BrowserSpool | None = spool
+            while link is not None:  # the child's spool, or an extract's one per segment
+                link.key = lines.offset
+                link = link.rest
         return self._run(records, lines, whole, spool)
 
     def _run(self, read: list[dict[str, Any]], lines: RecordLines | None, whole: WhileWhole,
@@ -465,17 +472,22 @@ def run_heads(paths: Sequence[Path], compat: str | None = None) -> list[RunHead]
 def _load_report_runs(heads: Sequence[RunHead], compat: str | None, make_spool: bool = True) -> list[ReportRun]:
     # the runs' last lines read by a child beside this reading where a fork is wanted (read_beside)
     readings = [_RunReading(head, compat, make_spool) for head in heads]
+    # a run with a usable extract is read from it; the others' last lines by a child beside this reading
+    # where a fork is wanted (read_beside)
+    unread = [reading for reading in readings if reading.extract is None]
     beside = None
-    if read_beside.wanted(sum(head.samples_path.stat().st_size for head in heads)):
-        for reading in readings:
+    if unread and read_beside.wanted(sum(reading.head.samples_path.stat().st_size for reading in unread)):
+        for reading in unread:
             reading.split = read_beside.first_child_line(len(reading.starts))
-        beside = read_beside.start([reading.read_rest for reading in readings], make_spool)
+        beside = read_beside.start([reading.read_rest for reading in unread], make_spool)
         if beside is None:  # no fork to be had: read alone
-            for reading in readings:
+            for reading in unread:
                 reading.split = len(reading.starts)
     try:
         firsts = [reading.read_first() for reading in readings]
-        rests = beside.results() if beside is not None else [None] * len(readings)
+        from_child = iter(beside.results() if beside is not None else [None] * len(unread))
+        rests = [(reading.extract.taken, reading.extract.spool) if reading.extract is not None else next(from_child)
+                 for reading in readings]
         return [reading.finish(first, rest) for reading, first, rest in zip(readings, firsts, rests)]
     finally:
         if beside is not None:

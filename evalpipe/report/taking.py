@@ -7,8 +7,8 @@ Three readers apply it to a samples file's lines, and must take exactly the same
 
 * the report reading a run (:mod:`evalpipe.report.runs`);
 * a child process reading the last part of it beside the report (:mod:`evalpipe.report.read_beside`);
-* whoever writes a samples file, as it writes each line: the run's sheet
-  (:mod:`evalpipe.report.sheet`), which a later report reads instead of the records.
+* whoever writes a samples file, as it writes each line: the run's extract
+  (:mod:`evalpipe.report.extract`), which a later report reads instead of the records.
 """
 
 from __future__ import annotations
@@ -142,7 +142,10 @@ class SpanReading:
         """The ``found`` of the file's next part after this one's: a task that has none in either has none."""
         for task, found in self.found.items():
             more = later.get(task, [])
-            self.found[task] = None if found is None or more is None else found + more
+            if found is None or more is None:
+                self.found[task] = None
+            else:
+                found.extend(more)
 
     def outcomes(self) -> dict[str, list[SampleOutcomes] | None]:
         return {task: found or None for task, found in self.found.items()}
@@ -179,8 +182,10 @@ class WhileWhole:
 
     def __init__(self, tasks: Iterable[str], variants: Mapping[str, Mapping[str, Any]],
                  spool: BrowserSpool | None = None, frame: FrameValues | None = None,
-                 parts: Mapping[str, TaskParts] | None = None, starts: Sequence[int] = ()) -> None:
-        self._reading = SpanReading(tasks, variants)
+                 parts: Mapping[str, TaskParts] | None = None, starts: Sequence[int] = (),
+                 reading: SpanReading | None = None) -> None:
+        #: ``reading``: the span reading of the lines before these, going on (an extract's batches)
+        self._reading = SpanReading(tasks, variants) if reading is None else reading
         self._spool = spool
         self._starts = starts
         self._seen = 0

@@ -15,7 +15,7 @@ from evalpipe.records import Completion, Example
 from evalpipe.scoring.chunk import Chunks, ScoringChunk, answer_prefix
 from evalpipe.scoring.fold import NotSamplewise, TaskFold, TaskOutcome
 from evalpipe.scoring.parts import ANSWERED, ERROR, FIXED_METRICS, PARSE_FAILED, RUNNER_AGGREGATIONS
-from evalpipe.scoring.records import ChunkedRecords, SampleRecords, record_lines
+from evalpipe.scoring.records import ChunkedRecords, SampleRecords, TakerFactory, record_lines
 from evalpipe.tasks.base import TaskSpec
 
 
@@ -46,11 +46,12 @@ def score_chunks(
     options: MetricOptions = MetricOptions(),
     answer_prefix: str = "",
     scratch: Path | None = None,
+    taker: TakerFactory | None = None,
 ) -> TaskOutcome:
     """A task read a chunk at a time from ``chunks()``, which may be called again and must then
     yield the same chunks: a samplewise task's records read them once more (or, with a ``scratch``
     folder, are copied from the lines written there while each chunk was scored)."""
-    fold = TaskFold(spec, compat, options, answer_prefix, source=chunks, scratch=scratch)
+    fold = TaskFold(spec, compat, options, answer_prefix, source=chunks, scratch=scratch, taker=taker)
     try:
         for chunk in chunks():
             fold.add(chunk)

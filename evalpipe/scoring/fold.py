@@ -62,7 +62,7 @@ from evalpipe.scoring.chunk import (
     Chunks, ScoredChunk, ScoringChunk, error_kinds, parse_chunk, score_answered, score_chunk,
 )
 from evalpipe.scoring.parts import FIXED_METRICS, RUNNER_AGGREGATIONS, SampleParts
-from evalpipe.scoring.records import ChunkedRecords, SampleRecords, Spill, records_of
+from evalpipe.scoring.records import ChunkedRecords, SampleRecords, Spill, TakerFactory, records_of
 from evalpipe.tasks.base import TaskSpec
 
 log = logging.getLogger(__name__)
@@ -206,6 +206,8 @@ class FoldState:
     spill: Path | None
     spill_keys: frozenset[str] | None
     spill_ok: bool
+    #: what was taken of the spilled lines (:attr:`~evalpipe.scoring.records.ChunkedRecords.extract`)
+    extract: Any = None
 
 
 class TaskFold:
@@ -214,7 +216,10 @@ class TaskFold:
     :meth:`resumed` from it, in another process)."""
 
     def __init__(self, spec: TaskSpec, compat: str | None, options: MetricOptions = MetricOptions(),
-                 answer_prefix: str = "", *, source: Chunks | None = None, scratch: Path | None = None) -> None:
+                 answer_prefix: str = "", *, source: Chunks | None = None, scratch: Path | None = None,
+                 taker: TakerFactory | None = None) -> None:
+        """``taker``: what takes something of the spilled lines as they are written (the report's
+        extract of them, :mod:`evalpipe.report.extract`), where there is a spill."""
         self.spec, self.compat, self.options, self.prefix = spec, compat, options, answer_prefix
         self.scoring = spec.scoring(compat)
         self.source = source
@@ -224,7 +229,8 @@ class TaskFold:
         #: the parsed (samplewise: scored) chunks, held where there is no source to read them again
         #: from, or the scoring is a corpus one
         self.held: list[tuple[ScoringChunk, ScoredChunk]] = []
-        self.spill = Spill.new(scratch) if scratch is not None and source is not None and self.samplewise else None
+        self.spill = (Spill.new(scratch, taker) if scratch is not None and source is not None and self.samplewise
+                      else None)
         #: the parts the spilled records carry; the spill is usable only if every chunk read the same
         self.spill_keys: frozenset[str] | None = None
         self.spill_ok = True
@@ -251,7 +257,8 @@ class TaskFold:
             self.spill = None
         return FoldState(tally=self.tally, sums=self.sums, samplewise=self.samplewise, reread=self.reread,
                          fell_back=self.fell_back, spill=spill.path if spill is not None else None,
-                         spill_keys=self.spill_keys, spill_ok=self.spill_ok)
+                         spill_keys=self.spill_keys, spill_ok=self.spill_ok,
+                         extract=spill.finish_taking() if spill is not None else None)
 
     @classmethod
     def resumed(cls, spec: TaskSpec, compat: str | None, options: MetricOptions, answer_prefix: str,
@@ -262,7 +269,7 @@ class TaskFold:
         fold.tally, fold.sums, fold.samplewise, fold.reread = state.tally, state.sums, state.samplewise, state.reread
         fold.fell_back, fold.spill_keys, fold.spill_ok = state.fell_back, state.spill_keys, state.spill_ok
         if state.spill is not None:
-            fold.spill = Spill.adopt(state.spill)
+            fold.spill = Spill.adopt(state.spill, state.extract)
         return fold
 
     def add(self, chunk: ScoringChunk) -> None:
@@ -312,7 +319,7 @@ class TaskFold:
         if keys != (self.spill_keys or frozenset()):  # a label first seen here (macro F1): made again
             self.spill_ok = False
         else:
-            self.spill.handle.writelines(record_line(r) for r in records_of(self.spec.name, chunk, scored, keys))
+            self.spill.write([record_line(r) for r in records_of(self.spec.name, chunk, scored, keys)])
 
     def _drop_spill(self) -> None:
         if self.spill is not None:
@@ -362,7 +369,8 @@ class TaskFold:
             spill = self.spill
             if spill is not None and self.spill_ok and self.spill_keys == keys_read:
                 spill.handle.close()
-                records = replace(records, spill=spill.path)
+                records = replace(records, spill=spill.path, extract=spill.finish_taking())
+                spill.taken = None  # the records own it now
                 weakref.finalize(records, spill.path.unlink, missing_ok=True)
                 self.spill = None  # the records own it now (finish drops any other)
         return self._outcome(metrics, aggregations, {}, fixed, notes, records)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO, overload
+from typing import Any, Protocol, TextIO, overload
 
 from evalpipe.metrics.options import MetricOptions
 from evalpipe.records import Completion, Example, Prediction, to_jsonable
@@ -121,6 +121,9 @@ class ChunkedRecords(Sequence[dict[str, Any]]):
     n: int
     #: the records' lines, written while the task was scored (None: made again when read)
     spill: Path | None = None
+    #: what was taken of the spilled lines as they were written (a :class:`LineTaker`'s ``finish``: the
+    #: report's extract of them, :mod:`evalpipe.report.extract`); None: nothing, or no spill
+    extract: Any = None
 
     def __len__(self) -> int:
         return self.n
@@ -182,26 +185,63 @@ class ChunkedRecords(Sequence[dict[str, Any]]):
         return [found[p] for p in positions]
 
 
-class Spill:
-    """A file in ``scratch`` for a task's record lines (see :class:`evalpipe.scoring.fold.TaskFold`)."""
+class LineTaker(Protocol):
+    """What takes something of each line spilled, as it is written (the report's extract of the lines:
+    :class:`evalpipe.report.extract.SegmentBuilder`; scoring knows no report module)."""
 
-    def __init__(self, path: Path, handle: TextIO) -> None:
+    def add(self, lines: Iterable[str]) -> None: ...
+
+    def finish(self) -> Any:
+        """What was taken (picklable: a scoring child hands it over), or None where nothing usable was."""
+
+    def abandon(self) -> None: ...
+
+
+#: makes a :class:`LineTaker` that writes its files into the folder given (the spill's scratch folder)
+TakerFactory = Callable[[Path], LineTaker]
+
+
+class Spill:
+    """A file in ``scratch`` for a task's record lines (see :class:`evalpipe.scoring.fold.TaskFold`), and
+    what a :class:`LineTaker` takes of them as they are written (``taken`` once it has finished)."""
+
+    def __init__(self, path: Path, handle: TextIO, taker: LineTaker | None = None, taken: Any = None) -> None:
         self.path, self.handle = path, handle
+        self.taker, self.taken = taker, taken
 
     @classmethod
-    def new(cls, scratch: Path) -> Spill:
+    def new(cls, scratch: Path, taker: TakerFactory | None = None) -> Spill:
         """An empty spill file in ``scratch``."""
         fd, name = tempfile.mkstemp(dir=scratch, prefix="records-", suffix=".jsonl")
-        return cls(Path(name), os.fdopen(fd, "w", encoding="utf-8", newline=""))
+        return cls(Path(name), os.fdopen(fd, "w", encoding="utf-8", newline=""),
+                   taker(scratch) if taker is not None else None)
 
     @classmethod
-    def adopt(cls, path: Path) -> Spill:
-        """A spill another fold wrote (and closed), appended to from here on."""
-        return cls(path, path.open("a", encoding="utf-8", newline=""))
+    def adopt(cls, path: Path, taken: Any = None) -> Spill:
+        """A spill another fold wrote (and closed), appended to from here on (``taken``: what was taken of it)."""
+        return cls(path, path.open("a", encoding="utf-8", newline=""), taken=taken)
+
+    def write(self, lines: list[str]) -> None:
+        self.handle.writelines(lines)
+        if self.taker is not None:
+            self.taker.add(lines)
+
+    def finish_taking(self) -> Any:
+        """What was taken of the lines written (the taker finished here, once)."""
+        if self.taker is not None:
+            self.taken, self.taker = self.taker.finish(), None
+        return self.taken
 
     def drop(self) -> None:
         self.handle.close()
         self.path.unlink(missing_ok=True)
+        if self.taker is not None:
+            self.taker.abandon()
+            self.taker = None
+        discard = getattr(self.taken, "discard", None)
+        if callable(discard):
+            discard()
+        self.taken = None
 
 
 def record_lines(records: Iterable[Mapping[str, Any]]) -> Iterator[str]:

@@ -25,6 +25,12 @@ from tests.report.support import recorded_exits
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 
 
+@pytest.fixture(autouse=True)
+def _no_extract(monkeypatch):
+    """The samples files read, as a run without an extract is (evalpipe.report.extract)."""
+    monkeypatch.setenv("EVALPIPE_EXTRACT", "0")
+
+
 def _page(runs) -> str:
     infos = {t: i for run in runs for t, i in run.info.items()}
     rows = BrowserRows(runs, infos)

@@ -1,0 +1,185 @@
+"""The report's extract of a samples file (evalpipe.report.extract): written as the file is, read instead of it.
+
+A run writes, beside ``samples.jsonl``, what a report takes of each record; a report reads that and
+decodes no record. The promise is that the extract changes nothing but the time: the runs read from
+it are those read from the file (records, frames, digests, parts, span outcomes, browser texts), the
+report is the same bytes, and an extract that does not describe the file as it is — changed since,
+damaged, taken by other code, or crafted to put script into the page — is not used.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evalpipe.report import extract
+from evalpipe.report.build import build_report
+from evalpipe.report.runs import load_report_runs
+from evalpipe.results import RunDir
+from tests.report.test_browser_beside import _files
+from tests.report.test_read_beside import _page, _same_runs
+
+
+def _index(run: Path) -> dict:
+    return json.loads((run / "samples.extract" / "index.json").read_text(encoding="utf-8"))
+
+
+def _copy(run: Path, to: Path) -> Path:
+    shutil.copytree(run, to)
+    return to
+
+
+def _unread(monkeypatch) -> None:
+    """Reading a samples file's records fails: what the report holds came from the extract."""
+    def refuse(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("a samples file was read")
+        yield
+
+    monkeypatch.setattr(RunDir, "iter_samples", refuse)
+
+
+def _alone(runs: list[Path], monkeypatch):  # type: ignore[no-untyped-def]
+    with monkeypatch.context() as m:
+        m.setenv(extract.ENV, "0")
+        return load_report_runs(runs)
+
+
+def test_a_run_writes_the_extract_of_its_samples_file(two_runs):
+    for run in two_runs:
+        index = _index(run)
+        samples = run / "samples.jsonl"
+        assert index["format"] == extract.FORMAT and index["fingerprint"] == extract.fingerprint()
+        assert index["size"] == samples.stat().st_size
+        [segment] = index["segments"]
+        assert segment["start"] == 0 and segment["size"] == index["size"]
+        assert segment["lines"] == sum(1 for line in samples.open(encoding="utf-8") if line.strip())
+        assert segment["tasks"] == ["ncbi_disease"] and segment["span_tasks"] == ["ncbi_disease"]
+        names = {p.name for p in (run / "samples.extract").iterdir()}
+        assert names == {"index.json", f"{segment['name']}.json", f"{segment['name']}.texts"}
+
+
+def test_the_runs_read_from_the_extract_are_those_read_from_the_samples(two_runs, monkeypatch):
+    alone = _alone(list(two_runs), monkeypatch)
+    page = _page(alone)
+    with monkeypatch.context() as m:
+        _unread(m)
+        from_extract = load_report_runs(list(two_runs))
+    for run in from_extract:
+        assert run.spool is not None and run.spool.rest is not None  # the extract's texts
+    _same_runs(from_extract, alone)
+    assert _page(from_extract) == page
+
+
+def test_the_report_is_the_same_bytes_with_and_without_the_extract(two_runs, tmp_path, monkeypatch):
+    monkeypatch.setenv(extract.ENV, "0")
+    build_report(list(two_runs), tmp_path / "alone", resamples=50, seed=0)
+    monkeypatch.setenv(extract.ENV, "1")
+    _unread(monkeypatch)
+    build_report(list(two_runs), tmp_path / "extract", resamples=50, seed=0)
+    assert _files(tmp_path / "extract") == _files(tmp_path / "alone")
+
+
+def test_a_samples_file_changed_since_is_read_again(two_runs, tmp_path, monkeypatch):
+    run = _copy(two_runs[1], tmp_path / "run")
+    samples = run / "samples.jsonl"
+    lines = samples.read_text(encoding="utf-8").splitlines(keepends=True)
+    record = json.loads(lines[3])
+    record["answer"] = (record["answer"] or "x")[:-1] + "?"  # one character: the same size
+    lines[3] = json.dumps(record, ensure_ascii=False) + "\n"
+    samples.write_text("".join(lines), encoding="utf-8")
+    assert samples.stat().st_size == _index(run)["size"]
+    assert extract.load(samples, ["ncbi_disease"], {}, {"ncbi_disease": ()}, True) is None
+    runs = load_report_runs([run])
+    assert runs[0].records[3].get("id") == record["id"]
+    assert _page(runs) == _page(_alone([run], monkeypatch))
+
+
+@pytest.mark.parametrize("damage", ["index", "fingerprint", "segment", "truncated", "tiling", "kind"])
+def test_a_damaged_extract_is_not_used(two_runs, tmp_path, monkeypatch, damage):
+    run = _copy(two_runs[1], tmp_path / "run")
+    folder = run / "samples.extract"
+    index = _index(run)
+    name = index["segments"][0]["name"]
+    if damage == "index":
+        (folder / "index.json").write_text("{not json", encoding="utf-8")
+    elif damage == "fingerprint":
+        index["fingerprint"] = "0" * 64
+        (folder / "index.json").write_text(json.dumps(index), encoding="utf-8")
+    elif damage == "segment":
+        (folder / f"{name}.json").unlink()
+    elif damage == "truncated":
+        data = (folder / f"{name}.json").read_bytes()
+        (folder / f"{name}.json").write_bytes(data[: len(data) // 2])
+    elif damage == "tiling":
+        index["segments"][0]["start"] = 1
+        (folder / "index.json").write_text(json.dumps(index), encoding="utf-8")
+    elif damage == "kind":  # written when the task was not read as spans: the report reads it as one now
+        index["segments"][0]["span_tasks"] = []
+        (folder / "index.json").write_text(json.dumps(index), encoding="utf-8")
+    head_keys = {"ncbi_disease": ()}
+    assert extract.load(run / "samples.jsonl", ["ncbi_disease"], {}, head_keys, True) is None
+    assert _page(load_report_runs([run])) == _page(_alone([run], monkeypatch))
+
+
+def test_a_crafted_input_is_never_spliced_into_the_page(two_runs, tmp_path, monkeypatch):
+    """An extract is data from a run directory: an input text that could end the page's script is
+    not spliced in, and the row is made from the record (whose inputs are escaped as always)."""
+    run = _copy(two_runs[0], tmp_path / "run")
+    folder = run / "samples.extract"
+    name = _index(run)["segments"][0]["name"]
+    texts = (folder / f"{name}.texts").read_bytes()
+    evil = '{"text":"</script><script>alert(1)</script>"}'
+    size = _first_entry_size(folder, name)
+    data = json.loads(texts[:size])
+    data[0] = evil
+    crafted = json.dumps(data).encode()
+    assert len(crafted) <= size
+    crafted = crafted[:-1] + b" " * (size - len(crafted)) + b"]"  # the same size: the others stay where they are
+    (folder / f"{name}.texts").write_bytes(crafted + texts[size:])
+    runs = load_report_runs([run])
+    page = _page(runs)
+    assert "<script>alert(1)" not in page
+    assert page == _page(_alone([run], monkeypatch))
+
+
+def _first_entry_size(folder: Path, name: str) -> int:
+    first = json.loads((folder / f"{name}.json").read_text(encoding="utf-8").splitlines()[0])
+    return int(first["texts"][1][0])
+
+
+def test_no_extract_is_written_or_read_when_switched_off(two_runs, tmp_path, monkeypatch):
+    from evalpipe.rescoring import rescore
+
+    run = _copy(two_runs[1], tmp_path / "run")
+    monkeypatch.setenv(extract.ENV, "0")
+    rescore(run)
+    assert not (run / "samples.extract" / "index.json").exists()
+    monkeypatch.setenv(extract.ENV, "1")
+    rescore(run)  # `evalpipe score` writes the extract again, in-process
+    assert _index(run)["size"] == (run / "samples.jsonl").stat().st_size
+    _unread(monkeypatch)
+    load_report_runs([run])
+
+
+def test_a_run_with_prompt_conditions_has_its_extract_and_the_same_runs(tmp_path, monkeypatch):
+    from tests.support.fake_openai import FakeOpenAIProcess
+    from tests.test_cli import evalpipe, only_run
+
+    results = tmp_path / "results"
+    with FakeOpenAIProcess(latency=0.0) as server:
+        done = evalpipe("run", "--task", "ncbi_disease", "--base-url", server.url, "--model", "fake-model",
+                        "--limit", "6", "--prompt-variants", "all", "--results-dir", str(results))
+    assert done.returncode == 0, done.stderr
+    run = only_run(results)
+    [segment] = _index(run)["segments"]
+    assert segment["references"] == {"ncbi_disease": json.loads((run / "variants.json").read_text())[
+        "tasks"]["ncbi_disease"]["reference"]}
+    assert segment["parts_tasks"] == []  # a task with conditions keeps its parts in its records
+    alone = _alone([run], monkeypatch)
+    _unread(monkeypatch)
+    runs = load_report_runs([run])
+    _same_runs(runs, alone)
+    assert _page(runs) == _page(alone)
