@@ -21,10 +21,12 @@ objects already frozen by someone else).
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
+import sys
 from collections.abc import Callable, Iterator
 
-__all__ = ["collector_paused", "frozen_heap"]
+__all__ = ["collector_paused", "frozen_heap", "give_back_free_memory"]
 
 
 def _managed_elsewhere() -> bool:
@@ -55,3 +57,28 @@ def collector_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+def give_back_free_memory() -> None:
+    """Return the C heap's free pages to the system (glibc's ``malloc_trim``; nothing elsewhere).
+
+    A bulk load frees most of what it made on the way (a decoded batch, its lists and strings)
+    between the objects it keeps, and glibc keeps those free pages. At 94,000 NCBI samples read
+    from a run's extract, ~17 MB of the report's resident memory were such pages (issue 28); given
+    back, they count in no process's memory, and cost ~10 ms to find."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim  # the process's own C library
+    except (OSError, AttributeError):  # another C library (musl has no malloc_trim)
+        return None
+    return trim

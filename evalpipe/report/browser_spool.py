@@ -212,22 +212,30 @@ class BrowserSpool:
         self._flushed = False
 
     def texts(self, record: Mapping[str, Any]) -> SpooledTexts | None:
-        """The texts made of ``record`` (one of this run's slim records, asked through ``key``), or None."""
+        """The texts made of ``record`` (one of this run's slim records, asked through ``key``), or None;
+        where this spool does not hold them, its ``rest``'s (asked with the same key)."""
         key = self.key(record) if self.key is not None else None
-        at = self._at.get(key) if key is not None else None
-        if at is None and key is not None and self._packed is not None:
-            keys, offsets, sizes = self._packed
-            i = bisect_left(keys, key)
-            if i < len(keys) and keys[i] == key:
-                at = (offsets[i], sizes[i])
-        if at is None:
-            return self.rest.texts(record) if self.rest is not None else None
+        if key is None:
+            return None
+        spool: BrowserSpool | None = self
+        while spool is not None:
+            at = spool._at.get(key)
+            if at is None and spool._packed is not None:
+                keys, offsets, sizes = spool._packed
+                i = bisect_left(keys, key)
+                if i < len(keys) and keys[i] == key:
+                    at = (offsets[i], sizes[i])
+            if at is not None:
+                return spool._texts_at(*at)
+            spool = spool.rest
+        return None
+
+    def _texts_at(self, offset: int, size: int) -> SpooledTexts | None:
         if not self._flushed:
             self._file.flush()
             self._flushed = True
         # read at its offset, never moving the file's position: a forked child reading the spool
         # shares that position with its parent (evalpipe.report.browser_beside, both making rows)
-        offset, size = at
         entry = self._decode(self._read(offset, size))
         if entry is None:
             return None

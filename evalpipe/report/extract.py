@@ -43,10 +43,11 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import uuid
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -57,7 +58,7 @@ from evalpipe.report.browser_spool import BrowserSpool, record_texts, Spans
 from evalpipe.report.frame import FrameValues
 from evalpipe.report.ner_errors import EntityOutcome, SampleOutcomes, is_span_kind
 from evalpipe.report.reading import LEAN_FIELDS, ON_DEMAND_FIELDS, UNREAD_FIELDS
-from evalpipe.report.sharing import OutcomeSharing, _Sharing
+from evalpipe.report.sharing import SHARED_CHARS, OutcomeSharing, _Sharing
 from evalpipe.report.taking import FRAME_COLUMNS, SpanReading, TaskParts, Taken, WhileWhole
 from evalpipe.results import _dumps
 
@@ -149,6 +150,8 @@ class Segment:
     size: int
     lines: int
     sha256: str
+    #: the SHA-256 of its own two files (what a report reads of them is what its writer wrote)
+    files_sha256: tuple[str, str]
     #: the tasks its lines belong to, in order of appearance
     tasks: tuple[str, ...]
     #: those the writer took as span tasks, and those with prompt conditions (task → reference condition)
@@ -162,6 +165,7 @@ class Segment:
 
     def entry(self, start: int) -> dict[str, Any]:
         return {"name": self.name, "start": start, "size": self.size, "lines": self.lines, "sha256": self.sha256,
+                "files_sha256": list(self.files_sha256),
                 "tasks": list(self.tasks), "span_tasks": list(self.span_tasks), "references": dict(self.references),
                 "parts_tasks": list(self.parts_tasks)}
 
@@ -174,8 +178,8 @@ class _Texts:
     """The browser texts of a segment's reference records (:func:`record_texts`), one JSON array
     each, in the order taken: what :class:`BrowserSpool` adopts. ``add`` is a spool's."""
 
-    def __init__(self, handle: IO[bytes]) -> None:
-        self._handle = handle
+    def __init__(self, handle: IO[bytes], digest: Any) -> None:
+        self._handle, self._digest = handle, digest
         self.keys: list[int] = []
         self.sizes: list[int] = []
 
@@ -186,6 +190,7 @@ class _Texts:
                        texts.diagnostics, [ner.gold_text, ner.prediction_text, ner.entities] if ner else None]
                       ).encode("utf-8")
         self._handle.write(data)
+        self._digest.update(data)
         self.keys.append(key)
         self.sizes.append(len(data))
 
@@ -250,6 +255,7 @@ class SegmentBuilder:
         self._variants = {task: {"reference": reference} for task, reference in self._references.items()}
         self._reading = SpanReading(self._span_tasks, self._variants)
         self._sha = hashlib.sha256()
+        self._data_sha, self._texts_sha = hashlib.sha256(), hashlib.sha256()
         self._size = 0
         self._lines = 0
         self._batch: list[str] = []
@@ -283,12 +289,14 @@ class SegmentBuilder:
             if not isinstance(records, list) or len(records) != len(lines) or not all(
                     type(r) is dict for r in records):
                 raise ValueError("a line that is not one JSON object")
-            self._data.write(self._document(records, starts))
+            document = self._document(records, starts)
+            self._data.write(document)
+            self._data_sha.update(document)
         except (ValueError, RecursionError, TypeError, OverflowError, OSError) as exc:
             self.problem = f"not taken ({exc})"
 
     def _document(self, records: list[dict[str, Any]], starts: list[int]) -> bytes:
-        texts = _Texts(self._texts_handle)
+        texts = _Texts(self._texts_handle, self._texts_sha)
         whole = WhileWhole((), self._variants, texts, FrameValues(FRAME_COLUMNS), None, starts,  # type: ignore[arg-type]
                            reading=self._reading)
         parts: dict[str, _Parts] = {}
@@ -304,10 +312,7 @@ class SegmentBuilder:
                 held.pop("parts", None)
             held_records.append(held)
         found = {task: (None if values is None else [_outcomes_json(o) for o in values])
-                 for task, values in self._reading.found.items() if values is None or values}
-        for values in self._reading.found.values():
-            if values is not None:
-                values.clear()
+                 for task, values in self._reading.drained().items()}
         document = {"starts": starts, "records": held_records, "frame": whole.frame.state() if whole.frame else {},
                     "digests": [d.hex() if d is not None else None for d in whole.digests],
                     "parts": {task: p.json() for task, p in parts.items()}, "found": found,
@@ -323,6 +328,7 @@ class SegmentBuilder:
         except OSError as exc:
             self.problem = self.problem or f"not written ({exc})"
         segment = Segment(self.folder, self.name, self._size, self._lines, self._sha.hexdigest(),
+                          (self._data_sha.hexdigest(), self._texts_sha.hexdigest()),
                           tuple(self._tasks), tuple(t for t in self._tasks if t in self._span_tasks),
                           {t: r for t, r in self._references.items() if t in self._tasks}, tuple(self._parts_tasks))
         if self.problem is not None:
@@ -409,8 +415,7 @@ class ExtractWriter:
                 segment.discard()
                 self._keep(None)
                 return
-            segment = Segment(self.folder, segment.name, segment.size, segment.lines, segment.sha256, segment.tasks,
-                              segment.span_tasks, segment.references, segment.parts_tasks)
+            segment = replace(segment, folder=self.folder)
         self._keep(segment)
 
     def _keep(self, segment: Segment | None) -> None:
@@ -575,16 +580,19 @@ def _load_segment(folder: Path, start: int, entry: Mapping[str, Any], parts_keys
     text_keys: list[int] = []
     text_sizes: list[int] = []
     lines = 0
+    data_sha256, texts_sha256 = entry["files_sha256"]
+    digest = hashlib.sha256()
     with (folder / f"{name}.json").open("rb") as handle:
         for line in handle:
+            digest.update(line)
             document = json.loads(line)
             batch = [sharing.record(record) for record in document["records"]]
             offsets = [start + int(at) for at in document["starts"]]
             if len(offsets) != len(batch) or not all(type(r) is dict for r in batch):
                 raise ExtractUnusable("a batch's offsets and records differ")
-            whole.join(Taken(batch, document["frame"],
+            whole.join(Taken(batch, _shared_frame(document["frame"], sharing),
                              [bytes.fromhex(d) if d is not None else None for d in document["digests"]],
-                             {t: _task_parts(document["parts"].get(t), k) for t, k in parts_keys.items()},
+                             {t: _task_parts(document["parts"].get(t), k, sharing) for t, k in parts_keys.items()},
                              {str(t): (None if v is None else [outcomes.sample(o) for o in v])
                               for t, v in document["found"].items()}))
             records.extend(batch)
@@ -593,10 +601,14 @@ def _load_segment(folder: Path, start: int, entry: Mapping[str, Any], parts_keys
             keys, sizes = document["texts"]
             text_keys.extend(start + int(k) for k in keys)
             text_sizes.extend(map(int, sizes))
+    if digest.hexdigest() != data_sha256:
+        raise ExtractUnusable("a segment's file changed since it was written")
     if lines != entry["lines"]:
         raise ExtractUnusable("the segment's lines and records differ")
     if not texts:
         return None
+    if _file_sha256(folder / f"{name}.texts") != texts_sha256:
+        raise ExtractUnusable("a segment's texts changed since they were written")
     offsets_in_file, at = [], 0
     for size in text_sizes:
         offsets_in_file.append(at)
@@ -608,12 +620,35 @@ def _load_segment(folder: Path, start: int, entry: Mapping[str, Any], parts_keys
                                        array("q", [text_sizes[i] for i in order])), None, decode=_texts_entry)
 
 
-def _task_parts(document: Mapping[str, Any] | None, keys: tuple[str, ...]) -> TaskParts:
+#: the frame's columns whose strings repeat from record to record, or are the records' own (the id)
+_SHARED_COLUMNS = ("task", "id", "finish_reason", "error")
+
+
+def _shared_frame(frame: dict[str, list[Any]], sharing: _Sharing) -> dict[str, list[Any]]:
+    """A batch's frame values, their strings the held records' (the JSON decoder makes each anew)."""
+    share = sharing.strings.setdefault
+    for name in _SHARED_COLUMNS:
+        column = frame.get(name)
+        if column:
+            frame[name] = [share(v, v) if type(v) is str and len(v) <= SHARED_CHARS else v for v in column]
+    return frame
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _task_parts(document: Mapping[str, Any] | None, keys: tuple[str, ...], sharing: _Sharing) -> TaskParts:
     """:class:`TaskParts` of the keys the report reads, from a batch's parts under every key its records had."""
     parts = TaskParts(keys)
     if document is None:
         return parts
-    ids = [str(i) for i in document["ids"]]
+    share = sharing.strings.setdefault
+    ids = [share(i, i) for i in map(str, document["ids"])]
     columns = document["columns"]
     zeros = [0.0] * len(ids)
     chosen = []
@@ -658,13 +693,13 @@ class _Outcomes:
 
 
 #: what a text spliced into the page as it is must not hold (what json_for_script escapes)
-_UNSAFE = ("<", ">", "&", "\u2028", "\u2029")
+_UNSAFE = re.compile("[<>&\u2028\u2029]")
 
 
 def _safe_input(text: Any) -> bool:
     """Whether ``text`` may be spliced into the page as a sample's input: a JSON object's text with
     none of the characters that could end or confuse the page's script element."""
-    if type(text) is not str or any(c in text for c in _UNSAFE):
+    if type(text) is not str or _UNSAFE.search(text) is not None:
         return False
     try:
         return type(orjson.loads(text)) is dict
@@ -674,11 +709,16 @@ def _safe_input(text: Any) -> bool:
 
 def _texts_entry(data: bytes) -> tuple[Any, ...] | None:
     """One record's browser texts as an extract holds them (the fields :class:`SpooledTexts` takes), or
-    None where they are not what a writer of extracts writes (the row is then made from the record)."""
+    None where they are not what a writer of extracts writes (the row is then made from the record).
+    Decoded by orjson, else (a NaN, an integer beyond 64 bits, an escaped lone surrogate: what only
+    :mod:`json` reads) by :mod:`json`, which read the same value wherever both read one."""
     try:
-        entry = json.loads(data)
-    except (ValueError, RecursionError):
-        return None
+        entry = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        try:
+            entry = json.loads(data)
+        except (ValueError, RecursionError):
+            return None
     if type(entry) is not list or len(entry) != 7 or not _safe_input(entry[0]):
         return None
     input_json, gold, prediction, reasoning, answer, diagnostics, ner = entry

@@ -42,7 +42,7 @@ import pandas as pd
 
 from evalpipe.config import scoring_method
 from evalpipe.frames import run_identity, samples_frame
-from evalpipe.heap import collector_paused, frozen_heap
+from evalpipe.heap import collector_paused, frozen_heap, give_back_free_memory
 from evalpipe.metrics import calibration as _calibration  # noqa: F401 (registers its aggregation kinds)
 from evalpipe.report.bootstrap import ResampleTask
 from evalpipe.report.browser_spool import BrowserSpool
@@ -422,7 +422,9 @@ def read_report_runs(paths: Sequence[Path], compat: str | None = None, *, spool:
     when already read."""
     heads = run_heads(paths, compat) if heads is None else heads
     with collector_paused():
-        return _load_report_runs(heads, compat, spool)
+        runs = _load_report_runs(heads, compat, spool)
+    give_back_free_memory()
+    return runs
 
 
 def add_report_frames(runs: Sequence[ReportRun], compat: str | None = None) -> None:
@@ -430,6 +432,7 @@ def add_report_frames(runs: Sequence[ReportRun], compat: str | None = None) -> N
     for run in runs:
         run.samples = report_frame(run.records, run_identity(run.path), compat, FRAME_COLUMNS, run.frame_values)
         run.frame_values = None  # made once: the values are the frame's now
+    give_back_free_memory()
 
 
 @dataclass(frozen=True)

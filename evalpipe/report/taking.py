@@ -150,6 +150,18 @@ class SpanReading:
     def outcomes(self) -> dict[str, list[SampleOutcomes] | None]:
         return {task: found or None for task, found in self.found.items()}
 
+    def drained(self) -> dict[str, list[SampleOutcomes] | None]:
+        """The outcomes found since the last time (a task with none left out; None: a record did not
+        read as spans), the reading going on without them — nor the outcomes it shared: a writer of
+        an extract holds a batch of records at a time, never what grows with the file."""
+        found = {task: (None if values is None else list(values)) for task, values in self.found.items()
+                 if values is None or values}
+        for values in self.found.values():
+            if values is not None:
+                values.clear()
+        self._shared = OutcomeSharing()
+        return found
+
 
 @dataclass(frozen=True)
 class Taken:

@@ -97,7 +97,8 @@ def test_a_samples_file_changed_since_is_read_again(two_runs, tmp_path, monkeypa
     assert _page(runs) == _page(_alone([run], monkeypatch))
 
 
-@pytest.mark.parametrize("damage", ["index", "fingerprint", "segment", "truncated", "tiling", "kind"])
+@pytest.mark.parametrize("damage", ["index", "fingerprint", "segment", "truncated", "tiling", "kind", "texts",
+                                    "parts"])
 def test_a_damaged_extract_is_not_used(two_runs, tmp_path, monkeypatch, damage):
     run = _copy(two_runs[1], tmp_path / "run")
     folder = run / "samples.extract"
@@ -119,6 +120,13 @@ def test_a_damaged_extract_is_not_used(two_runs, tmp_path, monkeypatch, damage):
     elif damage == "kind":  # written when the task was not read as spans: the report reads it as one now
         index["segments"][0]["span_tasks"] = []
         (folder / "index.json").write_text(json.dumps(index), encoding="utf-8")
+    elif damage == "texts":  # a bit flipped on disk
+        data = bytearray((folder / f"{name}.texts").read_bytes())
+        data[len(data) // 2] ^= 1
+        (folder / f"{name}.texts").write_bytes(bytes(data))
+    elif damage == "parts":  # a number changed: the intervals would be wrong
+        data = (folder / f"{name}.json").read_text(encoding="utf-8")
+        (folder / f"{name}.json").write_text(data.replace('"tokens":[', '"tokens":[1000.0,', 1), encoding="utf-8")
     head_keys = {"ncbi_disease": ()}
     assert extract.load(run / "samples.jsonl", ["ncbi_disease"], {}, head_keys, True) is None
     assert _page(load_report_runs([run])) == _page(_alone([run], monkeypatch))
@@ -139,10 +147,34 @@ def test_a_crafted_input_is_never_spliced_into_the_page(two_runs, tmp_path, monk
     assert len(crafted) <= size
     crafted = crafted[:-1] + b" " * (size - len(crafted)) + b"]"  # the same size: the others stay where they are
     (folder / f"{name}.texts").write_bytes(crafted + texts[size:])
+    _rehash(run)  # made by hand, as someone who sends a run directory can: the extract is used
+    loaded = extract.load(run / "samples.jsonl", ["ncbi_disease"], {}, {"ncbi_disease": ()}, True)
+    assert loaded is not None
     runs = load_report_runs([run])
     page = _page(runs)
     assert "<script>alert(1)" not in page
     assert page == _page(_alone([run], monkeypatch))
+
+
+def _rehash(run: Path) -> None:
+    """The index's hashes of its segments' files made again (an extract changed by a hand that knows how)."""
+    import hashlib
+
+    folder = run / "samples.extract"
+    index = _index(run)
+    for segment in index["segments"]:
+        segment["files_sha256"] = [hashlib.sha256((folder / f"{segment['name']}{suffix}").read_bytes()).hexdigest()
+                                   for suffix in (".json", ".texts")]
+    (folder / "index.json").write_text(json.dumps(index), encoding="utf-8")
+
+
+def test_a_text_that_only_json_reads_is_read_and_an_unsafe_one_is_refused():
+    entry = [json.dumps({"text": "a"}), None, "NaN", None, float("nan"), {"x": float("nan")}, None]
+    decoded = extract._texts_entry(json.dumps(entry).encode())
+    assert decoded is not None and decoded[5]["x"] != decoded[5]["x"]  # NaN, read by json
+    for bad in ('{"text": "</script>"}', '{"text": "a"', '["not an object"]', 3):
+        assert extract._texts_entry(json.dumps([bad, *entry[1:]]).encode()) is None
+    assert extract._texts_entry(b"not json") is None
 
 
 def _first_entry_size(folder: Path, name: str) -> int:
