@@ -41,8 +41,10 @@ __all__ = [
     "PAGE_SIZE",
     "RunResult",
     "SplicedSample",
+    "WrittenSample",
     "iter_sample_browser",
     "json_for_script",
+    "json_string",
     "render_sample_browser",
     "samples_fragment",
     "standalone_page",
@@ -209,6 +211,11 @@ def json_for_script(data: Any) -> str:
     return _escaped(text)
 
 
+def json_string(text: str) -> str:
+    """:func:`json_for_script` of a string (the same text, without the general path's checks)."""
+    return _escaped(_STRING(text))
+
+
 def _escaped(text: str) -> str:
     """JSON text with ``<``, ``>``, ``&``, U+2028 and U+2029 written as ``\\uXXXX`` (see :func:`json_for_script`)."""
     for char, escaped in _ESCAPES:
@@ -288,16 +295,40 @@ class SplicedSample:
         return out
 
 
+@dataclass(frozen=True)
+class WrittenSample:
+    """A sample of the browser's data whose whole JSON text is made already (as :func:`json_for_script`
+    writes it), from pieces made when the runs were written (:mod:`evalpipe.report.extract`): put into
+    the page as it is. ``sample`` is what :func:`_validate_samples` checks of it (its task, id, run keys
+    and outcomes; its input and entities were checked as the pieces were read)."""
+
+    #: None: checked already, as the texts it is made of were read
+    sample: Mapping[str, Any] | None
+    written: str
+
+    def text(self) -> str:
+        return self.written
+
+    def as_dict(self) -> dict[str, Any]:
+        """The sample as a dict (its text decoded), in the page's order of fields."""
+        decoded: dict[str, Any] = json.loads(self.written)
+        return decoded
+
+
+#: samples whose text is made otherwise than by serialising a dict
+_MADE = (SplicedSample, WrittenSample)
+
+
 def _batch_text(batch: Sequence[Any]) -> str:
     """The members of :func:`json_for_script` of ``batch`` (a list), without its brackets."""
-    if not any(isinstance(s, SplicedSample) for s in batch):
+    if not any(isinstance(s, _MADE) for s in batch):
         return json_for_script(batch)[1:-1]
-    return ",".join(s.text() if isinstance(s, SplicedSample) else json_for_script(s) for s in batch)
+    return ",".join(s.text() if isinstance(s, _MADE) else json_for_script(s) for s in batch)
 
 
 def _checked(batch: Sequence[Any]) -> list[Any]:
     """What :func:`_validate_samples` checks of each sample (a spliced sample's input is a JSON object's text)."""
-    return [s.sample if isinstance(s, SplicedSample) else s for s in batch]
+    return [s.sample if isinstance(s, _MADE) else s for s in batch if not (isinstance(s, _MADE) and s.sample is None)]
 
 def _json_pieces(data: Mapping[str, Any], samples: Iterable[Any], count: int,
                  rows: tuple[int, int] | None = None) -> Iterator[str]:
@@ -342,7 +373,8 @@ def _json_pieces(data: Mapping[str, Any], samples: Iterable[Any], count: int,
         yield "}"
 
 
-def iter_sample_browser(data: Mapping[str, Any], samples: Iterable[Mapping[str, Any] | SplicedSample] | None = None,
+def iter_sample_browser(data: Mapping[str, Any],
+                        samples: Iterable[Mapping[str, Any] | SplicedSample | WrittenSample] | None = None,
                         count: int | None = None, rows: tuple[int, int] | None = None) -> Iterator[str]:
     """:func:`render_sample_browser` in pieces, for writing straight into a file.
 

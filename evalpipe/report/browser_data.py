@@ -38,9 +38,10 @@ from contextlib import ExitStack
 from typing import Any
 
 from evalpipe.metrics.aggregation import Mean
-from evalpipe.report.browser import SplicedSample, samples_fragment
-from evalpipe.report.browser_spool import (INPUT_CHARS, SpooledTexts, entities, gold_text, prediction_text,
-                                           shown_diagnostics, shown_inputs)
+from evalpipe.report.browser import SplicedSample, WrittenSample, samples_fragment
+from evalpipe.report.browser_spool import (INPUT_CHARS, SpooledTexts, gold_text, result_head, result_judge,
+                                           shown_inputs)
+from evalpipe.report.browser_written import WrittenRows
 from evalpipe.report.leaderboard import primary_metric
 from evalpipe.report.ner_errors import SampleOutcomes, sample_outcomes
 from evalpipe.report.runs import ReportRun, TaskInfo
@@ -136,31 +137,9 @@ def _result(record: Mapping[str, Any], kind: str, key: str | None,
             entity_outcomes: SampleOutcomes | None = None, texts: SpooledTexts | None = None) -> dict[str, Any]:
     """One run's result of one sample: from its whole record, or from its lean record and the
     ``texts`` made of it as it was read (:mod:`evalpipe.report.browser_spool`; usable for ``kind``)."""
-    ner = kind == TaskKind.NER
-    ner_texts = texts.ner if texts is not None and ner else None
-    if texts is not None:
-        shown = ner_texts.prediction_text if ner_texts is not None else texts.plain_prediction
-    else:
-        shown = prediction_text(record, ner)
-    result: dict[str, Any] = {
-        "answer": texts.answer if texts is not None else record.get("answer"),
-        "prediction_text": shown,
-        "scores": dict(record.get("scores") or {}),
-        "parse_failed": record.get("parse_failed"),
-        "error": record.get("error"),
-    }
-    reasoning = texts.reasoning if texts is not None else record.get("reasoning")
-    if reasoning:  # the API's separate reasoning text (issue 25), shown apart from the answer
-        result["reasoning"] = reasoning
-    diagnostics = texts.diagnostics if texts is not None else shown_diagnostics(record)
-    if diagnostics:
-        result["diagnostics"] = diagnostics
-    if ner:
-        result["entities"] = ner_texts.entities if ner_texts is not None else entities(record, entity_outcomes)[0]
+    result = result_head(record, kind == TaskKind.NER, texts, entity_outcomes)
     result["outcomes"] = _outcomes(record, kind, key, entity_outcomes)
-    judge = record.get("judge")
-    if judge is not None:
-        result["judge"] = dict(judge) if isinstance(judge, Mapping) else {"judge": judge}
+    result.update(result_judge(record))
     return result
 
 
@@ -202,6 +181,7 @@ class BrowserRows:
                       for task, (kind, _) in self._kinds.items()],
         }
         self._links: SampleLinks | None = None
+        self._plan: WrittenRows | None = None
         #: task → sample ids in page order; task → run index → id → index of that run's (last) record
         self._order: dict[str, list[str]] = {}
         self._where: dict[str, list[dict[str, int]]] = {}
@@ -225,14 +205,19 @@ class BrowserRows:
 
     def _count_links(self) -> SampleLinks:
         links = SampleLinks({"samples": ()})
+        plan = self.plan()  # its rows' outcomes are worked out once, for both
         for task, (kind, correct_key) in self._kinds.items():
             for index, run in enumerate(self._runs):
                 where = self._where[task][index]
                 if not where:
                     continue
+                links.samples[(task, run_key(index))] = len(where)
+                planned = plan.counts(task, run_key(index))
+                if planned is not None:
+                    links.outcomes[(task, run_key(index))] = planned
+                    continue
                 records = run.task_records(task)
                 outcomes = run.span_outcomes(task) if kind == TaskKind.NER else None
-                links.samples[(task, run_key(index))] = len(where)
                 counts = links.outcomes.setdefault((task, run_key(index)), {})
                 for i in where.values():
                     for outcome in _outcomes(records[i], kind, correct_key, outcomes[i] if outcomes else None):
@@ -242,9 +227,10 @@ class BrowserRows:
     def __iter__(self) -> Iterator[dict[str, Any]]:
         """The rows as dicts (:meth:`pieces`, each spliced row decoded)."""
         for row in self.pieces():
-            yield row.as_dict() if isinstance(row, SplicedSample) else row
+            yield row.as_dict() if isinstance(row, (SplicedSample, WrittenSample)) else row
 
-    def pieces(self, start: int = 0, stop: int | None = None) -> Iterator[dict[str, Any] | SplicedSample]:
+    def pieces(self, start: int = 0, stop: int | None = None,
+               ) -> Iterator[dict[str, Any] | SplicedSample | WrittenSample]:
         """The rows, each made as it is asked for: from the texts its records' run made of them as they
         were read (:class:`~evalpipe.report.browser_spool.BrowserSpool`; the input already as the page's
         JSON, a :class:`~evalpipe.report.browser.SplicedSample`), else from each record read whole from
@@ -260,49 +246,78 @@ class BrowserRows:
         return texts if texts is not None and texts.usable(ner) else None
 
     def _rows(self, readers: Sequence[Callable[[Mapping[str, Any]], Mapping[str, Any]]], start: int, stop: int,
-              ) -> Iterator[dict[str, Any] | SplicedSample]:
+              ) -> Iterator[dict[str, Any] | SplicedSample | WrittenSample]:
+        plan = self.plan()
         before = 0  # the rows of the tasks before this one
         for task, (kind, correct_key) in self._kinds.items():
             order = self._order[task]
-            wanted = order[max(start - before, 0):max(stop - before, 0)]
+            lo, hi = max(start - before, 0), min(max(stop - before, 0), len(order))
             before += len(order)
-            if not wanted:
+            if lo >= hi:
                 continue
-            ner = kind == TaskKind.NER
-            per_run = [(index, run_key(index), run.task_records(task), self._where[task][index],
-                        run.span_outcomes(task) if ner else None)
-                       for index, run in enumerate(self._runs)]
-            firsts: list[dict[str, int]] = []
-            for _, _, records, where, _ in per_run:  # the first record of each id, for input and gold
-                first: dict[str, int] = {}
-                if len(where) != len(records):
-                    for i, record in enumerate(records):
-                        first.setdefault(str(record.get("id")), i)
-                firsts.append(first)
-            for sample_id in wanted:
-                sample: dict[str, Any] | None = None
-                input_json: str | None = None
-                for (index, key, records, where, outcomes), first, full in zip(per_run, firsts, readers):
-                    at = where.get(sample_id)
-                    if at is None:
-                        continue
-                    texts = self._texts(index, records[at], ner)
-                    result = records[at] if texts is not None else full(records[at])
-                    if sample is None:
-                        at_first = first.get(sample_id, at)
-                        given_texts = texts if at_first == at else self._texts(index, records[at_first], ner)
-                        sample = {"task": task, "id": sample_id}
-                        if given_texts is not None:
-                            input_json = given_texts.input_json
-                            sample["gold_text"] = given_texts.gold(ner)
-                        else:
-                            given = result if at_first == at and texts is None else full(records[at_first])
-                            sample["input"] = shown_inputs(given)
-                            sample["gold_text"] = gold_text(given, ner)
-                        sample["runs"] = {}
-                    sample["runs"][key] = _result(result, kind, correct_key, outcomes[at] if outcomes else None, texts)
-                assert sample is not None
-                yield SplicedSample(sample, input_json) if input_json is not None else sample
+            planned = task in plan.tasks
+            made: Callable[[str], dict[str, Any] | SplicedSample] | None = None
+            for k in range(lo, hi):
+                if planned and (text := plan.text(task, k)) is not None:
+                    yield WrittenSample(None, text)  # its parts were checked as they were read
+                    continue
+                if made is None:
+                    made = self._maker(task, kind, correct_key, readers)
+                yield made(order[k])
+
+    def _maker(self, task: str, kind: str, correct_key: str | None,
+               readers: Sequence[Callable[[Mapping[str, Any]], Mapping[str, Any]]],
+               ) -> Callable[[str], dict[str, Any] | SplicedSample]:
+        """What makes a row of ``task`` from its runs' records (and the texts made of them as they were read)."""
+        ner = kind == TaskKind.NER
+        per_run = [(index, run_key(index), run.task_records(task), self._where[task][index],
+                    run.span_outcomes(task) if ner else None)
+                   for index, run in enumerate(self._runs)]
+        firsts: list[dict[str, int]] = []
+        for _, _, records, where, _ in per_run:  # the first record of each id, for input and gold
+            first: dict[str, int] = {}
+            if len(where) != len(records):
+                for i, record in enumerate(records):
+                    first.setdefault(str(record.get("id")), i)
+            firsts.append(first)
+
+        def row(sample_id: str) -> dict[str, Any] | SplicedSample:
+            sample: dict[str, Any] | None = None
+            input_json: str | None = None
+            for (index, key, records, where, outcomes), first, full in zip(per_run, firsts, readers):
+                at = where.get(sample_id)
+                if at is None:
+                    continue
+                texts = self._texts(index, records[at], ner)
+                result = records[at] if texts is not None else full(records[at])
+                if sample is None:
+                    at_first = first.get(sample_id, at)
+                    given_texts = texts if at_first == at else self._texts(index, records[at_first], ner)
+                    sample = {"task": task, "id": sample_id}
+                    if given_texts is not None:
+                        input_json = given_texts.input_json
+                        sample["gold_text"] = given_texts.gold(ner)
+                    else:
+                        given = result if at_first == at and texts is None else full(records[at_first])
+                        sample["input"] = shown_inputs(given)
+                        sample["gold_text"] = gold_text(given, ner)
+                    sample["runs"] = {}
+                sample["runs"][key] = _result(result, kind, correct_key, outcomes[at] if outcomes else None, texts)
+            assert sample is not None
+            return SplicedSample(sample, input_json) if input_json is not None else sample
+
+        return row
+
+    def written(self) -> bool:
+        """Whether every row is made of the runs' written texts (:meth:`plan`)."""
+        return set(self.plan().tasks) == set(self._kinds)
+
+    def plan(self) -> WrittenRows:
+        """The rows made of the runs' written texts (:mod:`evalpipe.report.browser_written`), planned once:
+        before the browser's child forks, as the links are (it reads every record)."""
+        if self._plan is None:
+            self._plan = WrittenRows(self._runs, self._kinds, self._order, self._where, _outcomes, TaskKind.NER)
+        return self._plan
 
 
 def browser_data(runs: Sequence[ReportRun], infos: Mapping[str, TaskInfo] | None = None) -> dict[str, Any]:

@@ -34,14 +34,14 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from evalpipe.records import Span
 from evalpipe.report.browser import json_for_script
 from evalpipe.report.ner_errors import SampleOutcomes, gold_spans, prediction_spans, sample_outcomes, span_text
 
-__all__ = ["INPUT_CHARS", "BrowserSpool", "NerTexts", "SpooledTexts", "entities", "gold_text", "prediction_text",
-           "record_texts", "shown_diagnostics", "shown_inputs"]
+__all__ = ["INPUT_CHARS", "BrowserSpool", "NerTexts", "SpooledTexts", "WrittenRow", "entities", "gold_text", "prediction_text",
+           "record_texts", "result_head", "result_judge", "shown_diagnostics", "shown_inputs"]
 
 #: a text input field longer than this many characters is cut in the page (see browser_data's docstring)
 INPUT_CHARS = 20_000
@@ -147,6 +147,60 @@ class SpooledTexts:
         return text
 
 
+def result_head(record: Mapping[str, Any], ner: bool, texts: SpooledTexts | None = None,
+                outcomes: SampleOutcomes | None = None) -> dict[str, Any]:
+    """One run's result of one sample in the sample browser, up to its ``outcomes`` (which depend on the
+    report's other runs): what the record alone decides — its answer, its prediction as text, its
+    scores, parse flag and error, the reasoning and diagnostics where there are any, and for a task
+    shown as NER its entities. From the whole record, or from its lean record and the ``texts`` made
+    of it as it was read (usable for the kind: :meth:`SpooledTexts.usable`)."""
+    ner_texts = texts.ner if texts is not None and ner else None
+    if texts is not None:
+        shown = ner_texts.prediction_text if ner_texts is not None else texts.plain_prediction
+    else:
+        shown = prediction_text(record, ner)
+    result: dict[str, Any] = {
+        "answer": texts.answer if texts is not None else record.get("answer"),
+        "prediction_text": shown,
+        "scores": dict(record.get("scores") or {}),
+        "parse_failed": record.get("parse_failed"),
+        "error": record.get("error"),
+    }
+    reasoning = texts.reasoning if texts is not None else record.get("reasoning")
+    if reasoning:  # the API's separate reasoning text (issue 25), shown apart from the answer
+        result["reasoning"] = reasoning
+    diagnostics = texts.diagnostics if texts is not None else shown_diagnostics(record)
+    if diagnostics:
+        result["diagnostics"] = diagnostics
+    if ner:
+        result["entities"] = ner_texts.entities if ner_texts is not None else entities(record, outcomes)[0]
+    return result
+
+
+def result_judge(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The judge member of a run's result (after its outcomes), or nothing."""
+    judge = record.get("judge")
+    if judge is None:
+        return {}
+    return {"judge": dict(judge) if isinstance(judge, Mapping) else {"judge": judge}}
+
+
+class WrittenRow(NamedTuple):
+    """A record's part of a browser row as the page's JSON text, made when the record was written (the
+    run's extract, :mod:`evalpipe.report.extract`): put into the page as it is, where the row is of
+    the kind these texts were made for (``ner``)."""
+
+    ner: bool
+    #: the row's task and id, as the page's JSON members
+    key: str
+    #: :func:`shown_inputs` and the gold as text (:meth:`SpooledTexts.gold`), as the page's JSON
+    input_json: str
+    gold_json: str
+    #: the members of :func:`result_head`'s result, and of :func:`result_judge`'s (``""``: none)
+    head: str
+    judge: str
+
+
 #: a span record's gold entities, predicted entities and their outcomes, as the reader classified them
 Spans = tuple[tuple[Span, ...], tuple[Span, ...], SampleOutcomes]
 
@@ -214,6 +268,16 @@ class BrowserSpool:
     def texts(self, record: Mapping[str, Any]) -> SpooledTexts | None:
         """The texts made of ``record`` (one of this run's slim records, asked through ``key``), or None;
         where this spool does not hold them, its ``rest``'s (asked with the same key)."""
+        found = self._find(record)
+        return found[0]._texts_at(*found[1]) if found is not None else None
+
+    def written(self, record: Mapping[str, Any]) -> WrittenRow | None:
+        """The row's part made of ``record`` when it was written (an extract's spool), or None."""
+        found = self._find(record)
+        return found[0]._written_at(*found[1]) if found is not None else None
+
+    def _find(self, record: Mapping[str, Any]) -> tuple[BrowserSpool, tuple[int, int]] | None:
+        """The spool of the chain holding ``record``'s texts, and where they are in its file."""
         key = self.key(record) if self.key is not None else None
         if key is None:
             return None
@@ -226,8 +290,12 @@ class BrowserSpool:
                 if i < len(keys) and keys[i] == key:
                     at = (offsets[i], sizes[i])
             if at is not None:
-                return spool._texts_at(*at)
+                return spool, at
             spool = spool.rest
+        return None
+
+    def _written_at(self, offset: int, size: int) -> WrittenRow | None:
+        """A spool of texts made by the report holds no written row."""
         return None
 
     def _texts_at(self, offset: int, size: int) -> SpooledTexts | None:

@@ -413,7 +413,9 @@ def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed
         # its child starts before the bootstraps, which it does not need
         rows = BrowserRows(loaded, _specs(loaded))
         rows.links()  # counted here, before the fork: they read every record (see BrowserRows.links)
-        beside = start_beside(_browser_pieces(rows), len(rows), _browser_parts(rows))
+        # rows made of the runs' written texts read no record: the child makes them all, and quickly
+        # (evalpipe.report.browser_written); else it makes most, and the parent the rest
+        beside = start_beside(_browser_pieces(rows), len(rows), None if rows.written() else _browser_parts(rows))
         try:
             return _build_loaded(loaded, Path(out), (rows, beside), resamples=resamples, seed=seed,
                                  parquet=parquet, level=level, top=top, start=start)

@@ -43,18 +43,20 @@ import importlib.util
 import json
 import logging
 import os
-import re
+import threading
 import uuid
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
 
 from evalpipe.records import Span
-from evalpipe.report.browser_spool import BrowserSpool, record_texts, Spans
+from evalpipe.report.browser import json_for_script, json_string
+from evalpipe.report.browser_spool import (BrowserSpool, Spans, SpooledTexts, WrittenRow, record_texts, result_head,
+                                           result_judge)
 from evalpipe.report.frame import FrameValues
 from evalpipe.report.ner_errors import EntityOutcome, SampleOutcomes, is_span_kind
 from evalpipe.report.reading import LEAN_FIELDS, ON_DEMAND_FIELDS, UNREAD_FIELDS
@@ -159,6 +161,8 @@ class Segment:
     references: Mapping[str, str]
     #: the tasks whose parts were taken (every task without prompt conditions)
     parts_tasks: tuple[str, ...]
+    #: task → the kind its rows were written for (:class:`_Texts`): ``N`` (NER), ``P`` (plain), ``NP`` (both)
+    written: Mapping[str, str] = field(default_factory=dict)
 
     def files(self) -> tuple[Path, Path]:
         return self.folder / f"{self.name}.json", self.folder / f"{self.name}.texts"
@@ -167,7 +171,7 @@ class Segment:
         return {"name": self.name, "start": start, "size": self.size, "lines": self.lines, "sha256": self.sha256,
                 "files_sha256": list(self.files_sha256),
                 "tasks": list(self.tasks), "span_tasks": list(self.span_tasks), "references": dict(self.references),
-                "parts_tasks": list(self.parts_tasks)}
+                "parts_tasks": list(self.parts_tasks), "written": dict(self.written)}
 
     def discard(self) -> None:
         for path in self.files():
@@ -175,20 +179,33 @@ class Segment:
 
 
 class _Texts:
-    """The browser texts of a segment's reference records (:func:`record_texts`), one JSON array
-    each, in the order taken: what :class:`BrowserSpool` adopts. ``add`` is a spool's."""
+    """The browser texts of a segment's reference records, in the order taken: what
+    :class:`ExtractSpool` adopts. ``add`` is a spool's. An entry is the record's part of a browser row
+    as the page's JSON texts (:class:`~evalpipe.report.browser_spool.WrittenRow`): a line saying its
+    kind and each text's length in bytes, then the texts — :func:`~evalpipe.report.browser.json_for_script`'s,
+    so that no ``<``, ``>``, ``&``, U+2028 or U+2029 is in the file, which a report checks at once
+    (:func:`_checked_texts`). A row of another kind (a task two runs read differently) is made from
+    the record, as a row of a run without an extract is."""
 
-    def __init__(self, handle: IO[bytes], digest: Any) -> None:
-        self._handle, self._digest = handle, digest
+    def __init__(self, handle: IO[bytes], digest: Any, written: dict[str, str]) -> None:
+        self._handle, self._digest, self._written = handle, digest, written
         self.keys: list[int] = []
         self.sizes: list[int] = []
 
     def add(self, record: Mapping[str, Any], spans: Spans | None, key: int) -> None:
         texts = record_texts(record, spans)
-        ner = texts.ner
-        data = _dumps([texts.input_json, texts.plain_gold, texts.plain_prediction, texts.reasoning, texts.answer,
-                       texts.diagnostics, [ner.gold_text, ner.prediction_text, ner.entities] if ner else None]
-                      ).encode("utf-8")
+        ner = texts.ner is not None
+        judge = result_judge(record)
+        task, kind = str(record.get("task")), "N" if ner else "P"
+        seen = self._written.get(task)
+        if seen != kind:
+            self._written[task] = kind if seen is None else "NP"
+        pieces = [f'"task":{json_string(task)},"id":{json_string(str(record.get("id")))}'.encode("utf-8"),
+                  texts.input_json.encode("utf-8"), json_string(texts.gold(ner)).encode("utf-8"),
+                  json_for_script(result_head(record, ner, texts))[1:-1].encode("utf-8"),
+                  json_for_script(judge)[1:-1].encode("utf-8") if judge else b""]
+        line = " ".join([kind, *(str(len(piece)) for piece in pieces)]) + "\n"
+        data = b"".join([line.encode("ascii"), *pieces])
         self._handle.write(data)
         self._digest.update(data)
         self.keys.append(key)
@@ -262,6 +279,7 @@ class SegmentBuilder:
         self._starts: list[int] = []
         self._tasks: dict[str, None] = {}
         self._parts_tasks: dict[str, None] = {}
+        self._written: dict[str, str] = {}
         self.problem: str | None = None
 
     def add(self, lines: Iterable[str]) -> None:
@@ -296,7 +314,7 @@ class SegmentBuilder:
             self.problem = f"not taken ({exc})"
 
     def _document(self, records: list[dict[str, Any]], starts: list[int]) -> bytes:
-        texts = _Texts(self._texts_handle, self._texts_sha)
+        texts = _Texts(self._texts_handle, self._texts_sha, self._written)
         whole = WhileWhole((), self._variants, texts, FrameValues(FRAME_COLUMNS), None, starts,  # type: ignore[arg-type]
                            reading=self._reading)
         parts: dict[str, _Parts] = {}
@@ -330,7 +348,8 @@ class SegmentBuilder:
         segment = Segment(self.folder, self.name, self._size, self._lines, self._sha.hexdigest(),
                           (self._data_sha.hexdigest(), self._texts_sha.hexdigest()),
                           tuple(self._tasks), tuple(t for t in self._tasks if t in self._span_tasks),
-                          {t: r for t, r in self._references.items() if t in self._tasks}, tuple(self._parts_tasks))
+                          {t: r for t, r in self._references.items() if t in self._tasks}, tuple(self._parts_tasks),
+                          dict(self._written))
         if self.problem is not None:
             log.info("samples extract: %s", self.problem)
             segment.discard()
@@ -497,8 +516,11 @@ def load(samples: Path, span_tasks: Collection[str], references: Mapping[str, st
     if not wanted() or not index_path.is_file():
         return None
     spools: list[BrowserSpool] = []
+    checking: _Checking | None = None
     try:
         segments = _segments(index_path, samples, frozenset(span_tasks), references, parts_keys)
+        # the files' bytes hashed beside the decoding (hashlib lets go of the interpreter's lock)
+        checking = _Checking(samples, index_path.parent, segments, texts)
         whole = WhileWhole(span_tasks, {}, None, FrameValues(FRAME_COLUMNS),
                            {t: TaskParts(k) for t, k in parts_keys.items()}, ())
         records: list[dict[str, Any]] = []
@@ -507,9 +529,11 @@ def load(samples: Path, span_tasks: Collection[str], references: Mapping[str, st
             spool = _load_segment(index_path.parent, start, entry, parts_keys, texts, whole, records, starts)
             if spool is not None:
                 spools.append(spool)
-        _verify(samples, segments)
+        checking.result()
     except (ExtractUnusable, OSError, ValueError, TypeError, KeyError, IndexError, AttributeError,
             RecursionError, OverflowError) as exc:
+        if checking is not None:
+            checking.stop()
         for spool in spools:
             spool.close()
         log.info("samples extract of %s not used: %s", samples, exc)
@@ -518,6 +542,39 @@ def load(samples: Path, span_tasks: Collection[str], references: Mapping[str, st
         spool.rest = after
     first = spools[0] if spools else (BrowserSpool() if texts else None)
     return Loaded(starts, whole.taken(records), first)
+
+
+class _Checking:
+    """The checks of an extract's files that read every byte, in a thread: each segment's bytes of the
+    samples file hash to what its writer wrote (:func:`_verify`), and so do its texts files, which hold
+    no markup (:func:`_checked_texts`). Its data files are hashed as they are decoded."""
+
+    def __init__(self, samples: Path, folder: Path, segments: Sequence[tuple[int, dict[str, Any]]],
+                 texts: bool) -> None:
+        self._problem: BaseException | None = None
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._check, args=(samples, folder, segments, texts),
+                                        name="evalpipe-extract-check", daemon=True)
+        self._thread.start()
+
+    def _check(self, samples: Path, folder: Path, segments: Sequence[tuple[int, dict[str, Any]]], texts: bool) -> None:
+        try:
+            _verify(samples, segments, self._stopped)
+            for _, entry in segments if texts else ():
+                if _checked_texts(folder / f"{entry['name']}.texts", self._stopped) != entry["files_sha256"][1]:
+                    raise ExtractUnusable("a segment's texts changed since they were written")
+        except BaseException as exc:  # noqa: BLE001 - handed to the reading thread
+            self._problem = exc
+
+    def result(self) -> None:
+        """Wait for the checks; raise what they found."""
+        self._thread.join()
+        if self._problem is not None:
+            raise self._problem
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()
 
 
 def _segments(index_path: Path, samples: Path, span_tasks: frozenset[str], references: Mapping[str, str],
@@ -554,13 +611,13 @@ def _segments(index_path: Path, samples: Path, span_tasks: frozenset[str], refer
     return segments
 
 
-def _verify(samples: Path, segments: Sequence[tuple[int, dict[str, Any]]]) -> None:
+def _verify(samples: Path, segments: Sequence[tuple[int, dict[str, Any]]], stopped: threading.Event) -> None:
     """Each segment's bytes of the samples file hash to what its writer wrote."""
     with samples.open("rb") as handle:
         for start, entry in segments:
             digest, left = hashlib.sha256(), entry["size"]
             handle.seek(start)
-            while left > 0:
+            while left > 0 and not stopped.is_set():
                 chunk = handle.read(min(left, 1 << 22))
                 if not chunk:
                     break
@@ -575,12 +632,12 @@ def _load_segment(folder: Path, start: int, entry: Mapping[str, Any], parts_keys
                   ) -> BrowserSpool | None:
     """One segment's batches joined to ``whole`` (its held records to ``records``, its lines' offsets to
     ``starts``); the spool of its browser texts where they are wanted."""
-    name = entry["name"]
+    name, references = entry["name"], dict(entry["references"])
     sharing, outcomes = _Sharing(), _Outcomes()
     text_keys: list[int] = []
     text_sizes: list[int] = []
     lines = 0
-    data_sha256, texts_sha256 = entry["files_sha256"]
+    data_sha256 = entry["files_sha256"][0]
     digest = hashlib.sha256()
     with (folder / f"{name}.json").open("rb") as handle:
         for line in handle:
@@ -599,6 +656,9 @@ def _load_segment(folder: Path, start: int, entry: Mapping[str, Any], parts_keys
             starts.extend(offsets)
             lines += len(batch)
             keys, sizes = document["texts"]
+            if [start + int(k) for k in keys] != [at for at, record in zip(offsets, batch)
+                                                  if _is_reference(record, references)]:
+                raise ExtractUnusable("texts that are not those of the reference records")
             text_keys.extend(start + int(k) for k in keys)
             text_sizes.extend(map(int, sizes))
     if digest.hexdigest() != data_sha256:
@@ -607,17 +667,22 @@ def _load_segment(folder: Path, start: int, entry: Mapping[str, Any], parts_keys
         raise ExtractUnusable("the segment's lines and records differ")
     if not texts:
         return None
-    if _file_sha256(folder / f"{name}.texts") != texts_sha256:
-        raise ExtractUnusable("a segment's texts changed since they were written")
-    offsets_in_file, at = [], 0
+    offsets_in_file, at = array("q"), 0
     for size in text_sizes:
         offsets_in_file.append(at)
         at += size
-    order = sorted(range(len(text_keys)), key=text_keys.__getitem__)
     handle = (folder / f"{name}.texts").open("rb")
-    return BrowserSpool.adopt(handle, (array("q", [text_keys[i] for i in order]),
-                                       array("q", [offsets_in_file[i] for i in order]),
-                                       array("q", [text_sizes[i] for i in order])), None, decode=_texts_entry)
+    # the keys ascend (the reference records' lines, in order): the packed index is the entries' order
+    spool = ExtractSpool.adopt(handle, (array("q", text_keys), offsets_in_file, array("q", text_sizes)), None)
+    assert isinstance(spool, ExtractSpool)
+    spool.kinds = {str(t): str(k) for t, k in (entry.get("written") or {}).items()}
+    return spool
+
+
+def _is_reference(record: Mapping[str, Any], references: Mapping[str, str]) -> bool:
+    """As :meth:`~evalpipe.report.taking.SpanReading.is_reference`."""
+    task, condition = str(record.get("task")), record.get("condition")
+    return condition is None or task not in references or condition == references[task]
 
 
 #: the frame's columns whose strings repeat from record to record, or are the records' own (the id)
@@ -634,11 +699,22 @@ def _shared_frame(frame: dict[str, list[Any]], sharing: _Sharing) -> dict[str, l
     return frame
 
 
-def _file_sha256(path: Path) -> str:
+#: what no byte of an extract's texts file may be (:class:`_Texts`): the UTF-8 of < > & U+2028 U+2029
+_MARKUP = (b"<", b">", b"&", "\u2028".encode(), "\u2029".encode())
+
+
+def _checked_texts(path: Path, stopped: threading.Event | None = None) -> str:
+    """The SHA-256 of a segment's texts file, read once; raises where it holds markup (see :class:`_Texts`):
+    a text spliced from it into the page as it is can then never end the page's script element."""
     digest = hashlib.sha256()
+    tail = b""
     with path.open("rb") as handle:
-        while chunk := handle.read(1 << 22):
+        while (chunk := handle.read(1 << 22)) and not (stopped is not None and stopped.is_set()):
             digest.update(chunk)
+            window = tail + chunk  # a character's bytes split between two chunks
+            if any(mark in window for mark in _MARKUP):
+                raise ExtractUnusable("its texts hold markup")
+            tail = chunk[-2:]
     return digest.hexdigest()
 
 
@@ -692,40 +768,73 @@ class _Outcomes:
         return found
 
 
-#: what a text spliced into the page as it is must not hold (what json_for_script escapes)
-_UNSAFE = re.compile("[<>&\u2028\u2029]")
+class ExtractSpool(BrowserSpool):
+    """The browser texts of an extract's segment (:class:`_Texts` wrote them), as a spool that gives a
+    row's part as written (:meth:`written`), each checked as it is read (:func:`_written_row`): what is
+    not as a writer of extracts wrote it is None, and the row is made from the record. Its entries are
+    those of the segment's reference records, in order (:meth:`entries`)."""
+
+    #: task → the kind its rows were written for: ``N`` (NER), ``P`` (plain), ``NP`` (both)
+    kinds: Mapping[str, str] = {}
+
+    def entries(self) -> tuple[array[int], array[int]]:
+        """Where each entry is in the file (offset and size), in the order of the segment's reference records."""
+        assert self._packed is not None
+        return self._packed[1], self._packed[2]
+
+    def read_at(self, offset: int, size: int) -> bytes:
+        """The bytes of an entry (:meth:`entries`), read without moving the file's position."""
+        return self._read(offset, size)
+
+    def _written_at(self, offset: int, size: int) -> WrittenRow | None:
+        return _written_row(self._read(offset, size))
+
+    def _texts_at(self, offset: int, size: int) -> SpooledTexts | None:
+        return None  # the row is made from the record read whole (a kind the extract did not write)
 
 
-def _safe_input(text: Any) -> bool:
-    """Whether ``text`` may be spliced into the page as a sample's input: a JSON object's text with
-    none of the characters that could end or confuse the page's script element."""
-    if type(text) is not str or _UNSAFE.search(text) is not None:
-        return False
+#: the members a result's head may have (:func:`~evalpipe.report.browser_spool.result_head`), and its judge's
+_HEAD = frozenset({"answer", "prediction_text", "scores", "parse_failed", "error", "reasoning", "diagnostics",
+                   "entities"})
+_JUDGE = frozenset({"judge"})
+_KEY = frozenset({"task", "id"})
+_loads = orjson.loads
+
+
+def _written_row(data: bytes) -> WrittenRow | None:
+    """A record's written part of a browser row, each text checked to be the JSON the page takes there
+    (the file holds no markup: checked when it was adopted, :func:`_checked_texts`)."""
+    end = data.find(b"\n", 0, 80)
+    head = data[:end].split(b" ") if end > 0 else ()
+    if len(head) != 6 or head[0] not in (b"N", b"P"):
+        return None
     try:
-        return type(orjson.loads(text)) is dict
-    except orjson.JSONDecodeError:
-        return False
-
-
-def _texts_entry(data: bytes) -> tuple[Any, ...] | None:
-    """One record's browser texts as an extract holds them (the fields :class:`SpooledTexts` takes), or
-    None where they are not what a writer of extracts writes (the row is then made from the record).
-    Decoded by orjson, else (a NaN, an integer beyond 64 bits, an escaped lone surrogate: what only
-    :mod:`json` reads) by :mod:`json`, which read the same value wherever both read one."""
-    try:
-        entry = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        try:
-            entry = json.loads(data)
-        except (ValueError, RecursionError):
+        sizes = [int(n) for n in head[1:]]
+    except ValueError:
+        return None
+    pieces, at = [], end + 1
+    for size in sizes:
+        if size < 0:
             return None
-    if type(entry) is not list or len(entry) != 7 or not _safe_input(entry[0]):
+        pieces.append(data[at:at + size])
+        at += size
+    if at != len(data):
         return None
-    input_json, gold, prediction, reasoning, answer, diagnostics, ner = entry
-    if (gold is not None and type(gold) is not str) or (prediction is not None and type(prediction) is not str) \
-            or type(diagnostics) is not dict:
+    key, input_json, gold, members, judge = pieces
+    try:
+        named = _loads(b"{" + key + b"}")
+        if type(named) is not dict or named.keys() != _KEY or type(named["task"]) is not str \
+                or type(named["id"]) is not str:
+            return None
+        if type(_loads(input_json)) is not dict or type(_loads(gold)) is not str:
+            return None
+        result = _loads(b"{" + members + b"}")
+        if type(result) is not dict or not result.keys() <= _HEAD or type(result.get("entities", ())) not in (list, tuple):
+            return None
+        if judge and (type(judged := _loads(b"{" + judge + b"}")) is not dict or judged.keys() != _JUDGE
+                      or type(judged["judge"]) is not dict):
+            return None
+        return WrittenRow(head[0] == b"N", key.decode("utf-8"), input_json.decode("utf-8"), gold.decode("utf-8"),
+                          members.decode("utf-8"), judge.decode("utf-8"))
+    except (orjson.JSONDecodeError, UnicodeDecodeError):
         return None
-    if ner is not None and (type(ner) is not list or len(ner) != 3 or type(ner[0]) is not str
-                            or type(ner[1]) is not str or type(ner[2]) is not list):
-        return None
-    return input_json, gold, prediction, reasoning, answer, diagnostics, ner

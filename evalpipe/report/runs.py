@@ -346,7 +346,10 @@ class _RunReading:
                 return self.finish(self.read_first(), None)
             records = records + taken.records
             whole.join(taken)
-            if spool is not None:
+            if spool is not None and self.split == 0 and rest_spool is not None:  # all the rest's: its spool
+                spool.close()
+                spool = rest_spool
+            elif spool is not None:
                 spool.rest = rest_spool
             elif rest_spool is not None:
                 rest_spool.close()

@@ -24,6 +24,13 @@ _SECONDS = (re.compile(rb"\| \d+\.\d\d \| no interval"), re.compile(rb'<td class
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 
 
+@pytest.fixture(autouse=True)
+def _no_extract(monkeypatch):
+    """Rows made from the records, as for runs without an extract (evalpipe.report.extract), unless a
+    test says otherwise: those the child and the parent share."""
+    monkeypatch.setenv("EVALPIPE_EXTRACT", "0")
+
+
 def _files(out: Path) -> dict[str, bytes]:
     found = {}
     for name in ("report.html", "report.md", "leaderboard.csv"):
@@ -178,3 +185,24 @@ def test_a_failing_rest_raises_after_the_first_part_s_own_error(monkeypatch):
     beside = browser_beside.start(lambda: ["never"], 30, lambda split: (bad_first, rest))
     with pytest.raises(ValueError, match="first"):  # the child failed: the parent's first part raises first
         "".join(beside.pieces())
+
+
+def test_rows_of_written_texts_are_all_the_child_s(two_runs, tmp_path, monkeypatch):
+    """Rows made of the runs' extracts read no record: the child writes every one of them (the parent
+    has its own work), and the page is the one made from the records."""
+    monkeypatch.setenv(ENV, "0")
+    alone = _report(two_runs, tmp_path / "alone")
+    monkeypatch.setenv("EVALPIPE_EXTRACT", "1")
+    rests: list[bool] = []
+    real_start = browser_beside.start
+
+    def start(make, rows, parts=None):  # type: ignore[no-untyped-def]
+        beside = real_start(make, rows, parts)
+        rests.append(beside.rest is not None)
+        return beside
+
+    exits = recorded_exits(monkeypatch, browser_beside)
+    monkeypatch.setattr("evalpipe.report.build.start_beside", start)
+    monkeypatch.setenv(ENV, "1")
+    assert _report(two_runs, tmp_path / "extract") == alone
+    assert exits == [0] and rests == [False]

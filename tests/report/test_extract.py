@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from evalpipe.report import extract
+from evalpipe.report.browser_data import BrowserRows
 from evalpipe.report.build import build_report
 from evalpipe.report.runs import load_report_runs
 from evalpipe.results import RunDir
@@ -68,8 +69,10 @@ def test_the_runs_read_from_the_extract_are_those_read_from_the_samples(two_runs
         _unread(m)
         from_extract = load_report_runs(list(two_runs))
     for run in from_extract:
-        assert run.spool is not None and run.spool.rest is not None  # the extract's texts
+        assert isinstance(run.spool, extract.ExtractSpool)  # the extract's texts
     _same_runs(from_extract, alone)
+    infos = {t: i for run in from_extract for t, i in run.info.items()}
+    assert set(BrowserRows(from_extract, infos).plan().tasks) == {"ncbi_disease"}  # rows of written texts
     assert _page(from_extract) == page
 
 
@@ -133,25 +136,22 @@ def test_a_damaged_extract_is_not_used(two_runs, tmp_path, monkeypatch, damage):
 
 
 def test_a_crafted_input_is_never_spliced_into_the_page(two_runs, tmp_path, monkeypatch):
-    """An extract is data from a run directory: an input text that could end the page's script is
-    not spliced in, and the row is made from the record (whose inputs are escaped as always)."""
+    """An extract is data from a run directory: texts that could end the page's script element are
+    not used (the rows are made from the records, whose inputs are escaped as always), even where
+    whoever made them also made the hashes that go with them."""
     run = _copy(two_runs[0], tmp_path / "run")
     folder = run / "samples.extract"
     name = _index(run)["segments"][0]["name"]
     texts = (folder / f"{name}.texts").read_bytes()
-    evil = '{"text":"</script><script>alert(1)</script>"}'
-    size = _first_entry_size(folder, name)
-    data = json.loads(texts[:size])
-    data[0] = evil
-    crafted = json.dumps(data).encode()
-    assert len(crafted) <= size
-    crafted = crafted[:-1] + b" " * (size - len(crafted)) + b"]"  # the same size: the others stay where they are
-    (folder / f"{name}.texts").write_bytes(crafted + texts[size:])
-    _rehash(run)  # made by hand, as someone who sends a run directory can: the extract is used
-    loaded = extract.load(run / "samples.jsonl", ["ncbi_disease"], {}, {"ncbi_disease": ()}, True)
-    assert loaded is not None
-    runs = load_report_runs([run])
-    page = _page(runs)
+    header, rest = texts.split(b"\n", 1)
+    key, size = int(header.split()[1]), int(header.split()[2])  # the row's task and id, then its input
+    evil = b'{"text":"</script><script>alert(1)</script>"}'
+    assert len(evil) <= size
+    crafted = rest[:key] + evil + b" " * (size - len(evil)) + rest[key + size:]
+    (folder / f"{name}.texts").write_bytes(header + b"\n" + crafted)
+    _rehash(run)  # made by hand, as someone who sends a run directory can
+    assert extract.load(run / "samples.jsonl", ["ncbi_disease"], {}, {"ncbi_disease": ()}, True) is None
+    page = _page(load_report_runs([run]))
     assert "<script>alert(1)" not in page
     assert page == _page(_alone([run], monkeypatch))
 
@@ -168,18 +168,42 @@ def _rehash(run: Path) -> None:
     (folder / "index.json").write_text(json.dumps(index), encoding="utf-8")
 
 
-def test_a_text_that_only_json_reads_is_read_and_an_unsafe_one_is_refused():
-    entry = [json.dumps({"text": "a"}), None, "NaN", None, float("nan"), {"x": float("nan")}, None]
-    decoded = extract._texts_entry(json.dumps(entry).encode())
-    assert decoded is not None and decoded[5]["x"] != decoded[5]["x"]  # NaN, read by json
-    for bad in ('{"text": "</script>"}', '{"text": "a"', '["not an object"]', 3):
-        assert extract._texts_entry(json.dumps([bad, *entry[1:]]).encode()) is None
-    assert extract._texts_entry(b"not json") is None
+_KEY = '"task":"t","id":"i"'
 
 
-def _first_entry_size(folder: Path, name: str) -> int:
-    first = json.loads((folder / f"{name}.json").read_text(encoding="utf-8").splitlines()[0])
-    return int(first["texts"][1][0])
+def _entry(pieces: list[str], kind: str = "N") -> bytes:
+    pieces = [_KEY, *pieces] if not pieces[0].startswith('"task"') else pieces
+    data = [p.encode() for p in pieces]
+    return (" ".join([kind, *(str(len(d)) for d in data)]) + "\n").encode() + b"".join(data)
+
+
+def test_a_written_row_is_used_only_where_each_text_is_what_the_page_takes_there():
+    input_json = '{"text":"a"}'
+    head = '"answer":"a","prediction_text":"p","scores":{},"parse_failed":false,"error":null,"entities":[]'
+    row = extract._written_row(_entry([input_json, '"g"', head, ""]))
+    assert row is not None and row.ner and row.head == head and row.gold_json == '"g"' and row.judge == ""
+    assert extract._written_row(_entry([input_json, '"g"', head, ""], "P")).ner is False
+    judged = extract._written_row(_entry([input_json, '"g"', head, '"judge":{"j":1}']))
+    assert judged is not None and judged.judge == '"judge":{"j":1}'
+    for pieces in ([input_json[:-1], '"g"', head, ""], ['["x"]', '"g"', head, ""], [input_json, "3", head, ""],
+                   [input_json, '"g"', '"answer":1}],"x":{"a":1', ""], [input_json, '"g"', '"entities":{}', ""],
+                   [input_json, '"g"', '"outcomes":[]', ""], [input_json, '"g"', head, '"judge":"x"']):
+        assert extract._written_row(_entry(pieces)) is None, pieces
+    assert extract._written_row(_entry([input_json, '"g"', head, ""], "X")) is None
+    assert extract._written_row(_entry([input_json, '"g"', head, ""]) + b"more") is None  # the sizes do not add up
+    assert extract._written_row(b"not an entry") is None
+    for key in ('"task":"t"', '"task":1,"id":"i"', '"task":"t","id":"i","x":1'):
+        assert extract._written_row(_entry([key, input_json, '"g"', head, ""])) is None, key
+
+
+def test_a_texts_file_with_markup_is_refused(tmp_path):
+    path = tmp_path / "x.texts"
+    for markup in ("<", ">", "&", "\u2028", "\u2029"):
+        path.write_bytes(b"a" * ((1 << 22) - 1) + markup.encode() + b"b")  # across the chunks it is read in
+        with pytest.raises(extract.ExtractUnusable):
+            extract._checked_texts(path)
+    path.write_bytes(b"plain \\u003c text")
+    extract._checked_texts(path)
 
 
 def test_no_extract_is_written_or_read_when_switched_off(two_runs, tmp_path, monkeypatch):
