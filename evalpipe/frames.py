@@ -30,11 +30,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from evalpipe.results import RunDir
+
+if TYPE_CHECKING:  # pandas is imported where a frame is made: writing a run's extract reads _READERS only
+    import pandas as pd
 
 __all__ = ["CONDITION_COLUMNS", "NESTED_COLUMNS", "SCORE_PREFIX", "load_conditions", "load_metrics", "load_samples",
            "run_identity", "samples_frame", "write_parquet"]
@@ -137,6 +138,8 @@ def samples_frame(records: Iterable[Mapping[str, Any]], identity: Mapping[str, A
     keys at once while pandas read them — at 47,000 samples ~85 MB on top of the records — and
     took three times as long.
     """
+    import pandas as pd
+
     records = records if isinstance(records, list) else list(records)
     wanted = [c for c in _FIXED_COLUMNS if columns is None or c in columns]
     run_values = {"run": identity["run"], "model": identity["model"], "compat": compat or "default"}
@@ -179,6 +182,8 @@ def load_metrics(runs: str | Path | Iterable[str | Path], compat: str | None = N
     for a task the run evaluated, ``suite`` for a suite aggregate such as a CLUE level score),
     ``metric``, ``value``.
     """
+    import pandas as pd
+
     if isinstance(runs, (str, Path)):  # one run directory, not an iterable of its characters
         runs = [runs]
     rows = []
@@ -201,6 +206,8 @@ def load_conditions(runs: str | Path | Iterable[str | Path], compat: str | None 
     ``compat``, ``task``, ``condition``, ``variant``, ``shots``, ``shot_order``, ``reference`` (the
     condition whose metrics are the task's in metrics.json), ``metric``, ``value``. Empty for runs
     without prompt conditions."""
+    import pandas as pd
+
     if isinstance(runs, (str, Path)):
         runs = [runs]
     rows = []

@@ -145,6 +145,18 @@ def test_listing_tasks_imports_no_heavy_library():
     assert out.stdout.strip() == "[]", out.stdout
 
 
+def test_a_run_writing_its_extract_imports_no_heavy_library():
+    """A run takes the report's extract of its samples as it writes them (evalpipe.report.extract, in the
+    scoring child beside the sending): pandas and numpy are the report's, ~80 MB a run never needed."""
+    import subprocess
+    import sys
+
+    code = ("import sys, evalpipe.cli, evalpipe.pipeline.execute, evalpipe.samples_file, evalpipe.report.extract; "
+            "print(sorted(m for m in ('numpy', 'pandas', 'pyarrow', 'torch', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
 def _imported_names(path: Path) -> set[str]:
     """Every module named by an import statement or by an ``importlib.import_module``/``__import__``
     string in the file (relative imports resolved), whether or not it is an evalpipe module."""

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from evalpipe.frames import _FIXED_COLUMNS, _READERS, CONDITION_COLUMNS, SCORE_PREFIX, samples_frame
+
+if TYPE_CHECKING:  # imported where a frame is made: a run writing its extract takes frame values only
+    import numpy as np
+    import pandas as pd
 
 __all__ = ["FrameValues", "answer_digest", "report_frame"]
 
@@ -79,6 +80,8 @@ def report_frame(records: Sequence[Mapping[str, Any]], identity: Mapping[str, An
                  columns: Collection[str], values: FrameValues | None = None) -> pd.DataFrame:
     """``samples_frame(records, identity, compat, columns=columns)``, built column by column; the fixed
     columns from ``values`` where given (taken from the same records, whole: they may be lean now)."""
+    import pandas as pd
+
     if not records:
         return samples_frame(records, identity, compat, columns=columns)
     if values is not None and values.count != len(records):
@@ -105,6 +108,8 @@ def report_frame(records: Sequence[Mapping[str, Any]], identity: Mapping[str, An
 def _fixed(column: str, records: Sequence[Mapping[str, Any]], run_values: Mapping[str, Any],
            values: FrameValues | None) -> pd.Series:
     """One fixed column, as pandas reads a list of its values (the list dropped once read)."""
+    import pandas as pd
+
     if column in run_values:
         return pd.Series([run_values[column]] * len(records))
     if values is not None and column in values.columns:
@@ -114,6 +119,8 @@ def _fixed(column: str, records: Sequence[Mapping[str, Any]], run_values: Mappin
 
 def _score_columns(records: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
     """Each numeric per-sample score as a float column, NaN where a record lacks it."""
+    import numpy as np
+
     scores: dict[str, np.ndarray] = {}
     for i, record in enumerate(records):
         for name, value in (record.get("scores") or {}).items():

@@ -16,9 +16,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from evalpipe.metrics.aggregation import Aggregation, aggregation_from_json
 from evalpipe.report.browser_spool import BrowserSpool, Spans
@@ -26,6 +24,9 @@ from evalpipe.report.frame import FrameValues, answer_digest
 from evalpipe.report.ner_errors import SampleOutcomes, classify, record_spans
 from evalpipe.report.sharing import OutcomeSharing
 from evalpipe.results import TaskSummary
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["FRAME_COLUMNS", "SpanReading", "TaskParts", "Taken", "WhileWhole", "aggregations", "parts_keys"]
 
@@ -92,6 +93,8 @@ class TaskParts:
         self.with_parts = self.with_parts or later.with_parts
 
     def matrix(self) -> np.ndarray:
+        import numpy as np  # the report's; not a run writing its extract
+
         return np.array(self.values, dtype=float).reshape(len(self.ids), len(self.keys))
 
 
