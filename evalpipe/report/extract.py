@@ -71,6 +71,8 @@ log = logging.getLogger(__name__)
 
 #: the extract's layout; an extract of another format is not read
 FORMAT = 1
+#: a segment's files: what was taken of its records, their parts, their browser texts
+SUFFIXES = (".json", ".parts", ".texts")
 #: lines taken and written as one document of a segment (decoded as one JSON array, as the report does)
 BATCH = 512
 #: the modules whose code decides what is taken of a record (:func:`fingerprint`)
@@ -152,8 +154,8 @@ class Segment:
     size: int
     lines: int
     sha256: str
-    #: the SHA-256 of its own two files (what a report reads of them is what its writer wrote)
-    files_sha256: tuple[str, str]
+    #: the SHA-256 of its own files (:data:`SUFFIXES`: what a report reads of them is what its writer wrote)
+    files_sha256: tuple[str, ...]
     #: the tasks its lines belong to, in order of appearance
     tasks: tuple[str, ...]
     #: those the writer took as span tasks, and those with prompt conditions (task → reference condition)
@@ -164,8 +166,8 @@ class Segment:
     #: task → the kind its rows were written for (:class:`_Texts`): ``N`` (NER), ``P`` (plain), ``NP`` (both)
     written: Mapping[str, str] = field(default_factory=dict)
 
-    def files(self) -> tuple[Path, Path]:
-        return self.folder / f"{self.name}.json", self.folder / f"{self.name}.texts"
+    def files(self) -> tuple[Path, ...]:
+        return tuple(self.folder / f"{self.name}{suffix}" for suffix in SUFFIXES)
 
     def entry(self, start: int) -> dict[str, Any]:
         return {"name": self.name, "start": start, "size": self.size, "lines": self.lines, "sha256": self.sha256,
@@ -264,15 +266,14 @@ class SegmentBuilder:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self.name = f"seg-{uuid.uuid4().hex}"
-        data_path, texts_path = folder / f"{self.name}.json", folder / f"{self.name}.texts"
-        self._data = data_path.open("wb")
-        self._texts_handle = texts_path.open("wb")
+        self._data, self._parts, self._texts_handle = (
+            (folder / f"{self.name}{suffix}").open("wb") for suffix in SUFFIXES)
         self._span_tasks = frozenset(span_tasks)
         self._references = dict(references)
         self._variants = {task: {"reference": reference} for task, reference in self._references.items()}
         self._reading = SpanReading(self._span_tasks, self._variants)
         self._sha = hashlib.sha256()
-        self._data_sha, self._texts_sha = hashlib.sha256(), hashlib.sha256()
+        self._data_sha, self._parts_sha, self._texts_sha = hashlib.sha256(), hashlib.sha256(), hashlib.sha256()
         self._size = 0
         self._lines = 0
         self._batch: list[str] = []
@@ -307,13 +308,16 @@ class SegmentBuilder:
             if not isinstance(records, list) or len(records) != len(lines) or not all(
                     type(r) is dict for r in records):
                 raise ValueError("a line that is not one JSON object")
-            document = self._document(records, starts)
+            document, parts = self._document(records, starts)
             self._data.write(document)
             self._data_sha.update(document)
+            self._parts.write(parts)
+            self._parts_sha.update(parts)
         except (ValueError, RecursionError, TypeError, OverflowError, OSError) as exc:
             self.problem = f"not taken ({exc})"
 
-    def _document(self, records: list[dict[str, Any]], starts: list[int]) -> bytes:
+    def _document(self, records: list[dict[str, Any]], starts: list[int]) -> tuple[bytes, bytes]:
+        """A batch's document, and its parts' (a file of their own: :func:`load_parts` reads only them)."""
         texts = _Texts(self._texts_handle, self._texts_sha, self._written)
         whole = WhileWhole((), self._variants, texts, FrameValues(FRAME_COLUMNS), None, starts,  # type: ignore[arg-type]
                            reading=self._reading)
@@ -333,20 +337,20 @@ class SegmentBuilder:
                  for task, values in self._reading.drained().items()}
         document = {"starts": starts, "records": held_records, "frame": whole.frame.state() if whole.frame else {},
                     "digests": [d.hex() if d is not None else None for d in whole.digests],
-                    "parts": {task: p.json() for task, p in parts.items()}, "found": found,
-                    "texts": [texts.keys, texts.sizes]}
-        return (_dumps(document, separators=(",", ":")) + "\n").encode("utf-8")
+                    "found": found, "texts": [texts.keys, texts.sizes]}
+        return ((_dumps(document, separators=(",", ":")) + "\n").encode("utf-8"),
+                (_dumps({task: p.json() for task, p in parts.items()}, separators=(",", ":")) + "\n").encode("utf-8"))
 
     def finish(self) -> Segment | None:
         """The segment taken (its files written), or None where its lines could not all be taken."""
         self._take()
         try:
-            self._data.close()
-            self._texts_handle.close()
+            for handle in (self._data, self._parts, self._texts_handle):
+                handle.close()
         except OSError as exc:
             self.problem = self.problem or f"not written ({exc})"
         segment = Segment(self.folder, self.name, self._size, self._lines, self._sha.hexdigest(),
-                          (self._data_sha.hexdigest(), self._texts_sha.hexdigest()),
+                          (self._data_sha.hexdigest(), self._parts_sha.hexdigest(), self._texts_sha.hexdigest()),
                           tuple(self._tasks), tuple(t for t in self._tasks if t in self._span_tasks),
                           {t: r for t, r in self._references.items() if t in self._tasks}, tuple(self._parts_tasks),
                           dict(self._written))
@@ -358,11 +362,10 @@ class SegmentBuilder:
 
     def abandon(self) -> None:
         """Stop taking and remove what was written."""
-        with _suppressed():
-            self._data.close()
-        with _suppressed():
-            self._texts_handle.close()
-        for suffix in (".json", ".texts"):
+        for handle in (self._data, self._parts, self._texts_handle):
+            with _suppressed():
+                handle.close()
+        for suffix in SUFFIXES:
             _remove(self.folder / f"{self.name}{suffix}")
 
 
@@ -561,7 +564,7 @@ class _Checking:
         try:
             _verify(samples, segments, self._stopped)
             for _, entry in segments if texts else ():
-                if _checked_texts(folder / f"{entry['name']}.texts", self._stopped) != entry["files_sha256"][1]:
+                if _checked_texts(folder / f"{entry['name']}.texts", self._stopped) != entry["files_sha256"][2]:
                     raise ExtractUnusable("a segment's texts changed since they were written")
         except BaseException as exc:  # noqa: BLE001 - handed to the reading thread
             self._problem = exc
@@ -637,19 +640,22 @@ def _load_segment(folder: Path, start: int, entry: Mapping[str, Any], parts_keys
     text_keys: list[int] = []
     text_sizes: list[int] = []
     lines = 0
-    data_sha256 = entry["files_sha256"][0]
-    digest = hashlib.sha256()
-    with (folder / f"{name}.json").open("rb") as handle:
+    data_sha256, parts_sha256 = entry["files_sha256"][:2]
+    digest, parts_digest = hashlib.sha256(), hashlib.sha256()
+    with (folder / f"{name}.json").open("rb") as handle, (folder / f"{name}.parts").open("rb") as parts_handle:
         for line in handle:
             digest.update(line)
-            document = json.loads(line)
+            document = _decoded(line)
+            parts_line = parts_handle.readline()
+            parts_digest.update(parts_line)
+            parts_document = _decoded(parts_line)
             batch = [sharing.record(record) for record in document["records"]]
             offsets = [start + int(at) for at in document["starts"]]
             if len(offsets) != len(batch) or not all(type(r) is dict for r in batch):
                 raise ExtractUnusable("a batch's offsets and records differ")
             whole.join(Taken(batch, _shared_frame(document["frame"], sharing),
                              [bytes.fromhex(d) if d is not None else None for d in document["digests"]],
-                             {t: _task_parts(document["parts"].get(t), k, sharing) for t, k in parts_keys.items()},
+                             {t: _task_parts(parts_document.get(t), k, sharing) for t, k in parts_keys.items()},
                              {str(t): (None if v is None else [outcomes.sample(o) for o in v])
                               for t, v in document["found"].items()}))
             records.extend(batch)
@@ -661,7 +667,9 @@ def _load_segment(folder: Path, start: int, entry: Mapping[str, Any], parts_keys
                 raise ExtractUnusable("texts that are not those of the reference records")
             text_keys.extend(start + int(k) for k in keys)
             text_sizes.extend(map(int, sizes))
-    if digest.hexdigest() != data_sha256:
+        if parts_handle.readline():
+            raise ExtractUnusable("a segment's parts and records differ")
+    if digest.hexdigest() != data_sha256 or parts_digest.hexdigest() != parts_sha256:
         raise ExtractUnusable("a segment's file changed since it was written")
     if lines != entry["lines"]:
         raise ExtractUnusable("the segment's lines and records differ")
@@ -697,6 +705,16 @@ def _shared_frame(frame: dict[str, list[Any]], sharing: _Sharing) -> dict[str, l
         if column:
             frame[name] = [share(v, v) if type(v) is str and len(v) <= SHARED_CHARS else v for v in column]
     return frame
+
+
+def _decoded(line: bytes) -> Any:
+    """A document of an extract's file: by orjson (twice as fast), else — a NaN, an integer beyond 64
+    bits, an escaped lone surrogate, what only :mod:`json` reads — by :mod:`json`; where both read a
+    document, they read the same values."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line)
 
 
 #: what no byte of an extract's texts file may be (:class:`_Texts`): the UTF-8 of < > & U+2028 U+2029

@@ -59,7 +59,7 @@ def test_a_run_writes_the_extract_of_its_samples_file(two_runs):
         assert segment["lines"] == sum(1 for line in samples.open(encoding="utf-8") if line.strip())
         assert segment["tasks"] == ["ncbi_disease"] and segment["span_tasks"] == ["ncbi_disease"]
         names = {p.name for p in (run / "samples.extract").iterdir()}
-        assert names == {"index.json", f"{segment['name']}.json", f"{segment['name']}.texts"}
+        assert names == {"index.json", *(f"{segment['name']}{suffix}" for suffix in extract.SUFFIXES)}
 
 
 def test_the_runs_read_from_the_extract_are_those_read_from_the_samples(two_runs, monkeypatch):
@@ -128,8 +128,9 @@ def test_a_damaged_extract_is_not_used(two_runs, tmp_path, monkeypatch, damage):
         data[len(data) // 2] ^= 1
         (folder / f"{name}.texts").write_bytes(bytes(data))
     elif damage == "parts":  # a number changed: the intervals would be wrong
-        data = (folder / f"{name}.json").read_text(encoding="utf-8")
-        (folder / f"{name}.json").write_text(data.replace('"tokens":[', '"tokens":[1000.0,', 1), encoding="utf-8")
+        data = (folder / f"{name}.parts").read_text(encoding="utf-8")
+        assert '"tokens":[' in data
+        (folder / f"{name}.parts").write_text(data.replace('"tokens":[', '"tokens":[1000.0,', 1), encoding="utf-8")
     head_keys = {"ncbi_disease": ()}
     assert extract.load(run / "samples.jsonl", ["ncbi_disease"], {}, head_keys, True) is None
     assert _page(load_report_runs([run])) == _page(_alone([run], monkeypatch))
@@ -164,7 +165,7 @@ def _rehash(run: Path) -> None:
     index = _index(run)
     for segment in index["segments"]:
         segment["files_sha256"] = [hashlib.sha256((folder / f"{segment['name']}{suffix}").read_bytes()).hexdigest()
-                                   for suffix in (".json", ".texts")]
+                                   for suffix in extract.SUFFIXES]
     (folder / "index.json").write_text(json.dumps(index), encoding="utf-8")
 
 
