@@ -202,3 +202,37 @@ def test_no_fork_to_be_had_scores_after_the_sending(tmp_path, big_data, monkeypa
     outcome = run(tmp_path, big_data, "1", monkeypatch, "refused", limit=1_500)
     assert outcome.tasks[0].metrics == after.tasks[0].metrics
     assert "scoring" not in json.loads((outcome.run_dir.path / "summary.json").read_text())["run"]
+
+
+def test_the_child_takes_the_report_s_extract_of_the_lines_it_spills(tmp_path, big_data, monkeypatch):
+    """The report's extract of a task's lines is taken in the scoring child, beside the sending, as it
+    spills them (evalpipe.report.extract); the run moves it beside samples.jsonl."""
+    from evalpipe.report import extract
+    from evalpipe.report.runs import load_report_runs
+    from evalpipe.results import RunDir
+
+    real = extract.SegmentBuilder.finish
+
+    def finish(self):  # type: ignore[no-untyped-def]
+        with (tmp_path / "takers").open("a") as out:
+            out.write(f"{os.getpid()}\n")
+        return real(self)
+
+    monkeypatch.setattr(extract.SegmentBuilder, "finish", finish)
+    outcome = run(tmp_path, big_data, "1", monkeypatch, "extract", limit=1_500)
+    takers = [int(pid) for pid in (tmp_path / "takers").read_text().split()]
+    assert takers and os.getpid() not in takers, "the extract was not taken by the child"
+    folder = outcome.run_dir.path / "samples.extract"
+    index = json.loads((folder / "index.json").read_text())
+    assert index["size"] == (outcome.run_dir.path / "samples.jsonl").stat().st_size
+    assert {p.name for p in folder.iterdir()} == {"index.json", *(index["segments"][0]["name"] + s
+                                                                  for s in extract.SUFFIXES)}
+    monkeypatch.setenv(extract.ENV, "0")
+    alone = load_report_runs([outcome.run_dir.path])
+    monkeypatch.setenv(extract.ENV, "1")
+    monkeypatch.setattr(RunDir, "iter_samples", lambda *a, **k: (_ for _ in ()).throw(AssertionError("read")))
+    from tests.report.test_read_beside import _page, _same_runs
+
+    from_extract = load_report_runs([outcome.run_dir.path])
+    _same_runs(from_extract, alone)
+    assert _page(from_extract) == _page(alone)

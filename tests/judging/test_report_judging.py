@@ -149,3 +149,25 @@ def test_jury_versus_overlap_metrics_and_the_disagreements_to_audit(run_copy, se
     assert len(examples.entries) == 3  # the report's examples per list (build_document default)
     label, lines = examples.entries[0]
     assert "(range" in label and any(line.startswith("judge-a: accuracy") for line in lines)
+
+
+def test_judged_runs_have_the_extract_of_their_judged_samples(two_judged_runs, monkeypatch):
+    """The judges' merge rewrites samples.jsonl with each sample's judge field; it writes the report's
+    extract of it as well (evalpipe.samples_file), and a report read from it is the one read from the
+    samples (judge ratings in the sample browser included)."""
+    from evalpipe.report import extract
+    from evalpipe.results import RunDir
+    from tests.report.test_read_beside import _page, _same_runs
+
+    for run in two_judged_runs:
+        index = json.loads((run / "samples.extract" / "index.json").read_text(encoding="utf-8"))
+        assert index["size"] == (run / "samples.jsonl").stat().st_size
+    with monkeypatch.context() as m:
+        m.setenv(extract.ENV, "0")
+        alone = load_report_runs(two_judged_runs)
+    with monkeypatch.context() as m:
+        m.setattr(RunDir, "iter_samples", lambda *a, **k: (_ for _ in ()).throw(AssertionError("read")))
+        from_extract = load_report_runs(two_judged_runs)
+    _same_runs(from_extract, alone)
+    page = _page(from_extract)
+    assert '"judge":{' in page and page == _page(alone)

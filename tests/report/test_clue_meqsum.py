@@ -89,3 +89,30 @@ def test_comparing_on_a_subset_averages_the_stored_values(meqsum_runs, no_bertsc
     assert sub.corpus[BERT_F1] == pytest.approx(expected)
     # every metric but the counts fixed by the run (n, errors, answered, coverage: evalpipe.coverage)
     assert set(sub.corpus) == set(task.metrics) - {"n", "errors", "answered", "coverage"}
+
+
+def test_a_run_of_two_tasks_has_an_extract_segment_each_and_the_same_report(tmp_path, monkeypatch):
+    """NCBI (folded chunk by chunk, its lines spilled) and MeQSum (BERTScore: a corpus scoring, its
+    records made when written) in one run: each task's lines are one segment of the extract, taken
+    where they were made, and the report read from it is the same bytes as the one read from the
+    samples (evalpipe.report.extract)."""
+    import json
+
+    from evalpipe.report import extract
+    from tests.report.test_browser_beside import _files
+    from tests.report.test_read_beside import _page, _same_runs
+
+    config = RunConfig(tasks=("ncbi_disease", "clue_meqsum"), model="m", base_url="http://127.0.0.1:1/v1", limit=LIMIT)
+    run = asyncio.run(execute(config, lambda _: ScriptedBackend(first_words(6), model="m"), tmp_path)).run_dir.path
+    index = json.loads((run / "samples.extract" / "index.json").read_text(encoding="utf-8"))
+    assert [s["tasks"] for s in index["segments"]] == [["ncbi_disease"], ["clue_meqsum"]]
+    assert [s["written"] for s in index["segments"]] == [{"ncbi_disease": "N"}, {"clue_meqsum": "P"}]
+    monkeypatch.setenv(extract.ENV, "0")
+    alone = load_report_runs([run])
+    build_report([run], tmp_path / "alone", resamples=RESAMPLES, seed=0)
+    monkeypatch.setenv(extract.ENV, "1")
+    from_extract = load_report_runs([run])
+    _same_runs(from_extract, alone)
+    assert _page(from_extract) == _page(alone)
+    build_report([run], tmp_path / "extract", resamples=RESAMPLES, seed=0)
+    assert _files(tmp_path / "extract") == _files(tmp_path / "alone")

@@ -240,3 +240,17 @@ def test_a_run_with_prompt_conditions_has_its_extract_and_the_same_runs(tmp_path
     runs = load_report_runs([run])
     _same_runs(runs, alone)
     assert _page(runs) == _page(alone)
+
+
+def test_a_report_of_runs_with_and_without_an_extract_is_the_same(two_runs, tmp_path, monkeypatch):
+    """One run read from its extract, the other from its samples file (written before extracts, or
+    with EVALPIPE_EXTRACT=0): their rows are made from the records together, and the page is the one
+    made from the samples of both."""
+    older = _copy(two_runs[1], tmp_path / "older")
+    shutil.rmtree(older / "samples.extract")
+    runs = [two_runs[0], older]
+    mixed = load_report_runs(runs)
+    assert isinstance(mixed[0].spool, extract.ExtractSpool) and not isinstance(mixed[1].spool, extract.ExtractSpool)
+    infos = {t: i for run in mixed for t, i in run.info.items()}
+    assert not BrowserRows(mixed, infos).plan().tasks  # rows of both runs: made from the records
+    assert _page(mixed) == _page(_alone(runs, monkeypatch))
