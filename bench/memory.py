@@ -274,6 +274,30 @@ reading of 94,000 records in the parent's timeline: 3.4-3.5 s for its half, then
 for the child and 0.1 s joining. What is left for issue 28's 5 s: ~11 s of CPU at this morning's
 speed (imports 0.7 s on one core; the reading ~6.8 s; frames, bootstraps and sections ~1.9 s; the
 rows ~2.5 s), so even perfectly spread over 2 cores ~6 s — the work per record itself must fall.
+
+Seventh round (issue 28, 2026-12-07: the report's extract, ``evalpipe/report/extract.py``; ``--n 94000
+--steps run,report --repo <ca8e2ab> --repo .``, interleaved, load 2.0-2.5):
+
+=============================  =====================  =====================  ==============
+N = 94,000                      base (ca8e2ab)          main                   main vs base
+=============================  =====================  =====================  ==============
+report: wall / peak / tree      7.4 s / 263 / 320 MB    4.4 s / 257 / 280 MB   x0.59 / x0.98 / x0.87
+report: wall / peak / tree      7.7 s / 262 / 320 MB    5.1 s / 265 / 290 MB   x0.67 / x1.01 / x0.90
+report: CPU                     12.0-12.4 s             5.8-6.7 s              ~x0.5
+run: wall / peak                46.9-49.0 s / 121 MB    50.1-50.2 s / 121 MB   x1.02-1.07 / x1.0
+=============================  =====================  =====================  ==============
+
+The run writes, beside samples.jsonl, what the report takes of each record; the report reads it
+instead of decoding every record (the reading 7.0 → 1.3-1.5 s) and the sample browser's child makes
+its rows of the texts the extract wrote, reading no record of the report's (the rows 2.4 → 1.1 s,
+the child's copied pages ~60 MB → ~15 MB). Where the report's time went, in its own timeline at a
+quiet moment: imports 0.7-0.8 s, reading the extract 1.5 s (JSON 0.15-0.3, sharing 0.2, span outcomes
+0.3, its hash checks in a thread beside), frames 0.2 s, the rows' plan and links 0.2 s; then the
+bootstraps 0.9 s and the other sections 0.55 s (matplotlib's import 0.3 of it) while the child
+writes the rows (1.1-1.2 s). The run's peak rose to 188 MB with the first form (the extract's
+modules imported pandas into the scoring child) and is 121 MB again since they do not. Reports
+identical but for the bootstrap's seconds (``bench/report_same.py``). Single reports at a quieter
+moment (load ~0.7): 4.2-4.4 s, tree 267-281 MB.
 """
 
 from __future__ import annotations
