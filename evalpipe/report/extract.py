@@ -60,7 +60,7 @@ from evalpipe.report.browser_spool import (BrowserSpool, Spans, SpooledTexts, Wr
 from evalpipe.report.frame import FrameValues
 from evalpipe.report.ner_errors import EntityOutcome, SampleOutcomes, is_span_kind
 from evalpipe.report.reading import LEAN_FIELDS, ON_DEMAND_FIELDS, UNREAD_FIELDS
-from evalpipe.report.sharing import SHARED_CHARS, OutcomeSharing, _Sharing
+from evalpipe.report.sharing import SHARED_CHARS, _Sharing
 from evalpipe.report.taking import FRAME_COLUMNS, SpanReading, TaskParts, Taken, WhileWhole
 from evalpipe.results import _dumps
 
@@ -759,22 +759,33 @@ def _task_parts(document: Mapping[str, Any] | None, keys: tuple[str, ...], shari
 
 
 class _Outcomes:
-    """Span outcomes decoded from an extract, equal ones one object (as :class:`OutcomeSharing` shares them)."""
+    """Span outcomes decoded from an extract, equal ones one object — as :class:`OutcomeSharing` shares
+    them, found by their decoded values (tuples of numbers and strings hash faster than the outcomes)."""
 
     def __init__(self) -> None:
-        self._shared = OutcomeSharing()
+        self._samples: dict[tuple[Any, ...], SampleOutcomes] = {}
+        self._entities: dict[tuple[Any, ...], EntityOutcome] = {}
         self._spans: dict[tuple[Any, ...], Span] = {}
 
     def sample(self, document: Sequence[Sequence[Sequence[Any]]]) -> SampleOutcomes:
         gold, pred = document
-        return self._shared.sample(([self._entity("gold", e) for e in gold], [self._entity("pred", e) for e in pred]))
+        key = (tuple(map(_entity_key, gold)), tuple(map(_entity_key, pred)))
+        found = self._samples.get(key)
+        if found is None:
+            found = self._samples[key] = (tuple(self._entity("gold", k) for k in key[0]),
+                                          tuple(self._entity("pred", k) for k in key[1]))
+        return found
 
-    def _entity(self, side: str, entity: Sequence[Any]) -> EntityOutcome:
-        start, end, label, category, counterpart = entity
-        if not isinstance(category, str):
-            raise ExtractUnusable("a damaged span outcome")
-        return EntityOutcome(side, self._span(start, end, label), category,  # type: ignore[arg-type]
-                             None if counterpart is None else self._span(*counterpart))
+    def _entity(self, side: str, key: tuple[Any, ...]) -> EntityOutcome:
+        found = self._entities.get((side, key))
+        if found is None:
+            start, end, label, category, counterpart = key
+            if not isinstance(category, str):
+                raise ExtractUnusable("a damaged span outcome")
+            found = self._entities[(side, key)] = EntityOutcome(
+                side, self._span(start, end, label), category,  # type: ignore[arg-type]
+                None if counterpart is None else self._span(*counterpart))
+        return found
 
     def _span(self, start: Any, end: Any, label: Any) -> Span:
         if type(start) is not int or type(end) is not int or type(label) is not str:
@@ -784,6 +795,12 @@ class _Outcomes:
         if found is None:
             found = self._spans[key] = Span(start, end, label)
         return found
+
+
+def _entity_key(entity: Sequence[Any]) -> tuple[Any, ...]:
+    """An entity's outcome as an extract writes it (:func:`_entity_json`), as a tuple."""
+    start, end, label, category, counterpart = entity
+    return (start, end, label, category, None if counterpart is None else tuple(counterpart))
 
 
 class ExtractSpool(BrowserSpool):
