@@ -275,7 +275,7 @@ for the child and 0.1 s joining. What is left for issue 28's 5 s: ~11 s of CPU a
 speed (imports 0.7 s on one core; the reading ~6.8 s; frames, bootstraps and sections ~1.9 s; the
 rows ~2.5 s), so even perfectly spread over 2 cores ~6 s — the work per record itself must fall.
 
-Seventh round (issue 28, 2026-12-07: the report's extract, ``evalpipe/report/extract.py``; ``--n 94000
+Seventh round (issue 28, 2026-12-07: the report's extract, ``evalpipe/report/extract/``; ``--n 94000
 --steps run,report --repo <ca8e2ab> --repo .``, interleaved, load 2.0-2.5):
 
 =============================  =====================  =====================  ==============

@@ -17,7 +17,7 @@ the child writing the rows of planned tasks reads no record at all.
 
 A task is planned where every run that has it has an extract whose texts were written for the kind
 the report reads the task as (NER, or not), and no run repeats one of its ids; any other row (and
-one whose written texts are refused, :func:`~evalpipe.report.extract._written_row`) is made from
+one whose written texts are refused, :func:`~evalpipe.report.extract.rows.written_row`) is made from
 the records as before.
 """
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalpipe.report.browser import json_for_script
-from evalpipe.report.extract import ExtractSpool, _written_row
+from evalpipe.report.extract.rows import ExtractSpool, written_row
 from evalpipe.report.runs import ReportRun
 
 __all__ = ["WrittenRows"]
@@ -161,7 +161,7 @@ class WrittenRows:
             entry = entries[k]
             if entry < 0:
                 continue
-            row = _written_row(run_texts.read(entry))
+            row = written_row(run_texts.read(entry))
             if row is None or row.ner != plan.ner:
                 return None
             if first is None:

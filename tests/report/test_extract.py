@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from evalpipe.report import extract
+from evalpipe.report.extract.loading import checked_texts
+from evalpipe.report.extract.rows import written_row
 from evalpipe.report.browser_data import BrowserRows
 from evalpipe.report.build import build_report
 from evalpipe.report.runs import load_report_runs
@@ -181,20 +183,20 @@ def _entry(pieces: list[str], kind: str = "N") -> bytes:
 def test_a_written_row_is_used_only_where_each_text_is_what_the_page_takes_there():
     input_json = '{"text":"a"}'
     head = '"answer":"a","prediction_text":"p","scores":{},"parse_failed":false,"error":null,"entities":[]'
-    row = extract._written_row(_entry([input_json, '"g"', head, ""]))
+    row = written_row(_entry([input_json, '"g"', head, ""]))
     assert row is not None and row.ner and row.head == head and row.gold_json == '"g"' and row.judge == ""
-    assert extract._written_row(_entry([input_json, '"g"', head, ""], "P")).ner is False
-    judged = extract._written_row(_entry([input_json, '"g"', head, '"judge":{"j":1}']))
+    assert written_row(_entry([input_json, '"g"', head, ""], "P")).ner is False
+    judged = written_row(_entry([input_json, '"g"', head, '"judge":{"j":1}']))
     assert judged is not None and judged.judge == '"judge":{"j":1}'
     for pieces in ([input_json[:-1], '"g"', head, ""], ['["x"]', '"g"', head, ""], [input_json, "3", head, ""],
                    [input_json, '"g"', '"answer":1}],"x":{"a":1', ""], [input_json, '"g"', '"entities":{}', ""],
                    [input_json, '"g"', '"outcomes":[]', ""], [input_json, '"g"', head, '"judge":"x"']):
-        assert extract._written_row(_entry(pieces)) is None, pieces
-    assert extract._written_row(_entry([input_json, '"g"', head, ""], "X")) is None
-    assert extract._written_row(_entry([input_json, '"g"', head, ""]) + b"more") is None  # the sizes do not add up
-    assert extract._written_row(b"not an entry") is None
+        assert written_row(_entry(pieces)) is None, pieces
+    assert written_row(_entry([input_json, '"g"', head, ""], "X")) is None
+    assert written_row(_entry([input_json, '"g"', head, ""]) + b"more") is None  # the sizes do not add up
+    assert written_row(b"not an entry") is None
     for key in ('"task":"t"', '"task":1,"id":"i"', '"task":"t","id":"i","x":1'):
-        assert extract._written_row(_entry([key, input_json, '"g"', head, ""])) is None, key
+        assert written_row(_entry([key, input_json, '"g"', head, ""])) is None, key
 
 
 def test_a_texts_file_with_markup_is_refused(tmp_path):
@@ -202,9 +204,9 @@ def test_a_texts_file_with_markup_is_refused(tmp_path):
     for markup in ("<", ">", "&", "\u2028", "\u2029"):
         path.write_bytes(b"a" * ((1 << 22) - 1) + markup.encode() + b"b")  # across the chunks it is read in
         with pytest.raises(extract.ExtractUnusable):
-            extract._checked_texts(path)
+            checked_texts(path)
     path.write_bytes(b"plain \\u003c text")
-    extract._checked_texts(path)
+    checked_texts(path)
 
 
 def test_no_extract_is_written_or_read_when_switched_off(two_runs, tmp_path, monkeypatch):
