@@ -24,7 +24,9 @@ writes the first :data:`CHILD_SHARE` of the rows and the parent, once report.htm
 browser, writes the rest into a file of its own while the child may still be writing, then copies
 the child's file and its own into the page. The rows read their spooled texts at their offsets
 (:class:`~evalpipe.report.browser_spool.BrowserSpool` never moves the shared file position), so the
-two processes reading one spool file do not disturb each other.
+two processes reading one spool file do not disturb each other. Rows made of the texts the runs'
+extracts wrote (:mod:`evalpipe.report.browser_written`, ~1.1 s at 94,000 NCBI samples, and reading
+no record of the parent's) are all the child's: the report passes no ``parts`` then.
 """
 
 from __future__ import annotations

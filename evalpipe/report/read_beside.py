@@ -25,6 +25,9 @@ an exception — a damaged line among its lines, say —, no fork to be had), or
 report's do not add up to the file's lines, the report reads that run again whole itself, from its
 first line: an error then names the line as it would have without a child.
 
+A run read from its extract (:mod:`evalpipe.report.extract`) has no line to read: the child reads
+the others' only, and none is forked where every run has one.
+
 ``EVALPIPE_REPORT_READ_BESIDE`` ``0`` never forks, ``1`` whenever a fork exists (the tests), unset
 or ``auto`` by :func:`evalpipe.forking.fork_wanted`'s rules (Linux, one thread, two cores, a core
 idle now, at least :data:`MINIMUM` bytes of samples).

@@ -27,6 +27,11 @@ collector is paused while they are read (hundreds of thousands of new containers
 walk them all again and again, for nothing: records hold no cycles). ``ReportRun.samples`` is a
 frame of only the columns the report reads (:data:`FRAME_COLUMNS`); ``report --parquet`` reads
 the records again for the whole frame (:func:`full_samples_frame`).
+
+Where the run wrote its extract (:mod:`evalpipe.report.extract`: what is taken of each record,
+taken by the writer of ``samples.jsonl`` with the same code) and it describes the samples file as
+it is, the run is read from it instead, and no record is decoded: the same held records, frame
+values, digests, parts and outcomes, and the sample browser's texts as the writer wrote them.
 """
 
 from __future__ import annotations
@@ -291,8 +296,9 @@ def span_tasks(head: RunHead) -> list[str]:
 
 
 class _RunReading:
-    """One run's samples file being read: by the report alone, or its lines before ``split`` by the
-    report and the rest by a child (:mod:`evalpipe.report.read_beside`)."""
+    """One run's samples file being read: from its extract (every line's taking as its writer took it,
+    :mod:`evalpipe.report.extract`), by the report alone, or its lines before ``split`` by the report
+    and the rest by a child (:mod:`evalpipe.report.read_beside`)."""
 
     def __init__(self, head: RunHead, compat: str | None, make_spool: bool) -> None:
         self.head, self.compat, self.make_spool = head, compat, make_spool
