@@ -40,8 +40,8 @@ from evalpipe.records import Span
 from evalpipe.report.browser import json_for_script
 from evalpipe.report.ner_errors import SampleOutcomes, gold_spans, prediction_spans, sample_outcomes, span_text
 
-__all__ = ["INPUT_CHARS", "BrowserSpool", "NerTexts", "SpooledTexts", "WrittenRow", "entities", "gold_text", "prediction_text",
-           "record_texts", "result_head", "result_judge", "shown_diagnostics", "shown_inputs"]
+__all__ = ["INPUT_CHARS", "BrowserSpool", "NerTexts", "SpooledTexts", "WrittenRow", "entities", "gold_text",
+           "prediction_text", "record_texts", "result_head", "result_judge", "shown_diagnostics", "shown_inputs"]
 
 #: a text input field longer than this many characters is cut in the page (see browser_data's docstring)
 INPUT_CHARS = 20_000

@@ -16,10 +16,10 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evalpipe.metrics.aggregation import Aggregation, aggregation_from_json
-from evalpipe.report.browser_spool import BrowserSpool, Spans
+from evalpipe.report.browser_spool import Spans
 from evalpipe.report.frame import FrameValues, answer_digest
 from evalpipe.report.ner_errors import SampleOutcomes, classify, record_spans
 from evalpipe.report.sharing import OutcomeSharing
@@ -28,7 +28,7 @@ from evalpipe.results import TaskSummary
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["FRAME_COLUMNS", "SpanReading", "TaskParts", "Taken", "WhileWhole", "aggregations", "parts_keys"]
+__all__ = ["FRAME_COLUMNS", "SpanReading", "TaskParts", "Taken", "TextsTaker", "WhileWhole", "aggregations", "parts_keys"]
 
 
 def aggregations(summary: TaskSummary, notes: list[str], task: str) -> dict[str, Aggregation]:
@@ -179,6 +179,13 @@ class Taken:
     found: dict[str, list[SampleOutcomes] | None]
 
 
+class TextsTaker(Protocol):
+    """What keeps the sample browser's texts of each reference record (a report's
+    :class:`~evalpipe.report.browser_spool.BrowserSpool`, an extract's writer of them)."""
+
+    def add(self, record: Mapping[str, Any], spans: Spans | None, key: int) -> None: ...
+
+
 class WhileWhole:
     """What is taken of each reference record while it streams in whole (see
     :mod:`evalpipe.report.reading`), so the lean records need not be read again for it:
@@ -196,7 +203,7 @@ class WhileWhole:
     own, and joined after this one's (:meth:`taken`, :meth:`join`)."""
 
     def __init__(self, tasks: Iterable[str], variants: Mapping[str, Mapping[str, Any]],
-                 spool: BrowserSpool | None = None, frame: FrameValues | None = None,
+                 spool: TextsTaker | None = None, frame: FrameValues | None = None,
                  parts: Mapping[str, TaskParts] | None = None, starts: Sequence[int] = (),
                  reading: SpanReading | None = None) -> None:
         #: ``reading``: the span reading of the lines before these, going on (an extract's batches)

@@ -74,7 +74,8 @@ def written_row(data: bytes) -> WrittenRow | None:
         if type(_loads(input_json)) is not dict or type(_loads(gold)) is not str:
             return None
         result = _loads(b"{" + members + b"}")
-        if type(result) is not dict or not result.keys() <= _HEAD or type(result.get("entities", ())) not in (list, tuple):
+        if type(result) is not dict or not result.keys() <= _HEAD \
+                or type(result.get("entities", ())) not in (list, tuple):
             return None
         if judge and (type(judged := _loads(b"{" + judge + b"}")) is not dict or judged.keys() != _JUDGE
                       or type(judged["judge"]) is not dict):

@@ -34,7 +34,6 @@ log = logging.getLogger(__name__)
 _DROPPED = frozenset((*UNREAD_FIELDS, *ON_DEMAND_FIELDS, *LEAN_FIELDS))
 
 
-
 def recorded_span_tasks(config: Mapping[str, Any]) -> frozenset[str]:
     """The run's tasks a report reads as span tasks, from its ``config.json`` (as
     :func:`evalpipe.report.runs.span_tasks` reads them: a recorded kind of ``span_ner``, or none recorded)."""
@@ -65,12 +64,13 @@ def writer(samples: Path, config: Mapping[str, Any] | None, references: Mapping[
 
 class _Texts:
     """The browser texts of a segment's reference records, in the order taken: what
-    :class:`ExtractSpool` adopts. ``add`` is a spool's. An entry is the record's part of a browser row
-    as the page's JSON texts (:class:`~evalpipe.report.browser_spool.WrittenRow`): a line saying its
-    kind and each text's length in bytes, then the texts — :func:`~evalpipe.report.browser.json_for_script`'s,
-    so that no ``<``, ``>``, ``&``, U+2028 or U+2029 is in the file, which a report checks at once
-    (:func:`~evalpipe.report.extract.loading.checked_texts`). A row of another kind (a task two runs read differently) is made from
-    the record, as a row of a run without an extract is."""
+    :class:`~evalpipe.report.extract.rows.ExtractSpool` adopts; ``add`` is a spool's. An entry is the
+    record's part of a browser row as the page's JSON texts
+    (:class:`~evalpipe.report.browser_spool.WrittenRow`): a line saying its kind and each text's
+    length in bytes, then the texts — :func:`~evalpipe.report.browser.json_for_script`'s, so that no
+    ``<``, ``>``, ``&``, U+2028 or U+2029 is in the file, which a report checks at once
+    (:func:`~evalpipe.report.extract.loading.checked_texts`). A row of another kind (a task two runs
+    read differently) is made from the record, as a row of a run without an extract is."""
 
     def __init__(self, handle: IO[bytes], digest: Any, written: dict[str, str]) -> None:
         self._handle, self._digest, self._written = handle, digest, written
@@ -202,7 +202,7 @@ class SegmentBuilder:
     def _document(self, records: list[dict[str, Any]], starts: list[int]) -> tuple[bytes, bytes]:
         """A batch's document, and its parts' (a file of their own: :func:`load_parts` reads only them)."""
         texts = _Texts(self._texts_handle, self._texts_sha, self._written)
-        whole = WhileWhole((), self._variants, texts, FrameValues(FRAME_COLUMNS), None, starts,  # type: ignore[arg-type]
+        whole = WhileWhole((), self._variants, texts, FrameValues(FRAME_COLUMNS), None, starts,
                            reading=self._reading)
         parts: dict[str, _Parts] = {}
         held_records = []
