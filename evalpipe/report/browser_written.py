@@ -92,12 +92,13 @@ class WrittenRows:
         self.outcome_lists: list[list[str]] = []
         self._codes: dict[tuple[str, ...], int] = {}
         self.tasks: dict[str, _TaskPlan] = {}
-        self._positions: dict[int, dict[str, list[int]]] = {}
+        self._positions: dict[int, dict[str, array[int]]] = {}
         for task, (kind, correct_key) in kinds.items():
             ner = kind == ner_kind
             plan = self._plan(task, runs, texts, order[task], where[task], ner, kind, correct_key, outcomes)
             if plan is not None:
                 self.tasks[task] = plan
+        self._positions = {}  # only while planning
 
     def _plan(self, task: str, runs: Sequence[ReportRun], texts: Sequence[_RunTexts | None], order: list[str],
               where: list[dict[str, int]], ner: bool, kind: str, correct_key: str | None,
@@ -186,9 +187,13 @@ def _kinds(run: ReportRun, task: str) -> set[str]:
     return found
 
 
-def _positions(run: ReportRun) -> dict[str, list[int]]:
+def _positions(run: ReportRun) -> dict[str, array[int]]:
     """Each task's records' places among the run's held records (as :meth:`ReportRun.task_records` orders them)."""
-    positions: dict[str, list[int]] = {}
+    positions: dict[str, array[int]] = {}
     for i, record in enumerate(run.records):
-        positions.setdefault(str(record.get("task")), []).append(i)
+        task = str(record.get("task"))
+        found = positions.get(task)
+        if found is None:
+            found = positions[task] = array("q")
+        found.append(i)
     return positions

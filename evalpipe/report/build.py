@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from evalpipe.config import scoring_method
-from evalpipe.heap import frozen_heap
+from evalpipe.heap import frozen_heap, give_back_free_memory
 from evalpipe.report.bootstrap import TaskBootstrap, bootstrap_task
 from evalpipe.report.browser import iter_sample_browser
 from evalpipe.report.browser_beside import Beside
@@ -42,7 +42,7 @@ from evalpipe.report.judge_humans import human_section
 from evalpipe.report.judging import judging_section
 from evalpipe.report.leaderboard import BOOKKEEPING, Leaderboard, build_leaderboard, shown_metrics
 from evalpipe.report.markdown import render_markdown
-from evalpipe.report.ner_errors import CATEGORIES, GOLD_CATEGORIES, PRED_CATEGORIES, analyse
+from evalpipe.report.ner_errors import CATEGORIES, GOLD_CATEGORIES, PRED_CATEGORIES
 from evalpipe.report.operations import operations_table, task_operations
 from evalpipe.report import costs as _costs  # noqa: F401  (registers the cost section)
 from evalpipe.report.pairwise import pairwise_section
@@ -192,12 +192,9 @@ def _ner_blocks(task: str, runs: Sequence[ReportRun], per_category: int,
     blocks: list[Table | Examples] = []
     for i, run in enumerate(runs):
         key = run_key(i)
-        outcomes = run.span_outcomes(task) if task in run.tasks else None
-        if outcomes is None:
+        analysis = run.ner_analysis(task, per_category)
+        if analysis is None:
             continue
-        with run.reader() as whole:  # the records an example quotes, read again with their inputs
-            analysis = analyse(task, run.task_records(task), per_category=per_category, outcomes=outcomes,
-                               whole=whole)
         rows = []
         for side, categories in (("gold", GOLD_CATEGORIES), ("pred", PRED_CATEGORIES)):
             for label in [None, *analysis.labels()]:
@@ -413,6 +410,12 @@ def build_report(runs: Sequence[Path], out: Path, *, resamples: int = 1000, seed
         # its child starts before the bootstraps, which it does not need
         rows = BrowserRows(loaded, _specs(loaded))
         rows.links()  # counted here, before the fork: they read every record (see BrowserRows.links)
+        for run in loaded:  # so is the NER analysis (ReportRun.ner_analysis)
+            for task in run.tasks:
+                run.ner_analysis(task, top)
+        # the C heap's free pages given back before the fork: kept, the parent's next allocations would
+        # reuse them, and the kernel would copy each for the child too (evalpipe.heap)
+        give_back_free_memory()
         # rows made of the runs' written texts read no record: the child makes them all, and quickly
         # (evalpipe.report.browser_written); else it makes most, and the parent the rest
         beside = start_beside(_browser_pieces(rows), len(rows), None if rows.written() else _browser_parts(rows))
@@ -430,6 +433,7 @@ def _build_loaded(loaded: list[ReportRun], out: Path, browser: tuple[BrowserRows
                     for task, sample in run.resample.items()}
         for run in loaded
     }
+    give_back_free_memory()  # the resamples' blocks (tens of MB at 94,000 samples) are gone
     compare = (compare_loaded(loaded[0], loaded[1], resamples=resamples, seed=seed, top=top, level=level)
                if len(loaded) == 2 else None)
     ties = tied_with_best(loaded, _specs(loaded), resamples=resamples, seed=seed)

@@ -56,7 +56,7 @@ from evalpipe.report import extract, read_beside
 from evalpipe.report.reading import (LEAN_FIELDS, ON_DEMAND_FIELDS, UNREAD_FIELDS, RecordLines, line_starts, paired,
                                      read_held, read_records)
 from evalpipe.report.sharing import SHARED_CHARS, SHARING_TRIAL, OutcomeSharing, _Sharing  # noqa: F401 (re-exported)
-from evalpipe.report.ner_errors import SampleOutcomes, classify, is_span_kind, record_spans
+from evalpipe.report.ner_errors import NerAnalysis, SampleOutcomes, analyse, classify, is_span_kind, record_spans
 from evalpipe.report.taking import FRAME_COLUMNS, TaskParts, Taken, WhileWhole
 from evalpipe.report.taking import aggregations as _aggregations
 from evalpipe.report.taking import parts_keys as _keys
@@ -127,10 +127,11 @@ class ReportRun:
     frame_values: FrameValues | None = field(default=None, repr=False)
     #: :func:`~evalpipe.report.frame.answer_digest` of each of ``records``' answers, taken while it was
     #: whole (None: the records hold their answers)
-    digests: list[bytes | None] | None = field(default=None, repr=False)
+    digests: Sequence[bytes | None] | None = field(default=None, repr=False)
 
     _task_records: dict[str, list[dict[str, Any]]] = field(default_factory=dict, init=False, repr=False)
     _outcomes: dict[str, list[SampleOutcomes] | None] = field(default_factory=dict, init=False, repr=False)
+    _analyses: dict[tuple[str, int], NerAnalysis | None] = field(default_factory=dict, init=False, repr=False)
 
     def task_records(self, task: str) -> list[dict[str, Any]]:
         """The records of one task (its reference condition), in order; gathered once."""
@@ -152,6 +153,22 @@ class ReportRun:
             self._outcomes[task] = (_span_outcomes(self.full_records(self.task_records(task)))
                                     if is_span_kind(kind) is not False else None)
         return self._outcomes[task]
+
+    def ner_analysis(self, task: str, per_category: int) -> NerAnalysis | None:
+        """The NER error analysis of a span task (:func:`~evalpipe.report.ner_errors.analyse`, ``per_category``
+        examples of each error), else None. Made once: it reads every record and outcome of the task, and
+        a report makes it before its sample browser's child forks (made after, every page it reads
+        would be copied: :mod:`evalpipe.report.browser_beside`)."""
+        key = (task, per_category)
+        if key not in self._analyses:
+            outcomes = self.span_outcomes(task) if task in self.tasks else None
+            analysis = None
+            if outcomes is not None:
+                with self.reader() as whole:  # the records an example quotes, read again with their inputs
+                    analysis = analyse(task, self.task_records(task), per_category=per_category, outcomes=outcomes,
+                                       whole=whole)
+            self._analyses[key] = analysis
+        return self._analyses[key]
 
     def full_record(self, record: Mapping[str, Any]) -> Mapping[str, Any]:
         """``record`` (one of this run's) with every field, as samples.jsonl holds it (one read)."""
@@ -178,7 +195,7 @@ class ReportRun:
         with self.lines.reader() as full:
             yield full
 
-    def answer_digests(self) -> list[bytes | None]:
+    def answer_digests(self) -> Sequence[bytes | None]:
         """Each of ``records``' :func:`~evalpipe.report.frame.answer_digest`, in order: what tells two
         answers apart without holding their texts (a comparison's disagreements)."""
         if self.digests is not None:

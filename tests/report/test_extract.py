@@ -256,3 +256,28 @@ def test_a_report_of_runs_with_and_without_an_extract_is_the_same(two_runs, tmp_
     infos = {t: i for run in mixed for t, i in run.info.items()}
     assert not BrowserRows(mixed, infos).plan().tasks  # rows of both runs: made from the records
     assert _page(mixed) == _page(_alone(runs, monkeypatch))
+
+
+def test_digests_are_a_packed_sequence_of_the_answers_digests():
+    import pickle
+
+    from evalpipe.report.frame import answer_digest
+    from evalpipe.report.taking import Digests
+
+    answers = ["a", None, "b", "", 3]
+    plain = [answer_digest(a) for a in answers]
+    packed = Digests(plain)
+    assert list(packed) == plain and len(packed) == 5 and packed == plain
+    assert packed[1] is None and packed[-1] is None and packed[0] == answer_digest("a") and packed[1:3] == plain[1:3]
+    hexed = Digests()
+    hexed.extend_hex([d.hex() if d is not None else None for d in plain])
+    assert hexed == packed and pickle.loads(pickle.dumps(packed)) == packed
+    joined = Digests(plain[:2])
+    joined.extend(Digests(plain[2:]))
+    assert joined == packed
+    with pytest.raises(IndexError):
+        packed[5]
+    with pytest.raises(ValueError):
+        Digests([b"short"])
+    with pytest.raises(ValueError):
+        Digests().extend_hex(["abcd"])

@@ -21,7 +21,7 @@ from evalpipe.report.extract.rows import ExtractSpool
 from evalpipe.report.frame import FrameValues
 from evalpipe.report.ner_errors import EntityOutcome, SampleOutcomes
 from evalpipe.report.sharing import SHARED_CHARS, _Sharing
-from evalpipe.report.taking import FRAME_COLUMNS, TaskParts, Taken, WhileWhole
+from evalpipe.report.taking import FRAME_COLUMNS, Digests, TaskParts, Taken, WhileWhole
 
 __all__ = ["Loaded", "checked_texts", "load"]
 
@@ -184,7 +184,7 @@ def _load_segment(folder: Path, start: int, entry: Mapping[str, Any], parts_keys
             if len(offsets) != len(batch) or not all(type(r) is dict for r in batch):
                 raise ExtractUnusable("a batch's offsets and records differ")
             whole.join(Taken(batch, _shared_frame(document["frame"], sharing),
-                             [bytes.fromhex(d) if d is not None else None for d in document["digests"]],
+                             _digests(document["digests"]),
                              {t: _task_parts(parts_document.get(t), k, sharing) for t, k in parts_keys.items()},
                              {str(t): (None if v is None else [outcomes.sample(o) for o in v])
                               for t, v in document["found"].items()}))
@@ -215,6 +215,12 @@ def _load_segment(folder: Path, start: int, entry: Mapping[str, Any], parts_keys
     assert isinstance(spool, ExtractSpool)
     spool.kinds = {str(t): str(k) for t, k in (entry.get("written") or {}).items()}
     return spool
+
+
+def _digests(hexes: Sequence[str | None]) -> Digests:
+    digests = Digests()
+    digests.extend_hex(hexes)
+    return digests
 
 
 def _is_reference(record: Mapping[str, Any], references: Mapping[str, str]) -> bool:
