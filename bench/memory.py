@@ -285,7 +285,13 @@ report: wall / peak / tree      7.4 s / 263 / 320 MB    4.4 s / 257 / 280 MB   x
 report: wall / peak / tree      7.7 s / 262 / 320 MB    5.1 s / 265 / 290 MB   x0.67 / x1.01 / x0.90
 report: CPU                     12.0-12.4 s             5.8-6.7 s              ~x0.5
 run: wall / peak                46.9-49.0 s / 121 MB    50.1-50.2 s / 121 MB   x1.02-1.07 / x1.0
+report, 3 rounds (load 2.0)     7.4 s / 261 / 322 MB    4.0 s / 269 / 282 MB   x0.54 / x1.03 / x0.87
+final, 2 rounds (load 2.1-2.6)  9.0 s / 261 / 317 MB    4.9 s / 255 / 264 MB   x0.54 / x0.98 / x0.83
+final run, 2 rounds             56.8 s / 121 MB         58.2 s / 121 MB        x1.02 / x1.0
 =============================  =====================  =====================  ==============
+
+(The last two rows: the final code, on a slower afternoon; between them the answers' digests were
+packed, the NER analysis moved before the browser's fork and the heap trimmed before it.)
 
 The run writes, beside samples.jsonl, what the report takes of each record; the report reads it
 instead of decoding every record (the reading 7.0 → 1.3-1.5 s) and the sample browser's child makes
