@@ -118,9 +118,9 @@ def write_outcome(run: RunDir, outcome: RunOutcome, compat: str | None,
 def _write_samples(run: RunDir, tasks: Sequence[TaskOutcome], compat: str | None) -> None:
     """The tasks' records into the samples file, with the report's extract of them beside it: of a task
     folded with a spill, what was taken while it was scored (the scoring child, during the sending)."""
-    references = {t.name: str(t.robustness.get("reference")) for t in tasks if t.robustness is not None}
+    conditioned = {t.name: t.robustness for t in tasks if t.robustness is not None}
     write_samples(run, [(t.records, _taken(t.records)) for t in tasks], compat,
-                  run.read_config() if run.exists() else None, references)
+                  run.read_config() if run.exists() else None, conditioned)
 
 
 def _taken(records: Sequence[Any]) -> Any:

@@ -29,7 +29,7 @@ from evalpipe.variants.robustness import ConditionOutcome, combine_tasks
 from evalpipe.cost import Prices, attach_costs, task_costs
 from evalpipe.structured import structured_spec
 from evalpipe.scoring import ScoringChunk, answer_prefix, score_chunks
-from evalpipe.scoring.records import TakerFactory
+from evalpipe.samples_file import extract_taker
 from evalpipe.tasks.base import Examples, TaskSpec
 from evalpipe.tasks.registry import task_of_run
 
@@ -196,7 +196,7 @@ def _rescore_loaded(run: RunDir, config: RunConfig, tasks: list[StoredTask], com
         outcome.cached += task.answered
         scored.append(ConditionOutcome(task.spec, task.condition, task.shots, score_chunks(
             task.spec, task.chunks, compat, options, answer_prefix(task.spec, config), scratch=scratch,
-            taker=_extract_taker(task.spec, task.condition),
+            taker=extract_taker(task.spec.name, task.spec.kind, task.condition is not None),
         )))
     outcome.tasks.extend(combine_tasks(scored))  # a task's prompt conditions become one task again
     plans: dict[str, list[str]] = {}
@@ -213,11 +213,3 @@ def _rescore_loaded(run: RunDir, config: RunConfig, tasks: list[StoredTask], com
         backend=kept.backend, fetch_seconds=kept.fetch_seconds, budget=kept.budget, rescored=True,
         metric_options=options.to_json(), notes=list(outcome.notes), cost=cost))
     return outcome
-
-
-def _extract_taker(spec: TaskSpec, condition: Condition | None) -> TakerFactory | None:
-    """What takes the report's extract of a task's lines as they are scored (:mod:`evalpipe.report.extract`):
-    a task without prompt conditions, whose scored lines are the samples file's."""
-    from evalpipe.report import extract  # the report's code, imported where it is used
-
-    return extract.taker(spec.name, spec.kind) if condition is None else None

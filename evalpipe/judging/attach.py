@@ -184,8 +184,7 @@ def attach_to_files(run: RunDir) -> dict[str, dict[str, Any]]:
                 if compat is None:
                     shown[name] = {m: v for m, v in task_metrics.items() if is_judge_metric(m)}
             tasks[name] = task_summary
-        write_samples(run, [(records, None)], compat, config,
-                      {t: str(v.get("reference")) for t, v in run.read_variants(compat).items()})
+        write_samples(run, [(records, None)], compat, config, run.read_variants(compat))
         run.write_json(run.metrics_path(compat), metrics)
         if summary is not None:
             run.write_summary(replace(summary, tasks=tasks), compat)

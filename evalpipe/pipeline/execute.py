@@ -67,7 +67,7 @@ from evalpipe.rescoring import plan_chunks
 from evalpipe.results import Budget, RunDir, RunDirError, RunInfo, os_problem
 from evalpipe.scoring import answer_prefix, score_chunks
 from evalpipe.scoring.fold import FoldState, TaskFold, TaskOutcome
-from evalpipe.scoring.records import TakerFactory
+from evalpipe.samples_file import extract_taker
 from evalpipe.store import endpoint_identity
 from evalpipe.store.answers import ResponseStore
 from evalpipe.task_identity import definitions_tag
@@ -298,7 +298,7 @@ def _start_beside(config: RunConfig, run: RunDir, prepared: Sequence[PreparedTas
     if not score_beside.wanted(pending):
         return None
     jobs = [BesideJob(i, p.spec, p.plan_name, p.examples, config.compat, options, answer_prefix(p.spec, config),
-                      p.stage.folder, _extract_taker(p))
+                      p.stage.folder, extract_taker(p.spec.name, p.spec.kind, p.condition is not None))
             for i, p in enumerate(prepared) if p.size and p.spec.scoring(config.compat).samplewise]
     if not jobs:
         return None
@@ -337,16 +337,9 @@ def _scored(config: RunConfig, run: RunDir, p: PreparedTask, failures: Mapping[s
     prefix = answer_prefix(p.spec, config)
     if state is not None:
         return TaskFold.resumed(p.spec, config.compat, options, prefix, state, source=source).finish()
-    return score_chunks(p.spec, source, config.compat, options, prefix, scratch=p.stage.folder, taker=_extract_taker(p))
+    return score_chunks(p.spec, source, config.compat, options, prefix, scratch=p.stage.folder,
+                        taker=extract_taker(p.spec.name, p.spec.kind, p.condition is not None))
 
-
-def _extract_taker(p: PreparedTask) -> TakerFactory | None:
-    """What takes the report's extract of a task's lines as they are scored (:mod:`evalpipe.report.extract`;
-    beside the sending, in the scoring child): a task without prompt conditions, whose scored lines are
-    the samples file's."""
-    from evalpipe.report import extract  # the report's code, imported where it is used
-
-    return extract.taker(p.spec.name, p.spec.kind) if p.condition is None else None
 
 
 def _write_results(config: RunConfig, run: RunDir, prepared: Sequence[PreparedTask], outcome: RunOutcome,

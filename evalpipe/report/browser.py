@@ -282,7 +282,7 @@ class SplicedSample:
         """:func:`json_for_script` of :meth:`as_dict`: JSON with these separators is the concatenation
         of its members' texts, and the escapes replace single characters, so each piece is escaped alone."""
         sample = self.sample
-        head = "".join(f'"{k}":{_escaped(_STRING(v)) if isinstance(v, str) else json_for_script(v)},'
+        head = "".join(f'"{k}":{json_string(v) if isinstance(v, str) else json_for_script(v)},'
                        for k in ("task", "id") if (v := sample.get(k, _MISSING)) is not _MISSING)
         rest = {k: v for k, v in sample.items() if k != "task" and k != "id"}
         return "{" + head + '"input":' + self.input_json + ("," + json_for_script(rest)[1:] if rest else "}")

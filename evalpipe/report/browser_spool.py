@@ -234,12 +234,8 @@ class BrowserSpool:
     (:meth:`evalpipe.report.reading.RecordLines.offset`), set once the records are read."""
 
     def __init__(self, file: IO[bytes] | None = None,
-                 key: Callable[[Mapping[str, Any]], int | None] | None = None,
-                 decode: Callable[[bytes], tuple[Any, ...] | None] = pickle.loads) -> None:
+                 key: Callable[[Mapping[str, Any]], int | None] | None = None) -> None:
         self._file = tempfile.TemporaryFile() if file is None else file
-        #: one record's texts from their bytes (None: not usable, the row is made from the record):
-        #: a pickle, as :meth:`add` writes them, or an extract's JSON (:mod:`evalpipe.report.extract`)
-        self._decode = decode
         self._at: dict[int, tuple[int, int]] = {}
         #: an adopted spool's index (:meth:`adopt`), searched by bisection
         self._packed: PackedIndex | None = None
@@ -271,11 +267,6 @@ class BrowserSpool:
         found = self._find(record)
         return found[0]._texts_at(*found[1]) if found is not None else None
 
-    def written(self, record: Mapping[str, Any]) -> WrittenRow | None:
-        """The row's part made of ``record`` when it was written (an extract's spool), or None."""
-        found = self._find(record)
-        return found[0]._written_at(*found[1]) if found is not None else None
-
     def _find(self, record: Mapping[str, Any]) -> tuple[BrowserSpool, tuple[int, int]] | None:
         """The spool of the chain holding ``record``'s texts, and where they are in its file."""
         key = self.key(record) if self.key is not None else None
@@ -294,20 +285,13 @@ class BrowserSpool:
             spool = spool.rest
         return None
 
-    def _written_at(self, offset: int, size: int) -> WrittenRow | None:
-        """A spool of texts made by the report holds no written row."""
-        return None
-
     def _texts_at(self, offset: int, size: int) -> SpooledTexts | None:
         if not self._flushed:
             self._file.flush()
             self._flushed = True
         # read at its offset, never moving the file's position: a forked child reading the spool
         # shares that position with its parent (evalpipe.report.browser_beside, both making rows)
-        entry = self._decode(self._read(offset, size))
-        if entry is None:
-            return None
-        input_json, gold, prediction, reasoning, answer, diagnostics, ner = entry
+        input_json, gold, prediction, reasoning, answer, diagnostics, ner = pickle.loads(self._read(offset, size))
         return SpooledTexts(input_json, gold, prediction, reasoning, answer, diagnostics,
                             NerTexts(*ner) if ner is not None else None)
 
@@ -339,11 +323,10 @@ class BrowserSpool:
             self._at = {}
 
     @classmethod
-    def adopt(cls, file: IO[bytes], index: PackedIndex, key: Callable[[Mapping[str, Any]], int | None] | None,
-              decode: Callable[[bytes], tuple[Any, ...] | None] = pickle.loads) -> BrowserSpool:
-        """The spool another process wrote into ``file`` (its :meth:`packed_index`), asked through ``key``;
-        ``decode`` reads one record's texts (an extract's are JSON)."""
-        spool = cls(file, key, decode)
+    def adopt(cls, file: IO[bytes], index: PackedIndex,
+              key: Callable[[Mapping[str, Any]], int | None] | None) -> BrowserSpool:
+        """The spool another process wrote into ``file`` (its :meth:`packed_index`), asked through ``key``."""
+        spool = cls(file, key)
         spool._packed = index
         spool._written = os.fstat(file.fileno()).st_size
         return spool

@@ -57,7 +57,7 @@ from evalpipe.report.reading import (LEAN_FIELDS, ON_DEMAND_FIELDS, UNREAD_FIELD
                                      read_held, read_records)
 from evalpipe.report.sharing import SHARED_CHARS, SHARING_TRIAL, OutcomeSharing, _Sharing  # noqa: F401 (re-exported)
 from evalpipe.report.ner_errors import NerAnalysis, SampleOutcomes, analyse, classify, is_span_kind, record_spans
-from evalpipe.report.taking import FRAME_COLUMNS, TaskParts, Taken, WhileWhole
+from evalpipe.report.taking import FRAME_COLUMNS, TaskParts, Taken, WhileWhole, references
 from evalpipe.report.taking import aggregations as _aggregations
 from evalpipe.report.taking import parts_keys as _keys
 from evalpipe.results import RunDir, RunSummary, TaskSummary
@@ -328,7 +328,7 @@ class _RunReading:
         #: what the run's writer took of its lines, where its extract is usable (evalpipe.report.extract):
         #: then no line is read here
         self.extract = extract.load(head.samples_path, span_tasks(head),
-                                {t: str(v.get("reference")) for t, v in head.variants.items()}, self.keys, make_spool)
+                                references(head.variants), self.keys, make_spool)
         self.starts = self.extract.starts if self.extract is not None else line_starts(head.samples_path)
         #: the first line the child (or the extract) gives (all lines read here: neither)
         self.split = 0 if self.extract is not None else len(self.starts)
@@ -339,10 +339,10 @@ class _RunReading:
 
     def read_first(self) -> tuple[list[dict[str, Any]], WhileWhole, BrowserSpool | None]:
         """The held records of the lines before ``split``, what was taken of them, and their spool."""
+        if self.split == 0 and self.starts:  # every line the child's or the extract's: none read here
+            return [], self._taking((), None), None
         spool = BrowserSpool() if self.make_spool else None
         whole = self._taking(self.starts[:self.split], spool)
-        if self.split == 0 and self.starts:  # every line the child's or the extract's
-            return [], whole, spool
         stop = self.starts[self.split] if self.split < len(self.starts) else None
         return read_held(self.run_dir, self.compat, True, whole, stop=stop), whole, spool
 
@@ -369,13 +369,10 @@ class _RunReading:
                 return self.finish(self.read_first(), None)
             records = records + taken.records
             whole.join(taken)
-            if spool is not None and self.split == 0 and rest_spool is not None:  # all the rest's: its spool
-                spool.close()
+            if spool is None:  # no line read here: the rest's spool is the run's
                 spool = rest_spool
-            elif spool is not None:
+            else:
                 spool.rest = rest_spool
-            elif rest_spool is not None:
-                rest_spool.close()
         records, lines = paired(self.run_dir, self.compat, records, self.starts)
         if spool is not None and lines is None:
             spool.close()

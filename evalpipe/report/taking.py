@@ -28,7 +28,8 @@ from evalpipe.results import TaskSummary
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["FRAME_COLUMNS", "Digests", "SpanReading", "TaskParts", "Taken", "TextsTaker", "WhileWhole", "aggregations", "parts_keys"]
+__all__ = ["FRAME_COLUMNS", "AllParts", "Digests", "SpanReading", "TaskParts", "Taken", "TextsTaker", "WhileWhole",
+           "aggregations", "is_reference", "part_value", "parts_keys", "references"]
 
 
 def aggregations(summary: TaskSummary, notes: list[str], task: str) -> dict[str, Aggregation]:
@@ -46,7 +47,7 @@ def parts_keys(aggregations: Mapping[str, Aggregation]) -> tuple[str, ...]:
     return tuple(sorted({k for a in aggregations.values() for k in a.keys()}))
 
 
-#: the types of a part that :func:`_number` takes as it is (a bool, a string, a missing part: 0)
+#: the types of a part that :func:`part_value` takes as it is (a bool, a string, a missing part: 0)
 _PLAIN_NUMBERS = frozenset({int, float})
 
 
@@ -54,16 +55,19 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-class TaskParts:
-    """A task's answered samples' ids and parts, taken as its records stream in, so that the
-    records need not hold their ``parts`` (a dict per record, mostly distinct: at 94,000 NCBI
-    samples ~20 MB): what :func:`resample_task` makes its matrix of, in the order given."""
+def part_value(value: Any) -> float:
+    """A part's value as the parts matrix holds it: a number as a float, anything else (a bool, a
+    string, None) 0.0."""
+    return 0.0 if (v := _number(value)) is None else v
 
-    def __init__(self, keys: tuple[str, ...]) -> None:
-        self.keys = keys
-        self._zeros = (0.0,) * len(keys)
+
+class _AnsweredParts:
+    """What both takers of parts count of a task's records: every record, and of the answered ones
+    (no ``error``) their ids in order and whether any had ``parts`` at all; each answered record's
+    parts are the subclass's to keep (:meth:`_row`)."""
+
+    def __init__(self) -> None:
         self.ids: list[str] = []
-        self.values = array("d")
         #: records seen (answered or not), and whether an answered one had parts at all
         self.records = 0
         self.with_parts = False
@@ -76,12 +80,43 @@ class TaskParts:
         parts = record.get("parts")
         if "parts" in record:
             self.with_parts = True
-        found = parts if type(parts) is dict or isinstance(parts, Mapping) else {}
-        values = list(map(found.get, self.keys, self._zeros))  # a part the record lacks: 0.0
+        self._row(parts if type(parts) is dict or isinstance(parts, Mapping) else {})
+
+    def _row(self, parts: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
+
+class TaskParts(_AnsweredParts):
+    """A task's answered samples' ids and parts, taken as its records stream in, so that the
+    records need not hold their ``parts`` (a dict per record, mostly distinct: at 94,000 NCBI
+    samples ~20 MB): what :func:`resample_task` makes its matrix of, in the order given."""
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        super().__init__()
+        self.keys = keys
+        self._zeros = (0.0,) * len(keys)
+        self.values = array("d")
+
+    def _row(self, parts: Mapping[str, Any]) -> None:
+        values = list(map(parts.get, self.keys, self._zeros))  # a part the record lacks: 0.0
         if _PLAIN_NUMBERS.issuperset(map(type, values)):  # every part an int or a float: as they are
             self.values.extend(values)
         else:
-            self.values.extend(0.0 if (v := _number(value)) is None else v for value in values)
+            self.values.extend(map(part_value, values))
+
+    @classmethod
+    def of_columns(cls, keys: tuple[str, ...], ids: list[str], columns: Mapping[str, Sequence[float]],
+                   records: int, with_parts: bool) -> TaskParts:
+        """The parts of ``keys`` from :class:`AllParts`' columns (a key no record had: 0.0 each)."""
+        taken = cls(keys)
+        zeros = [0.0] * len(ids)
+        chosen = [columns.get(key, zeros) for key in keys]
+        if any(len(column) != len(ids) for column in chosen):
+            raise ValueError("a parts column of another length")
+        taken.ids = ids
+        taken.values = array("d", [float(v) for row in zip(*chosen) for v in row]) if keys else array("d")
+        taken.records, taken.with_parts = records, with_parts
+        return taken
 
     def extend(self, later: TaskParts) -> None:
         """The parts of the records after these (taken by another process), added in order."""
@@ -98,11 +133,42 @@ class TaskParts:
         return np.array(self.values, dtype=float).reshape(len(self.ids), len(self.keys))
 
 
+class AllParts(_AnsweredParts):
+    """A task's parts as :class:`TaskParts` takes them, under every key a record has, as columns: what
+    a run's extract keeps (:mod:`evalpipe.report.extract`), whose reader picks the keys its intervals
+    read (:meth:`TaskParts.of_columns`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.columns: dict[str, array[float]] = {}
+
+    def _row(self, parts: Mapping[str, Any]) -> None:
+        row = len(self.ids) - 1
+        for key, value in parts.items():
+            column = self.columns.get(key)
+            if column is None:
+                column = self.columns[key] = array("d", bytes(8 * row))
+            column.append(part_value(value))
+        for column in self.columns.values():
+            if len(column) == row:  # a key this record lacks: 0.0
+                column.append(0.0)
+
 
 #: the columns of ``ReportRun.samples`` besides the ``score.*`` ones: what the operations table and
 #: the score-vs-length plots read (the whole frame, nested values and all, is :func:`full_samples_frame`)
 FRAME_COLUMNS = frozenset({"task", "id", "answer_chars", "parse_failed", "error", "latency_s", "prompt_tokens",
                            "completion_tokens", "truncated_tokens", "finish_reason"})
+
+
+def references(variants: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Each task with prompt conditions and its reference condition (``variants.json``'s ``reference``)."""
+    return {str(task): str(doc.get("reference")) for task, doc in variants.items()}
+
+
+def is_reference(record: Mapping[str, Any], references: Mapping[str, str]) -> bool:
+    """Whether ``record`` is of its task's reference condition (every record of a task without conditions)."""
+    task, condition = str(record.get("task")), record.get("condition")
+    return condition is None or task not in references or condition == references[task]
 
 
 class SpanReading:
@@ -119,13 +185,12 @@ class SpanReading:
     def __init__(self, tasks: Iterable[str], variants: Mapping[str, Mapping[str, Any]]) -> None:
         #: per task, the outcomes of its reference records so far (None: one did not read as spans)
         self.found: dict[str, list[SampleOutcomes] | None] = {task: [] for task in tasks}
-        self._references = {task: doc.get("reference") for task, doc in variants.items()}
+        self._references = references(variants)
         self._shared = OutcomeSharing()
 
     def is_reference(self, record: Mapping[str, Any]) -> bool:
-        """Whether ``record`` is of its task's reference condition (every record of a task without conditions)."""
-        task, condition = str(record.get("task")), record.get("condition")
-        return condition is None or task not in self._references or condition == self._references[task]
+        """Whether ``record`` is of its task's reference condition (:func:`is_reference`)."""
+        return is_reference(record, self._references)
 
     def spans(self, record: Mapping[str, Any]) -> Spans | None:
         """A reference record's spans (None where its task is not, or no longer, read as spans)."""

@@ -60,8 +60,8 @@ def fingerprint() -> str:
 
 @dataclass(frozen=True)
 class Segment:
-    """A consecutive byte range of a samples file and the extract its writer took of it (``NAME.json``,
-    ``NAME.texts`` in ``folder``). Picklable: the scoring child hands its segments to the run."""
+    """A consecutive byte range of a samples file and the extract its writer took of it (``NAME`` with
+    each of :data:`SUFFIXES`, in ``folder``). Picklable: the scoring child hands its segments to the run."""
 
     folder: Path
     name: str

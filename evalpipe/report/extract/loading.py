@@ -21,7 +21,7 @@ from evalpipe.report.extract.rows import ExtractSpool
 from evalpipe.report.frame import FrameValues
 from evalpipe.report.ner_errors import EntityOutcome, SampleOutcomes
 from evalpipe.report.sharing import SHARED_CHARS, _Sharing
-from evalpipe.report.taking import FRAME_COLUMNS, Digests, TaskParts, Taken, WhileWhole
+from evalpipe.report.taking import FRAME_COLUMNS, Digests, TaskParts, Taken, WhileWhole, is_reference
 
 __all__ = ["Loaded", "checked_texts", "load"]
 
@@ -165,7 +165,7 @@ def _load_segment(folder: Path, start: int, entry: Mapping[str, Any], parts_keys
                   ) -> BrowserSpool | None:
     """One segment's batches joined to ``whole`` (its held records to ``records``, its lines' offsets to
     ``starts``); the spool of its browser texts where they are wanted."""
-    name, references = entry["name"], dict(entry["references"])
+    name, references = entry["name"], {str(t): str(r) for t, r in entry["references"].items()}
     sharing, outcomes = _Sharing(), _Outcomes()
     text_keys: list[int] = []
     text_sizes: list[int] = []
@@ -193,7 +193,7 @@ def _load_segment(folder: Path, start: int, entry: Mapping[str, Any], parts_keys
             lines += len(batch)
             keys, sizes = document["texts"]
             if [start + int(k) for k in keys] != [at for at, record in zip(offsets, batch)
-                                                  if _is_reference(record, references)]:
+                                                  if is_reference(record, references)]:
                 raise ExtractUnusable("texts that are not those of the reference records")
             text_keys.extend(start + int(k) for k in keys)
             text_sizes.extend(map(int, sizes))
@@ -221,12 +221,6 @@ def _digests(hexes: Sequence[str | None]) -> Digests:
     digests = Digests()
     digests.extend_hex(hexes)
     return digests
-
-
-def _is_reference(record: Mapping[str, Any], references: Mapping[str, str]) -> bool:
-    """As :meth:`~evalpipe.report.taking.SpanReading.is_reference`."""
-    task, condition = str(record.get("task")), record.get("condition")
-    return condition is None or task not in references or condition == references[task]
 
 
 #: the frame's columns whose strings repeat from record to record, or are the records' own (the id)
@@ -273,25 +267,13 @@ def checked_texts(path: Path, stopped: threading.Event | None = None) -> str:
 
 
 def _task_parts(document: Mapping[str, Any] | None, keys: tuple[str, ...], sharing: _Sharing) -> TaskParts:
-    """:class:`TaskParts` of the keys the report reads, from a batch's parts under every key its records had."""
-    parts = TaskParts(keys)
+    """:class:`TaskParts` of the keys the report reads, from a batch's parts under every key its records
+    had (:class:`~evalpipe.report.taking.AllParts`), its ids the held records' strings."""
     if document is None:
-        return parts
+        return TaskParts(keys)
     share = sharing.strings.setdefault
-    ids = [share(i, i) for i in map(str, document["ids"])]
-    columns = document["columns"]
-    zeros = [0.0] * len(ids)
-    chosen = []
-    for key in keys:
-        column = columns.get(key, zeros)
-        if len(column) != len(ids):
-            raise ExtractUnusable("a parts column of another length")
-        chosen.append(column)
-    parts.ids = ids
-    parts.values = array("d", [float(v) for row in zip(*chosen) for v in row]) if keys else array("d")
-    parts.records = int(document["records"])
-    parts.with_parts = bool(document["with_parts"])
-    return parts
+    return TaskParts.of_columns(keys, [share(i, i) for i in map(str, document["ids"])], document["columns"],
+                                int(document["records"]), bool(document["with_parts"]))
 
 
 class _Outcomes:

@@ -14,10 +14,11 @@ __all__ = ["ExtractSpool", "written_row"]
 
 
 class ExtractSpool(BrowserSpool):
-    """The browser texts of an extract's segment (:class:`_Texts` wrote them), as a spool that gives a
-    row's part as written (:meth:`written`), each checked as it is read (:func:`written_row`): what is
-    not as a writer of extracts wrote it is None, and the row is made from the record. Its entries are
-    those of the segment's reference records, in order (:meth:`entries`)."""
+    """The browser texts of an extract's segment (``writing._Texts`` wrote them): its entries, those of
+    the segment's reference records in order (:meth:`entries`, :meth:`read_at`), each checked as it is
+    read (:func:`written_row`; what is not as a writer of extracts wrote it is None, and the row is
+    made from the record). Asked for a record's :class:`SpooledTexts` it has none: a row of a kind its
+    writer did not write for is made from the record read whole."""
 
     #: task → the kind its rows were written for: ``N`` (NER), ``P`` (plain), ``NP`` (both)
     kinds: Mapping[str, str] = {}
@@ -30,9 +31,6 @@ class ExtractSpool(BrowserSpool):
     def read_at(self, offset: int, size: int) -> bytes:
         """The bytes of an entry (:meth:`entries`), read without moving the file's position."""
         return self._read(offset, size)
-
-    def _written_at(self, offset: int, size: int) -> WrittenRow | None:
-        return written_row(self._read(offset, size))
 
     def _texts_at(self, offset: int, size: int) -> SpooledTexts | None:
         return None  # the row is made from the record read whole (a kind the extract did not write)

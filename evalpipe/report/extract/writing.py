@@ -10,7 +10,6 @@ import json
 import logging
 import os
 import uuid
-from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -23,7 +22,7 @@ from evalpipe.report.extract.layout import (BATCH, FORMAT, SUFFIXES, Segment, ex
 from evalpipe.report.frame import FrameValues
 from evalpipe.report.ner_errors import EntityOutcome, SampleOutcomes, is_span_kind
 from evalpipe.report.reading import LEAN_FIELDS, ON_DEMAND_FIELDS, UNREAD_FIELDS
-from evalpipe.report.taking import FRAME_COLUMNS, SpanReading, WhileWhole
+from evalpipe.report.taking import FRAME_COLUMNS, AllParts, SpanReading, WhileWhole
 from evalpipe.results import _dumps
 
 __all__ = ["ExtractWriter", "SegmentBuilder", "recorded_span_tasks", "taker", "writer"]
@@ -97,45 +96,6 @@ class _Texts:
         self.sizes.append(len(data))
 
 
-class _Parts:
-    """One task's parts as :class:`~evalpipe.report.taking.TaskParts` takes them, but under every key
-    a record has (the report picks the keys its intervals read when it reads them)."""
-
-    def __init__(self) -> None:
-        self.ids: list[str] = []
-        self.columns: dict[str, array[float]] = {}
-        self.records = 0
-        self.with_parts = False
-
-    def add(self, record: Mapping[str, Any]) -> None:
-        self.records += 1
-        if record.get("error") is not None:
-            return
-        row = len(self.ids)
-        self.ids.append(str(record.get("id")))
-        if "parts" in record:
-            self.with_parts = True
-        parts = record.get("parts")
-        if isinstance(parts, Mapping):
-            for key, value in parts.items():
-                column = self.columns.get(key)
-                if column is None:
-                    column = self.columns[key] = array("d", bytes(8 * row))
-                column.append(_part(value))
-        for column in self.columns.values():
-            if len(column) == row:  # a key this record lacks: 0.0
-                column.append(0.0)
-
-    def json(self) -> dict[str, Any]:
-        return {"ids": self.ids, "records": self.records, "with_parts": self.with_parts,
-                "columns": {key: column.tolist() for key, column in self.columns.items()}}
-
-
-def _part(value: Any) -> float:
-    """A part's value as :class:`~evalpipe.report.taking.TaskParts` holds it: a number as a float, else 0.0."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
-
-
 class SegmentBuilder:
     """Takes what a report takes of each line written to a samples file (see the module docstring):
     ``add`` the lines in order as they are written, then ``finish`` once.
@@ -200,11 +160,11 @@ class SegmentBuilder:
             self.problem = f"not taken ({exc})"
 
     def _document(self, records: list[dict[str, Any]], starts: list[int]) -> tuple[bytes, bytes]:
-        """A batch's document, and its parts' (a file of their own: :func:`load_parts` reads only them)."""
+        """A batch's document, and its parts' (``NAME.parts``: the parts apart from the rest)."""
         texts = _Texts(self._texts_handle, self._texts_sha, self._written)
         whole = WhileWhole((), self._variants, texts, FrameValues(FRAME_COLUMNS), None, starts,
                            reading=self._reading)
-        parts: dict[str, _Parts] = {}
+        parts: dict[str, AllParts] = {}
         held_records = []
         for record in records:
             task = str(record.get("task"))
@@ -213,7 +173,7 @@ class SegmentBuilder:
             whole(record, held)
             if task not in self._references:  # every record of such a task is a reference one
                 self._parts_tasks.setdefault(task)
-                parts.setdefault(task, _Parts()).add(record)
+                parts.setdefault(task, AllParts()).add(record)
                 held.pop("parts", None)
             held_records.append(held)
         found = {task: (None if values is None else [_outcomes_json(o) for o in values])
@@ -221,8 +181,11 @@ class SegmentBuilder:
         document = {"starts": starts, "records": held_records, "frame": whole.frame.state() if whole.frame else {},
                     "digests": [d.hex() if d is not None else None for d in whole.digests],
                     "found": found, "texts": [texts.keys, texts.sizes]}
+        parts_document = {task: {"ids": p.ids, "records": p.records, "with_parts": p.with_parts,
+                                 "columns": {key: column.tolist() for key, column in p.columns.items()}}
+                          for task, p in parts.items()}
         return ((_dumps(document, separators=(",", ":")) + "\n").encode("utf-8"),
-                (_dumps({task: p.json() for task, p in parts.items()}, separators=(",", ":")) + "\n").encode("utf-8"))
+                (_dumps(parts_document, separators=(",", ":")) + "\n").encode("utf-8"))
 
     def finish(self) -> Segment | None:
         """The segment taken (its files written), or None where its lines could not all be taken."""
