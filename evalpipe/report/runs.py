@@ -373,6 +373,8 @@ class _RunReading:
                 spool = rest_spool
             else:
                 spool.rest = rest_spool
+        elif rest is not None and rest[1] is not None:  # no line at all: an extract's empty spool
+            rest[1].close()
         records, lines = paired(self.run_dir, self.compat, records, self.starts)
         if spool is not None and lines is None:
             spool.close()
